@@ -1,0 +1,150 @@
+-- Desired state of the OpenShell gateway (PostgreSQL flavour; keep in step with ../sqlite).
+-- Times are milliseconds since the Unix epoch; booleans are 0/1 integers so
+-- both backends share every query.
+
+CREATE TABLE workspaces (
+    name              TEXT PRIMARY KEY,
+    settings_revision BIGINT NOT NULL DEFAULT 0,
+    created_at        BIGINT NOT NULL
+);
+
+CREATE TABLE sandboxes (
+    id                TEXT PRIMARY KEY,
+    name              TEXT NOT NULL,
+    workspace         TEXT NOT NULL REFERENCES workspaces(name),
+    lifecycle         TEXT NOT NULL,
+    credential_hash   TEXT NOT NULL,
+    policy_revision   BIGINT NOT NULL DEFAULT 0,
+    settings_revision BIGINT NOT NULL DEFAULT 0,
+    attachment_epoch  BIGINT NOT NULL DEFAULT 0,
+    created_at        BIGINT NOT NULL,
+    updated_at        BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX sandboxes_live_name ON sandboxes (workspace, name) WHERE lifecycle <> 'deleted';
+
+CREATE TABLE policy_revisions (
+    sandbox_id   TEXT NOT NULL REFERENCES sandboxes(id),
+    revision     BIGINT NOT NULL,
+    policy_hash  TEXT NOT NULL,
+    policy_json  TEXT NOT NULL,
+    operation_id TEXT,
+    created_at   BIGINT NOT NULL,
+    PRIMARY KEY (sandbox_id, revision)
+);
+
+-- policy_json NULL records that the global policy was cleared.
+CREATE TABLE global_policy_revisions (
+    revision     BIGINT PRIMARY KEY,
+    policy_hash  TEXT,
+    policy_json  TEXT,
+    operation_id TEXT,
+    created_at   BIGINT NOT NULL
+);
+
+-- Gateway-wide counters: global_settings_revision.
+CREATE TABLE counters (
+    name  TEXT PRIMARY KEY,
+    value BIGINT NOT NULL
+);
+INSERT INTO counters (name, value) VALUES ('global_settings_revision', 0);
+
+-- scope is 'global' (scope_id ''), 'workspace' (name) or 'sandbox' (id).
+CREATE TABLE settings (
+    scope      TEXT NOT NULL,
+    scope_id   TEXT NOT NULL,
+    key        TEXT NOT NULL,
+    value_json TEXT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    PRIMARY KEY (scope, scope_id, key)
+);
+
+CREATE TABLE providers (
+    id                TEXT PRIMARY KEY,
+    name              TEXT NOT NULL,
+    workspace         TEXT NOT NULL REFERENCES workspaces(name),
+    provider_type     TEXT NOT NULL,
+    env_json          TEXT NOT NULL,
+    credential_names  TEXT NOT NULL,
+    credentials_box   BYTEA NOT NULL,
+    revision          BIGINT NOT NULL,
+    expires_at        BIGINT,
+    created_at        BIGINT NOT NULL,
+    updated_at        BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX providers_name ON providers (workspace, name);
+
+CREATE TABLE attachments (
+    sandbox_id  TEXT NOT NULL REFERENCES sandboxes(id),
+    provider_id TEXT NOT NULL REFERENCES providers(id),
+    attached_at BIGINT NOT NULL,
+    PRIMARY KEY (sandbox_id, provider_id)
+);
+CREATE INDEX attachments_provider ON attachments (provider_id);
+
+CREATE TABLE operations (
+    id                     TEXT PRIMARY KEY,
+    target_kind            TEXT NOT NULL,
+    target                 TEXT NOT NULL,
+    sandbox_id             TEXT,
+    state                  TEXT NOT NULL,
+    outcome                TEXT NOT NULL DEFAULT '',
+    error                  TEXT NOT NULL DEFAULT '',
+    policy_revision        BIGINT NOT NULL DEFAULT 0,
+    settings_revision      BIGINT NOT NULL DEFAULT 0,
+    global_policy_revision BIGINT NOT NULL DEFAULT 0,
+    no_op                  BIGINT NOT NULL DEFAULT 0,
+    caller                 TEXT NOT NULL,
+    idempotency_key        TEXT,
+    request_fingerprint    TEXT,
+    idempotency_expires_at BIGINT,
+    created_at             BIGINT NOT NULL,
+    updated_at             BIGINT NOT NULL,
+    completed_at           BIGINT
+);
+CREATE UNIQUE INDEX operations_idempotency ON operations (target_kind, target, caller, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE INDEX operations_sandbox_state ON operations (sandbox_id, state);
+CREATE INDEX operations_created ON operations (created_at);
+
+-- Per-sandbox progress of fleet operations (workspace, global, provider).
+CREATE TABLE operation_targets (
+    operation_id TEXT NOT NULL REFERENCES operations(id),
+    sandbox_id   TEXT NOT NULL,
+    state        TEXT NOT NULL,
+    outcome      TEXT NOT NULL DEFAULT '',
+    error        TEXT NOT NULL DEFAULT '',
+    updated_at   BIGINT NOT NULL,
+    PRIMARY KEY (operation_id, sandbox_id)
+);
+CREATE INDEX operation_targets_sandbox ON operation_targets (sandbox_id, state);
+
+-- Written in the same transaction as the change, so a crash between commit
+-- and publication is repaired by replaying intents past a replica's watermark.
+CREATE TABLE fanout_intents (
+    id           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    scope        TEXT NOT NULL,
+    scope_id     TEXT NOT NULL,
+    components   TEXT NOT NULL,
+    operation_id TEXT,
+    created_at   BIGINT NOT NULL
+);
+
+CREATE TABLE replicas (
+    replica_id   TEXT PRIMARY KEY,
+    peer_address TEXT NOT NULL,
+    started_at   BIGINT NOT NULL,
+    heartbeat_at BIGINT NOT NULL,
+    watermark    BIGINT NOT NULL DEFAULT 0
+);
+
+CREATE TABLE session_owners (
+    sandbox_id         TEXT PRIMARY KEY,
+    replica_id         TEXT NOT NULL,
+    session_id         TEXT NOT NULL,
+    epoch              BIGINT NOT NULL,
+    supervisor_version TEXT NOT NULL,
+    protocol_revision  BIGINT NOT NULL,
+    mode               TEXT NOT NULL,
+    connected_at       BIGINT NOT NULL,
+    heartbeat_at       BIGINT NOT NULL
+);

@@ -1,0 +1,187 @@
+//! Store records to wire messages. The only place that knows both shapes.
+
+use openshell_core::settings::{Scope, SettingValue};
+use openshell_proto::v1 as pb;
+
+use crate::store::{
+    FleetCounts, Lifecycle, OperationRecord, OperationState, Outcome, PolicyRevisionRecord,
+    ProviderRecord, SandboxRecord, TargetKind,
+};
+
+pub fn timestamp(ms: i64) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: ms.div_euclid(1000),
+        nanos: i32::try_from(ms.rem_euclid(1000) * 1_000_000).unwrap_or(0),
+    }
+}
+
+pub fn timestamp_to_ms(ts: &prost_types::Timestamp) -> i64 {
+    ts.seconds
+        .saturating_mul(1000)
+        .saturating_add(i64::from(ts.nanos / 1_000_000))
+}
+
+pub fn lifecycle(l: Lifecycle) -> pb::SandboxLifecycle {
+    match l {
+        Lifecycle::Pending => pb::SandboxLifecycle::Pending,
+        Lifecycle::Running => pb::SandboxLifecycle::Running,
+        Lifecycle::Stopped => pb::SandboxLifecycle::Stopped,
+        Lifecycle::Deleted => pb::SandboxLifecycle::Deleted,
+    }
+}
+
+pub fn sandbox(s: &SandboxRecord) -> pb::Sandbox {
+    pb::Sandbox {
+        id: s.id.clone(),
+        name: s.name.clone(),
+        workspace: s.workspace.clone(),
+        lifecycle: lifecycle(s.lifecycle) as i32,
+        policy_revision: s.policy_revision,
+        settings_revision: s.settings_revision,
+        attachment_epoch: s.attachment_epoch,
+        providers: s.providers.clone(),
+        created_at: Some(timestamp(s.created_at)),
+        updated_at: Some(timestamp(s.updated_at)),
+    }
+}
+
+pub fn operation_state(s: OperationState) -> pb::OperationState {
+    match s {
+        OperationState::Pending => pb::OperationState::Pending,
+        OperationState::Delivered => pb::OperationState::Delivered,
+        OperationState::Applied => pb::OperationState::Applied,
+        OperationState::Failed => pb::OperationState::Failed,
+        OperationState::Superseded => pb::OperationState::Superseded,
+        OperationState::Inactive => pb::OperationState::Inactive,
+        OperationState::Cancelled => pb::OperationState::Cancelled,
+    }
+}
+
+pub fn operation_state_from_pb(value: i32) -> Option<OperationState> {
+    Some(match pb::OperationState::try_from(value).ok()? {
+        pb::OperationState::Unspecified => return None,
+        pb::OperationState::Pending => OperationState::Pending,
+        pb::OperationState::Delivered => OperationState::Delivered,
+        pb::OperationState::Applied => OperationState::Applied,
+        pb::OperationState::Failed => OperationState::Failed,
+        pb::OperationState::Superseded => OperationState::Superseded,
+        pb::OperationState::Inactive => OperationState::Inactive,
+        pb::OperationState::Cancelled => OperationState::Cancelled,
+    })
+}
+
+fn outcome(o: Outcome) -> pb::ApplyOutcome {
+    match o {
+        Outcome::None => pb::ApplyOutcome::Unspecified,
+        Outcome::Applied => pb::ApplyOutcome::Applied,
+        Outcome::Duplicate => pb::ApplyOutcome::Duplicate,
+        Outcome::Stale => pb::ApplyOutcome::Stale,
+        Outcome::RetainedLocalOverride => pb::ApplyOutcome::RetainedLocalOverride,
+        Outcome::FailedRetainedLastKnownGood => pb::ApplyOutcome::FailedRetainedLastKnownGood,
+        Outcome::FailedClosed => pb::ApplyOutcome::FailedClosed,
+        Outcome::Lifecycle => pb::ApplyOutcome::Lifecycle,
+        Outcome::SupersededByNewer => pb::ApplyOutcome::SupersededByNewer,
+    }
+}
+
+fn target_kind(k: TargetKind) -> pb::TargetKind {
+    match k {
+        TargetKind::Sandbox => pb::TargetKind::Sandbox,
+        TargetKind::Workspace => pb::TargetKind::Workspace,
+        TargetKind::Global => pb::TargetKind::Global,
+        TargetKind::Provider => pb::TargetKind::Provider,
+    }
+}
+
+fn fleet(c: &FleetCounts) -> pb::FleetProgress {
+    pb::FleetProgress {
+        targets: c.targets,
+        applied: c.applied,
+        failed: c.failed,
+        pending: c.pending,
+        inactive: c.inactive,
+        superseded: c.superseded,
+        cancelled: c.cancelled,
+    }
+}
+
+pub fn operation(o: &OperationRecord) -> pb::Operation {
+    pb::Operation {
+        id: o.id.clone(),
+        target_kind: target_kind(o.target_kind) as i32,
+        target: o.target.clone(),
+        state: operation_state(o.state) as i32,
+        outcome: outcome(o.outcome) as i32,
+        error: o.error.clone(),
+        policy_revision: o.policy_revision,
+        settings_revision: o.settings_revision,
+        global_policy_revision: o.global_policy_revision,
+        no_op: o.no_op,
+        idempotency_key: o.idempotency_key.clone().unwrap_or_default(),
+        created_at: Some(timestamp(o.created_at)),
+        updated_at: Some(timestamp(o.updated_at)),
+        completed_at: o.completed_at.map(timestamp),
+        wait_timed_out: false,
+        fleet: o.fleet.as_ref().map(fleet),
+        caller: o.caller.clone(),
+    }
+}
+
+pub fn policy_revision(p: &PolicyRevisionRecord, with_body: bool) -> pb::PolicyRevision {
+    let policy_yaml = if with_body {
+        openshell_core::policy::parse_policy(&p.policy_json)
+            .map(|policy| policy.to_yaml())
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    pb::PolicyRevision {
+        sandbox_id: p.sandbox_id.clone(),
+        revision: p.revision,
+        policy_hash: p.policy_hash.clone(),
+        policy_yaml,
+        created_at: Some(timestamp(p.created_at)),
+        operation_id: p.operation_id.clone().unwrap_or_default(),
+    }
+}
+
+pub fn provider(p: &ProviderRecord) -> pb::Provider {
+    pb::Provider {
+        id: p.id.clone(),
+        name: p.name.clone(),
+        workspace: p.workspace.clone(),
+        r#type: p.provider_type.clone(),
+        env: p.env.clone().into_iter().collect(),
+        credential_names: p.credential_names.clone(),
+        revision: p.revision,
+        expires_at: p.expires_at.map(timestamp),
+        attached_sandbox_ids: p.attached_sandbox_ids.clone(),
+    }
+}
+
+pub fn setting_value(v: &SettingValue) -> pb::SettingValue {
+    pb::SettingValue {
+        kind: Some(match v {
+            SettingValue::Bool(b) => pb::setting_value::Kind::BoolValue(*b),
+            SettingValue::Int(i) => pb::setting_value::Kind::IntValue(*i),
+            SettingValue::String(s) => pb::setting_value::Kind::StringValue(s.clone()),
+        }),
+    }
+}
+
+pub fn setting_value_from_pb(v: &pb::SettingValue) -> Option<SettingValue> {
+    Some(match v.kind.as_ref()? {
+        pb::setting_value::Kind::BoolValue(b) => SettingValue::Bool(*b),
+        pb::setting_value::Kind::IntValue(i) => SettingValue::Int(*i),
+        pb::setting_value::Kind::StringValue(s) => SettingValue::String(s.clone()),
+    })
+}
+
+pub fn scope(s: Option<Scope>) -> pb::SettingScope {
+    match s {
+        None => pb::SettingScope::Default,
+        Some(Scope::Global) => pb::SettingScope::Global,
+        Some(Scope::Workspace) => pb::SettingScope::Workspace,
+        Some(Scope::Sandbox) => pb::SettingScope::Sandbox,
+    }
+}

@@ -1,0 +1,630 @@
+//! The public `OpenShell` service: request decoding, target resolution and
+//! conversion of domain errors to gRPC status codes. The writes themselves
+//! live in `config_update`, `lifecycle` and `providers`.
+
+pub mod convert;
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use openshell_core::settings::{self, Scope};
+use openshell_core::{Secret, ValueClass};
+use openshell_proto::v1 as pb;
+use openshell_proto::v1::open_shell_server::OpenShell;
+use tonic::{Request, Response, Status};
+
+use crate::auth::caller_of;
+use crate::config_update::{ConfigTarget, ConfigUpdate, SettingChange, commit_update};
+use crate::error::GatewayError;
+use crate::lifecycle::{self, workspace_or_default};
+use crate::operations::{OperationWatch, ended_by_deadline, wait_deadline, wait_for_terminal};
+use crate::providers::{self, ProviderInput};
+use crate::state::GatewayState;
+use crate::store::{Lifecycle, OperationFilter, SandboxRecord};
+
+/// Most items one list call returns.
+const MAX_PAGE: u32 = 1000;
+const DEFAULT_PAGE: u32 = 100;
+
+/// The service; cheap to clone.
+#[derive(Clone)]
+pub struct OpenShellApi {
+    state: Arc<GatewayState>,
+}
+
+impl OpenShellApi {
+    pub fn new(state: Arc<GatewayState>) -> Self {
+        Self { state }
+    }
+
+    async fn resolve(&self, sandbox: Option<&pb::SandboxRef>) -> Result<SandboxRecord, Status> {
+        let sandbox = sandbox.ok_or_else(|| {
+            Status::from(GatewayError::invalid("sandbox", "a sandbox id or name is required"))
+        })?;
+        Ok(self
+            .state
+            .store
+            .resolve_sandbox(&sandbox.id_or_name, workspace_or_default(&sandbox.workspace))
+            .await?)
+    }
+
+    async fn resolve_live(&self, sandbox: Option<&pb::SandboxRef>) -> Result<SandboxRecord, Status> {
+        let record = self.resolve(sandbox).await?;
+        if record.lifecycle == Lifecycle::Deleted {
+            return Err(GatewayError::NotFound(format!("sandbox {} was deleted", record.id)).into());
+        }
+        Ok(record)
+    }
+}
+
+fn page(size: u32) -> i64 {
+    i64::from(if size == 0 { DEFAULT_PAGE } else { size.min(MAX_PAGE) })
+}
+
+fn offset(token: &str) -> Result<i64, Status> {
+    if token.is_empty() {
+        return Ok(0);
+    }
+    token
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| GatewayError::invalid("page_token", "not a token from a previous response").into())
+}
+
+fn next_token(offset: i64, limit: i64, returned: usize) -> String {
+    if i64::try_from(returned).unwrap_or(i64::MAX) < limit {
+        String::new()
+    } else {
+        (offset + limit).to_string()
+    }
+}
+
+fn wait_options(wait: Option<&pb::WaitOptions>) -> Result<(Duration, f64), Status> {
+    let timeout = match wait.and_then(|w| w.timeout.as_ref()) {
+        Some(d) => {
+            if d.seconds < 0 || d.nanos < 0 {
+                return Err(GatewayError::invalid("wait.timeout", "must not be negative").into());
+            }
+            Some(Duration::new(
+                u64::try_from(d.seconds).unwrap_or(0),
+                u32::try_from(d.nanos).unwrap_or(0),
+            ))
+        }
+        None => None,
+    };
+    let threshold = wait.map_or(0.0, |w| w.threshold);
+    if !(0.0..=1.0).contains(&threshold) || threshold.is_nan() {
+        return Err(GatewayError::invalid("wait.threshold", "must be a fraction between 0 and 1").into());
+    }
+    Ok((wait_deadline(timeout), threshold))
+}
+
+fn provider_input(values: &[pb::ProviderValueInput], expires_at: Option<&prost_types::Timestamp>) -> ProviderInput {
+    let mut env = BTreeMap::new();
+    let mut credentials = BTreeMap::new();
+    let mut classes = Vec::new();
+    for (i, v) in values.iter().enumerate() {
+        let class = match pb::ValueClass::try_from(v.class) {
+            Ok(pb::ValueClass::Credential) => Some(ValueClass::Credential),
+            Ok(pb::ValueClass::NonSecret) => Some(ValueClass::NonSecret),
+            _ => None,
+        };
+        classes.push((i, v.name.clone(), class));
+        match class {
+            Some(ValueClass::Credential) => {
+                credentials.insert(v.name.clone(), Secret::new(v.value.clone()));
+            }
+            _ => {
+                env.insert(v.name.clone(), v.value.clone());
+            }
+        }
+    }
+    ProviderInput {
+        env,
+        credentials,
+        classes,
+        expires_at: expires_at.map(convert::timestamp_to_ms),
+    }
+}
+
+type OperationStream = Pin<Box<dyn Stream<Item = Result<pb::Operation, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl OpenShell for OpenShellApi {
+    async fn create_sandbox(
+        &self,
+        request: Request<pb::CreateSandboxRequest>,
+    ) -> Result<Response<pb::CreateSandboxResponse>, Status> {
+        let caller = caller_of(&request)?;
+        let req = request.into_inner();
+        let policy = Some(req.policy.as_str()).filter(|p| !p.is_empty());
+        let created =
+            lifecycle::create_sandbox(&self.state.store, &req.name, &req.workspace, policy, &caller)
+                .await?;
+        tracing::info!(sandbox = %created.sandbox.id, name = %created.sandbox.name, %caller, "sandbox created");
+        Ok(Response::new(pb::CreateSandboxResponse {
+            sandbox: Some(convert::sandbox(&created.sandbox)),
+            supervisor_credential: created.credential.expose().to_string(),
+            operation: created.operation.as_ref().map(convert::operation),
+        }))
+    }
+
+    async fn get_sandbox(&self, request: Request<pb::GetSandboxRequest>) -> Result<Response<pb::Sandbox>, Status> {
+        let sandbox = self.resolve(request.get_ref().sandbox.as_ref()).await?;
+        Ok(Response::new(convert::sandbox(&sandbox)))
+    }
+
+    async fn list_sandboxes(
+        &self,
+        request: Request<pb::ListSandboxesRequest>,
+    ) -> Result<Response<pb::ListSandboxesResponse>, Status> {
+        let req = request.into_inner();
+        let limit = page(req.page_size);
+        let offset = offset(&req.page_token)?;
+        let workspace = Some(req.workspace.as_str()).filter(|w| !w.is_empty());
+        let records = self
+            .state
+            .store
+            .list_sandboxes(workspace, req.include_deleted, limit, offset)
+            .await?;
+        Ok(Response::new(pb::ListSandboxesResponse {
+            next_page_token: next_token(offset, limit, records.len()),
+            sandboxes: records.iter().map(convert::sandbox).collect(),
+        }))
+    }
+
+    async fn delete_sandbox(
+        &self,
+        request: Request<pb::DeleteSandboxRequest>,
+    ) -> Result<Response<pb::DeleteSandboxResponse>, Status> {
+        let caller = caller_of(&request)?;
+        let sandbox = self.resolve_live(request.get_ref().sandbox.as_ref()).await?;
+        let (deleted, cancelled) = lifecycle::delete_sandbox(&self.state.store, &sandbox).await?;
+        tracing::info!(sandbox = %deleted.id, cancelled, %caller, "sandbox deleted");
+        Ok(Response::new(pb::DeleteSandboxResponse {
+            sandbox: Some(convert::sandbox(&deleted)),
+            cancelled_operations: u32::try_from(cancelled).unwrap_or(u32::MAX),
+        }))
+    }
+
+    async fn set_sandbox_lifecycle(
+        &self,
+        request: Request<pb::SetSandboxLifecycleRequest>,
+    ) -> Result<Response<pb::Sandbox>, Status> {
+        let req = request.get_ref();
+        let wanted = match pb::SandboxLifecycle::try_from(req.lifecycle) {
+            Ok(pb::SandboxLifecycle::Stopped) => Lifecycle::Stopped,
+            Ok(pb::SandboxLifecycle::Pending) => Lifecycle::Pending,
+            _ => {
+                return Err(GatewayError::invalid(
+                    "lifecycle",
+                    "expected STOPPED, or PENDING to start the sandbox again",
+                )
+                .into());
+            }
+        };
+        let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
+        let updated = lifecycle::set_lifecycle(&self.state.store, &sandbox, wanted).await?;
+        Ok(Response::new(convert::sandbox(&updated)))
+    }
+
+    async fn create_provider(
+        &self,
+        request: Request<pb::CreateProviderRequest>,
+    ) -> Result<Response<pb::ProviderWriteResponse>, Status> {
+        let req = request.into_inner();
+        let input = provider_input(&req.values, req.expires_at.as_ref());
+        let record = providers::create_provider(
+            &self.state.store,
+            &req.name,
+            workspace_or_default(&req.workspace),
+            &req.r#type,
+            input,
+        )
+        .await?;
+        tracing::info!(provider = %record.id, name = %record.name, "provider created");
+        Ok(Response::new(pb::ProviderWriteResponse {
+            provider: Some(convert::provider(&record)),
+            operation: None,
+        }))
+    }
+
+    async fn update_provider(
+        &self,
+        request: Request<pb::UpdateProviderRequest>,
+    ) -> Result<Response<pb::ProviderWriteResponse>, Status> {
+        let req = request.into_inner();
+        let existing = self
+            .state
+            .store
+            .resolve_provider(&req.provider, workspace_or_default(&req.workspace))
+            .await?;
+        let input = provider_input(&req.values, req.expires_at.as_ref());
+        let record = providers::update_provider(&self.state.store, &existing, input).await?;
+        tracing::info!(provider = %record.id, revision = record.revision, "provider updated");
+        Ok(Response::new(pb::ProviderWriteResponse {
+            provider: Some(convert::provider(&record)),
+            operation: None,
+        }))
+    }
+
+    async fn delete_provider(
+        &self,
+        request: Request<pb::DeleteProviderRequest>,
+    ) -> Result<Response<pb::DeleteProviderResponse>, Status> {
+        let req = request.into_inner();
+        let existing = self
+            .state
+            .store
+            .resolve_provider(&req.provider, workspace_or_default(&req.workspace))
+            .await?;
+        let mut tx = self.state.store.begin_write().await?;
+        tx.delete_provider(&existing.id).await?;
+        tx.commit().await?;
+        Ok(Response::new(pb::DeleteProviderResponse {}))
+    }
+
+    async fn get_provider(&self, request: Request<pb::GetProviderRequest>) -> Result<Response<pb::Provider>, Status> {
+        let req = request.into_inner();
+        let record = self
+            .state
+            .store
+            .resolve_provider(&req.provider, workspace_or_default(&req.workspace))
+            .await?;
+        Ok(Response::new(convert::provider(&record)))
+    }
+
+    async fn list_providers(
+        &self,
+        request: Request<pb::ListProvidersRequest>,
+    ) -> Result<Response<pb::ListProvidersResponse>, Status> {
+        let req = request.into_inner();
+        let workspace = Some(req.workspace.as_str()).filter(|w| !w.is_empty());
+        let records = self.state.store.list_providers(workspace).await?;
+        Ok(Response::new(pb::ListProvidersResponse {
+            providers: records.iter().map(convert::provider).collect(),
+        }))
+    }
+
+    async fn attach_provider(
+        &self,
+        request: Request<pb::AttachProviderRequest>,
+    ) -> Result<Response<pb::AttachmentResponse>, Status> {
+        let req = request.into_inner();
+        let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
+        let provider = self.state.store.resolve_provider(&req.provider, &sandbox.workspace).await?;
+        let updated = providers::attach(&self.state.store, &sandbox, &provider, true).await?;
+        Ok(Response::new(pb::AttachmentResponse {
+            sandbox: Some(convert::sandbox(&updated)),
+            operation: None,
+        }))
+    }
+
+    async fn detach_provider(
+        &self,
+        request: Request<pb::DetachProviderRequest>,
+    ) -> Result<Response<pb::AttachmentResponse>, Status> {
+        let req = request.into_inner();
+        let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
+        let provider = self.state.store.resolve_provider(&req.provider, &sandbox.workspace).await?;
+        let updated = providers::attach(&self.state.store, &sandbox, &provider, false).await?;
+        Ok(Response::new(pb::AttachmentResponse {
+            sandbox: Some(convert::sandbox(&updated)),
+            operation: None,
+        }))
+    }
+
+    async fn get_sandbox_policy(
+        &self,
+        request: Request<pb::GetSandboxPolicyRequest>,
+    ) -> Result<Response<pb::GetSandboxPolicyResponse>, Status> {
+        let req = request.into_inner();
+        let sandbox = self.resolve(req.sandbox.as_ref()).await?;
+        let store = &self.state.store;
+        let revision = if req.revision == 0 {
+            store.latest_policy(&sandbox.id).await?.ok_or_else(|| {
+                GatewayError::NotFound(format!("sandbox {} has no policy yet", sandbox.name))
+            })?
+        } else {
+            store.policy_revision(&sandbox.id, req.revision).await?
+        };
+        let (global_revision, global) = store.global_policy().await?;
+        Ok(Response::new(pb::GetSandboxPolicyResponse {
+            policy: Some(convert::policy_revision(&revision, true)),
+            effective_source: if global.is_some() {
+                pb::PolicySource::Global
+            } else {
+                pb::PolicySource::Sandbox
+            } as i32,
+            global_policy_revision: global_revision,
+        }))
+    }
+
+    async fn list_sandbox_policies(
+        &self,
+        request: Request<pb::ListSandboxPoliciesRequest>,
+    ) -> Result<Response<pb::ListSandboxPoliciesResponse>, Status> {
+        let req = request.into_inner();
+        let sandbox = self.resolve(req.sandbox.as_ref()).await?;
+        let revisions = self
+            .state
+            .store
+            .policy_history(&sandbox.id, page(req.limit))
+            .await?;
+        Ok(Response::new(pb::ListSandboxPoliciesResponse {
+            revisions: revisions
+                .iter()
+                .map(|r| convert::policy_revision(r, false))
+                .collect(),
+        }))
+    }
+
+    async fn get_settings(
+        &self,
+        request: Request<pb::GetSettingsRequest>,
+    ) -> Result<Response<pb::GetSettingsResponse>, Status> {
+        let req = request.into_inner();
+        let store = &self.state.store;
+        let to_pb = |values: &BTreeMap<String, openshell_core::SettingValue>, scope: Scope| {
+            values
+                .iter()
+                .map(|(key, value)| pb::Setting {
+                    key: key.clone(),
+                    value: Some(convert::setting_value(value)),
+                    scope: convert::scope(Some(scope)) as i32,
+                })
+                .collect::<Vec<_>>()
+        };
+        let response = match pb::SettingScope::try_from(req.scope) {
+            Ok(pb::SettingScope::Global) => {
+                let global = store.settings_at(Scope::Global, "").await?;
+                pb::GetSettingsResponse {
+                    values: to_pb(&global.values, Scope::Global),
+                    revision: global.revision,
+                    effective: Vec::new(),
+                }
+            }
+            Ok(pb::SettingScope::Workspace) => {
+                let workspace = workspace_or_default(&req.workspace);
+                if !store.workspace_exists(workspace).await? {
+                    return Err(GatewayError::NotFound(format!("workspace {workspace:?} not found")).into());
+                }
+                let scoped = store.settings_at(Scope::Workspace, workspace).await?;
+                pb::GetSettingsResponse {
+                    values: to_pb(&scoped.values, Scope::Workspace),
+                    revision: scoped.revision,
+                    effective: Vec::new(),
+                }
+            }
+            Ok(pb::SettingScope::Sandbox) => {
+                let sandbox = self.resolve(req.sandbox.as_ref()).await?;
+                let own = store.settings_at(Scope::Sandbox, &sandbox.id).await?;
+                let workspace = store.settings_at(Scope::Workspace, &sandbox.workspace).await?;
+                let global = store.settings_at(Scope::Global, "").await?;
+                let effective = settings::effective(&global.values, &workspace.values, &own.values);
+                pb::GetSettingsResponse {
+                    values: to_pb(&own.values, Scope::Sandbox),
+                    revision: own.revision,
+                    effective: effective
+                        .iter()
+                        .map(|e| pb::Setting {
+                            key: e.key.clone(),
+                            value: Some(convert::setting_value(&e.value)),
+                            scope: convert::scope(e.source) as i32,
+                        })
+                        .collect(),
+                }
+            }
+            _ => {
+                return Err(GatewayError::invalid("scope", "expected GLOBAL, WORKSPACE or SANDBOX").into());
+            }
+        };
+        Ok(Response::new(response))
+    }
+
+    async fn list_setting_definitions(
+        &self,
+        _request: Request<pb::ListSettingDefinitionsRequest>,
+    ) -> Result<Response<pb::ListSettingDefinitionsResponse>, Status> {
+        let definitions = settings::registry()
+            .iter()
+            .map(|def| pb::SettingDefinition {
+                key: def.key.to_string(),
+                kind: def.kind.name().to_string(),
+                default_value: Some(convert::setting_value(&def.default_value())),
+                allowed_values: def.kind.allowed_values().iter().map(|v| (*v).to_string()).collect(),
+                description: def.description.to_string(),
+            })
+            .collect();
+        Ok(Response::new(pb::ListSettingDefinitionsResponse { definitions }))
+    }
+
+    async fn update_config(
+        &self,
+        request: Request<pb::UpdateConfigRequest>,
+    ) -> Result<Response<pb::UpdateConfigResponse>, Status> {
+        let caller = caller_of(&request)?;
+        let req = request.into_inner();
+        let target = match req.target.as_ref().and_then(|t| t.target.as_ref()) {
+            Some(pb::config_target::Target::Sandbox(sb)) => {
+                ConfigTarget::Sandbox(self.resolve_live(Some(sb)).await?)
+            }
+            Some(pb::config_target::Target::Workspace(ws)) => {
+                ConfigTarget::Workspace(workspace_or_default(ws).to_string())
+            }
+            Some(pb::config_target::Target::Global(true)) => ConfigTarget::Global,
+            _ => {
+                return Err(GatewayError::invalid(
+                    "target",
+                    "a target is required: a sandbox, a workspace, or global",
+                )
+                .into());
+            }
+        };
+        let mut setting_changes = Vec::with_capacity(req.settings.len());
+        for change in &req.settings {
+            setting_changes.push(match &change.change {
+                Some(pb::setting_change::Change::Value(v)) => match convert::setting_value_from_pb(v) {
+                    Some(value) => SettingChange::Value(change.key.clone(), value),
+                    None => {
+                        return Err(GatewayError::invalid(
+                            format!("settings.{}", change.key),
+                            "a value is required",
+                        )
+                        .into());
+                    }
+                },
+                Some(pb::setting_change::Change::Raw(raw)) => SettingChange::Raw(change.key.clone(), raw.clone()),
+                Some(pb::setting_change::Change::Delete(true)) => SettingChange::Delete(change.key.clone()),
+                _ => {
+                    return Err(GatewayError::invalid(
+                        format!("settings.{}", change.key),
+                        "give a value, a raw value, or delete",
+                    )
+                    .into());
+                }
+            });
+        }
+        let mode = pb::UpdateMode::try_from(req.mode).unwrap_or(pb::UpdateMode::Unspecified);
+        let (wait, threshold) = wait_options(req.wait.as_ref())?;
+        let update = ConfigUpdate {
+            target,
+            policy: Some(req.policy).filter(|p| !p.is_empty()),
+            clear_global_policy: req.clear_global_policy,
+            settings: setting_changes,
+            idempotency_key: Some(req.idempotency_key).filter(|k| !k.is_empty()),
+            caller: caller.clone(),
+        };
+        let retention = i64::try_from(self.state.config.idempotency_retention.as_millis()).unwrap_or(i64::MAX);
+        let committed = commit_update(&self.state.store, &update, retention).await?;
+        tracing::info!(
+            operation = %committed.operation.id,
+            target = %committed.operation.target,
+            policy_revision = committed.operation.policy_revision,
+            settings_revision = committed.operation.settings_revision,
+            no_op = committed.operation.no_op,
+            replay = committed.idempotent_replay,
+            %caller,
+            "configuration committed"
+        );
+        let mut operation = committed.operation;
+        let mut wait_timed_out = false;
+        if mode == pb::UpdateMode::WaitForApply && !operation.state.is_terminal() {
+            let (op, timed_out) = wait_for_terminal(&self.state.store, &operation.id, wait, threshold).await?;
+            operation = op;
+            wait_timed_out = timed_out;
+        }
+        let mut operation = convert::operation(&operation);
+        operation.wait_timed_out = wait_timed_out;
+        Ok(Response::new(pb::UpdateConfigResponse {
+            operation: Some(operation),
+            idempotent_replay: committed.idempotent_replay,
+        }))
+    }
+
+    async fn get_operation(&self, request: Request<pb::GetOperationRequest>) -> Result<Response<pb::Operation>, Status> {
+        let id = &request.get_ref().id;
+        if id.is_empty() {
+            return Err(GatewayError::invalid("id", "an operation id is required").into());
+        }
+        let op = self.state.store.get_operation(id).await?;
+        Ok(Response::new(convert::operation(&op)))
+    }
+
+    type WaitForApplyStream = OperationStream;
+
+    async fn wait_for_apply(
+        &self,
+        request: Request<pb::WaitForApplyRequest>,
+    ) -> Result<Response<Self::WaitForApplyStream>, Status> {
+        let req = request.into_inner();
+        if req.id.is_empty() {
+            return Err(GatewayError::invalid("id", "an operation id is required").into());
+        }
+        let (wait, threshold) = wait_options(req.wait.as_ref())?;
+        // Fail fast on an unknown id rather than with an empty stream.
+        self.state.store.get_operation(&req.id).await?;
+        let watch = OperationWatch::new(self.state.store.clone(), req.id, wait, threshold);
+        let stream = futures::stream::unfold(watch, move |mut watch| async move {
+            let item = watch.next().await?;
+            let item = item.map_err(Status::from).map(|op| {
+                let mut pb_op = convert::operation(&op);
+                pb_op.wait_timed_out = watch.is_done() && ended_by_deadline(&op, threshold);
+                pb_op
+            });
+            Some((item, watch))
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn list_operations(
+        &self,
+        request: Request<pb::ListOperationsRequest>,
+    ) -> Result<Response<pb::ListOperationsResponse>, Status> {
+        let req = request.into_inner();
+        let sandbox_id = match &req.sandbox {
+            Some(sb) if !sb.id_or_name.is_empty() => Some(self.resolve(Some(sb)).await?.id),
+            _ => None,
+        };
+        let mut states = Vec::new();
+        for (i, s) in req.states.iter().enumerate() {
+            states.push(convert::operation_state_from_pb(*s).ok_or_else(|| {
+                Status::from(GatewayError::invalid(format!("states[{i}]"), "unknown operation state"))
+            })?);
+        }
+        let limit = page(req.page_size);
+        let offset = offset(&req.page_token)?;
+        let records = self
+            .state
+            .store
+            .list_operations(&OperationFilter {
+                sandbox_id,
+                states,
+                limit,
+                offset,
+            })
+            .await?;
+        Ok(Response::new(pb::ListOperationsResponse {
+            next_page_token: next_token(offset, limit, records.len()),
+            operations: records.iter().map(convert::operation).collect(),
+        }))
+    }
+
+    async fn list_sessions(
+        &self,
+        _request: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        let sessions = self.state.sessions.list(&self.state.store).await?;
+        Ok(Response::new(pb::ListSessionsResponse { sessions }))
+    }
+
+    async fn inspect_session(
+        &self,
+        request: Request<pb::InspectSessionRequest>,
+    ) -> Result<Response<pb::SessionInspection>, Status> {
+        let sandbox = self.resolve(request.get_ref().sandbox.as_ref()).await?;
+        let inspection = crate::inspect::inspect(&self.state, &sandbox).await?;
+        Ok(Response::new(inspection))
+    }
+
+    async fn get_gateway_info(
+        &self,
+        _request: Request<pb::GetGatewayInfoRequest>,
+    ) -> Result<Response<pb::GatewayInfo>, Status> {
+        let state = &self.state;
+        Ok(Response::new(pb::GatewayInfo {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            config_delivery_mode: state.config.config_delivery_mode.as_str().to_string(),
+            store_backend: state.store.backend().as_str().to_string(),
+            replica_id: state.config.replica_id.clone(),
+            protocol_revision: crate::PROTOCOL_REVISION,
+            replicas: vec![state.config.replica_id.clone()],
+            sessions: u32::try_from(state.sessions.count()).unwrap_or(u32::MAX),
+            started_at: Some(convert::timestamp(state.started_at_ms)),
+        }))
+    }
+}

@@ -1,0 +1,342 @@
+//! Gateway configuration: a TOML file, `OPENSHELL_*` environment variables
+//! and command-line flags, merged as flag > env > file > default.
+//!
+//! clap resolves flag > env for each option; this module lays the file and
+//! the defaults underneath.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use openshell_core::Secret;
+use serde::Deserialize;
+
+/// How configuration reaches supervisors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryMode {
+    /// Supervisors poll every 10 s (the 0.1.x default).
+    Poll,
+    /// Configuration is pushed over the supervisor session.
+    Push,
+}
+
+impl DeliveryMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Poll => "poll",
+            Self::Push => "push",
+        }
+    }
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Command-line flags; every one can also come from its `OPENSHELL_*` variable.
+#[derive(Debug, Parser)]
+#[command(name = "openshell-gateway", version, about = "The OpenShell configuration gateway")]
+pub struct Flags {
+    /// TOML configuration file.
+    #[arg(long, env = "OPENSHELL_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address of the operator and supervisor API.
+    #[arg(long, env = "OPENSHELL_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Store URL: `sqlite://PATH` or `postgres://…`; default is a SQLite file in the data dir.
+    #[arg(long, env = "OPENSHELL_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Directory for the SQLite store and generated key files.
+    #[arg(long, env = "OPENSHELL_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// `poll` (default in 0.1.x) or `push`.
+    #[arg(long, env = "OPENSHELL_CONFIG_DELIVERY_MODE")]
+    pub config_delivery_mode: Option<DeliveryMode>,
+    /// Operator token, as `NAME=TOKEN` or just `TOKEN` (named "operator"); repeatable, or comma-separated in the env.
+    #[arg(long = "operator-token", env = "OPENSHELL_OPERATOR_TOKENS", value_delimiter = ',', hide_env_values = true)]
+    pub operator_tokens: Vec<String>,
+    /// PEM certificate chain; with --tls-key, every listener serves TLS.
+    #[arg(long, env = "OPENSHELL_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert.
+    #[arg(long, env = "OPENSHELL_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Base64 of the 32-byte key that encrypts provider credentials at rest.
+    #[arg(long, env = "OPENSHELL_CREDENTIAL_KEY", hide_env_values = true)]
+    pub credential_key: Option<String>,
+    /// `text` or `json` log lines.
+    #[arg(long, env = "OPENSHELL_LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// Log filter, e.g. `info` or `openshell_gateway=debug` (RUST_LOG syntax).
+    #[arg(long, env = "OPENSHELL_LOG")]
+    pub log: Option<String>,
+    /// Id of this replica; default is generated at start.
+    #[arg(long, env = "OPENSHELL_REPLICA_ID")]
+    pub replica_id: Option<String>,
+    /// How long an idempotency key stays reserved, e.g. `24h`.
+    #[arg(long, env = "OPENSHELL_IDEMPOTENCY_RETENTION", value_parser = humantime::parse_duration)]
+    pub idempotency_retention: Option<Duration>,
+}
+
+/// The TOML file; every key is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<SocketAddr>,
+    pub database_url: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub config_delivery_mode: Option<DeliveryMode>,
+    #[serde(default)]
+    pub operator_tokens: Vec<FileToken>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub credential_key: Option<Secret>,
+    pub log_format: Option<LogFormat>,
+    pub log: Option<String>,
+    pub replica_id: Option<String>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub idempotency_retention: Option<Duration>,
+}
+
+/// One named operator token in the file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileToken {
+    pub name: String,
+    pub token: Secret,
+}
+
+mod humantime_serde_opt {
+    use serde::{Deserialize, Deserializer};
+    use std::time::Duration;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let text: Option<String> = Option::deserialize(d)?;
+        text.map(|t| humantime::parse_duration(&t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+/// An operator token and the principal name it stands for.
+#[derive(Debug, Clone)]
+pub struct OperatorToken {
+    pub name: String,
+    pub token: Secret,
+}
+
+/// The merged configuration the gateway runs with.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    pub listen: SocketAddr,
+    pub database_url: String,
+    pub data_dir: PathBuf,
+    pub config_delivery_mode: DeliveryMode,
+    pub operator_tokens: Vec<OperatorToken>,
+    pub tls: Option<TlsFiles>,
+    pub credential_key: Option<Secret>,
+    pub log_format: LogFormat,
+    pub log: String,
+    pub replica_id: String,
+    pub idempotency_retention: Duration,
+}
+
+/// Certificate and key paths for TLS.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Why the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path} is invalid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7070";
+pub const DEFAULT_IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+impl GatewayConfig {
+    /// Merges flags (already merged with env by clap) over the file over defaults.
+    pub fn resolve(flags: Flags) -> Result<Self, ConfigError> {
+        let file = match &flags.config {
+            Some(path) => load_file(path)?,
+            None => FileConfig::default(),
+        };
+        let data_dir = flags
+            .data_dir
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from("openshell-data"));
+        let database_url = flags
+            .database_url
+            .or(file.database_url)
+            .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("gateway.db").display()));
+        let operator_tokens = if flags.operator_tokens.is_empty() {
+            file.operator_tokens
+                .into_iter()
+                .map(|t| OperatorToken {
+                    name: t.name,
+                    token: t.token,
+                })
+                .collect()
+        } else {
+            flags
+                .operator_tokens
+                .iter()
+                .map(|raw| parse_token_flag(raw))
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        let tls = match (flags.tls_cert.or(file.tls_cert), flags.tls_key.or(file.tls_key)) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            (None, None) => None,
+            _ => {
+                return Err(ConfigError::Invalid(
+                    "tls_cert and tls_key must be given together".into(),
+                ));
+            }
+        };
+        let listen = match flags.listen.or(file.listen) {
+            Some(addr) => addr,
+            None => DEFAULT_LISTEN
+                .parse()
+                .map_err(|e| ConfigError::Invalid(format!("default listen address: {e}")))?,
+        };
+        Ok(Self {
+            listen,
+            database_url,
+            data_dir,
+            config_delivery_mode: flags
+                .config_delivery_mode
+                .or(file.config_delivery_mode)
+                .unwrap_or(DeliveryMode::Poll),
+            operator_tokens,
+            tls,
+            credential_key: flags.credential_key.map(Secret::new).or(file.credential_key),
+            log_format: flags.log_format.or(file.log_format).unwrap_or(LogFormat::Text),
+            log: flags.log.or(file.log).unwrap_or_else(|| "info".into()),
+            replica_id: flags
+                .replica_id
+                .or(file.replica_id)
+                .unwrap_or_else(|| format!("gw-{}", &uuid::Uuid::now_v7().simple().to_string()[20..])),
+            idempotency_retention: flags
+                .idempotency_retention
+                .or(file.idempotency_retention)
+                .unwrap_or(DEFAULT_IDEMPOTENCY_RETENTION),
+        })
+    }
+
+    /// A configuration for tests and embedding: SQLite in `data_dir`, one token.
+    pub fn for_data_dir(data_dir: &Path, token: &str) -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            database_url: format!("sqlite://{}", data_dir.join("gateway.db").display()),
+            data_dir: data_dir.to_path_buf(),
+            config_delivery_mode: DeliveryMode::Poll,
+            operator_tokens: vec![OperatorToken {
+                name: "operator".into(),
+                token: Secret::new(token),
+            }],
+            tls: None,
+            credential_key: None,
+            log_format: LogFormat::Text,
+            log: "info".into(),
+            replica_id: "gw-test".into(),
+            idempotency_retention: DEFAULT_IDEMPOTENCY_RETENTION,
+        }
+    }
+}
+
+fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+fn parse_token_flag(raw: &str) -> Result<OperatorToken, ConfigError> {
+    let (name, token) = match raw.split_once('=') {
+        Some((name, token)) => (name.trim(), token.trim()),
+        None => ("operator", raw.trim()),
+    };
+    if token.is_empty() || name.is_empty() {
+        return Err(ConfigError::Invalid(
+            "operator token must be NAME=TOKEN or TOKEN, and not empty".into(),
+        ));
+    }
+    Ok(OperatorToken {
+        name: name.to_string(),
+        token: Secret::new(token),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(args: &[&str]) -> Flags {
+        let mut argv = vec!["openshell-gateway"];
+        argv.extend_from_slice(args);
+        Flags::parse_from(argv)
+    }
+
+    #[test]
+    fn flag_beats_file_beats_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gw.toml");
+        std::fs::write(
+            &path,
+            "config_delivery_mode = \"push\"\nlisten = \"127.0.0.1:9000\"\n[[operator_tokens]]\nname = \"ci\"\ntoken = \"t0ken\"\n",
+        )
+        .unwrap();
+        let cfg = GatewayConfig::resolve(flags(&["--config", path.to_str().unwrap()])).unwrap();
+        assert_eq!(cfg.config_delivery_mode, DeliveryMode::Push);
+        assert_eq!(cfg.listen.port(), 9000);
+        assert_eq!(cfg.operator_tokens[0].name, "ci");
+
+        let cfg = GatewayConfig::resolve(flags(&[
+            "--config",
+            path.to_str().unwrap(),
+            "--config-delivery-mode",
+            "poll",
+        ]))
+        .unwrap();
+        assert_eq!(cfg.config_delivery_mode, DeliveryMode::Poll);
+
+        let cfg = GatewayConfig::resolve(flags(&[])).unwrap();
+        assert_eq!(cfg.config_delivery_mode, DeliveryMode::Poll);
+        assert_eq!(cfg.listen.to_string(), DEFAULT_LISTEN);
+    }
+
+    #[test]
+    fn unknown_file_key_is_rejected_with_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gw.toml");
+        std::fs::write(&path, "config_delivery_mod = \"push\"\n").unwrap();
+        let err = GatewayConfig::resolve(flags(&["--config", path.to_str().unwrap()])).unwrap_err();
+        assert!(err.to_string().contains("config_delivery_mod"), "{err}");
+    }
+
+    #[test]
+    fn tokens_never_show_in_debug() {
+        let cfg = GatewayConfig::resolve(flags(&["--operator-token", "ci=supersecret"])).unwrap();
+        assert!(!format!("{cfg:?}").contains("supersecret"));
+    }
+}

@@ -1,0 +1,428 @@
+//! `UpdateConfig`: validate, then in one transaction write the new
+//! revision(s), the durable operation and the fanout intent, then commit.
+//!
+//! Nothing is written unless everything validates, so a rejected write
+//! changes no state. Publication to sessions happens after commit, never
+//! inside the transaction.
+
+use openshell_core::Violation;
+use openshell_core::policy::{SandboxPolicy, parse_and_validate};
+use openshell_core::settings::{self, Scope, SettingValue};
+use sha2::{Digest, Sha256};
+
+use crate::error::{GatewayError, Result};
+use crate::store::{
+    Lifecycle, NewOperation, OperationRecord, OperationState, SandboxRecord, Store, TargetKind,
+    WriteTx, new_id, now_ms,
+};
+
+/// What to write.
+#[derive(Debug, Clone)]
+pub enum ConfigTarget {
+    Sandbox(SandboxRecord),
+    Workspace(String),
+    Global,
+}
+
+/// One requested setting change, before validation.
+#[derive(Debug, Clone)]
+pub enum SettingChange {
+    /// A typed value (from an SDK).
+    Value(String, SettingValue),
+    /// Text parsed by the key's registry type (from the CLI).
+    Raw(String, String),
+    Delete(String),
+}
+
+impl SettingChange {
+    fn key(&self) -> &str {
+        match self {
+            Self::Value(key, _) | Self::Raw(key, _) | Self::Delete(key) => key,
+        }
+    }
+}
+
+/// An `UpdateConfig` request after the API layer resolved its target.
+#[derive(Debug, Clone)]
+pub struct ConfigUpdate {
+    pub target: ConfigTarget,
+    pub policy: Option<String>,
+    pub clear_global_policy: bool,
+    pub settings: Vec<SettingChange>,
+    pub idempotency_key: Option<String>,
+    pub caller: String,
+}
+
+/// The committed result.
+#[derive(Debug, Clone)]
+pub struct Committed {
+    pub operation: OperationRecord,
+    /// True when an earlier request with the same key was found; nothing was written.
+    pub idempotent_replay: bool,
+}
+
+/// Longest accepted idempotency key.
+pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 128;
+
+struct Validated {
+    policy: Option<SandboxPolicy>,
+    settings: Vec<(String, Option<SettingValue>)>,
+    fingerprint: String,
+}
+
+impl ConfigUpdate {
+    fn scope(&self) -> Scope {
+        match self.target {
+            ConfigTarget::Sandbox(_) => Scope::Sandbox,
+            ConfigTarget::Workspace(_) => Scope::Workspace,
+            ConfigTarget::Global => Scope::Global,
+        }
+    }
+
+    fn target_key(&self) -> (TargetKind, String) {
+        match &self.target {
+            ConfigTarget::Sandbox(sb) => (TargetKind::Sandbox, sb.id.clone()),
+            ConfigTarget::Workspace(ws) => (TargetKind::Workspace, ws.clone()),
+            ConfigTarget::Global => (TargetKind::Global, String::new()),
+        }
+    }
+
+    /// Every problem with the request, each with its field path.
+    fn validate(&self) -> Result<Validated> {
+        let mut violations = Vec::new();
+        let has_policy = self.policy.as_deref().is_some_and(|p| !p.trim().is_empty());
+        if !has_policy && !self.clear_global_policy && self.settings.is_empty() {
+            violations.push(Violation {
+                field: String::new(),
+                message: "nothing to change: give a policy, setting changes, or clear_global_policy"
+                    .into(),
+            });
+        }
+        if let Some(key) = &self.idempotency_key {
+            if key.is_empty() || key.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS {
+                violations.push(Violation {
+                    field: "idempotency_key".into(),
+                    message: format!("must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters"),
+                });
+            }
+        }
+        if has_policy && matches!(self.target, ConfigTarget::Workspace(_)) {
+            violations.push(Violation {
+                field: "policy".into(),
+                message: "a policy can be set for a sandbox or globally, not for a workspace".into(),
+            });
+        }
+        if self.clear_global_policy && !matches!(self.target, ConfigTarget::Global) {
+            violations.push(Violation {
+                field: "clear_global_policy".into(),
+                message: "only valid with the global target".into(),
+            });
+        }
+        if self.clear_global_policy && has_policy {
+            violations.push(Violation {
+                field: "clear_global_policy".into(),
+                message: "cannot both set and clear the global policy".into(),
+            });
+        }
+        let policy = match self.policy.as_deref().filter(|p| !p.trim().is_empty()) {
+            Some(text) => match parse_and_validate(text) {
+                Ok(policy) => Some(policy),
+                Err(err) => {
+                    violations.extend(err.violations().into_iter().map(|v| Violation {
+                        field: if v.field.is_empty() {
+                            "policy".into()
+                        } else {
+                            format!("policy.{}", v.field)
+                        },
+                        message: v.message,
+                    }));
+                    None
+                }
+            },
+            None => None,
+        };
+        let scope = self.scope();
+        let mut settings_out = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for change in &self.settings {
+            let key = change.key();
+            if !seen.insert(key.to_string()) {
+                violations.push(Violation {
+                    field: format!("settings.{key}"),
+                    message: "key given more than once".into(),
+                });
+                continue;
+            }
+            let checked = match change {
+                SettingChange::Value(key, value) => settings::check_value(key, value, scope)
+                    .map(|()| (key.clone(), Some(value.clone()))),
+                SettingChange::Raw(key, raw) => {
+                    settings::parse_setting(key, raw, scope).map(|v| (key.clone(), Some(v)))
+                }
+                SettingChange::Delete(key) => match settings::lookup(key) {
+                    Some(_) => Ok((key.clone(), None)),
+                    None => Err(Violation {
+                        field: format!("settings.{key}"),
+                        message: "unknown setting key".into(),
+                    }),
+                },
+            };
+            match checked {
+                Ok(pair) => settings_out.push(pair),
+                Err(v) => violations.push(v),
+            }
+        }
+        if !violations.is_empty() {
+            return Err(GatewayError::from_violations(violations));
+        }
+        settings_out.sort_by(|a, b| a.0.cmp(&b.0));
+        let fingerprint = request_fingerprint(
+            &self.target_key(),
+            policy.as_ref(),
+            self.clear_global_policy,
+            &settings_out,
+        );
+        Ok(Validated {
+            policy,
+            settings: settings_out,
+            fingerprint,
+        })
+    }
+}
+
+/// Equal requests get equal fingerprints whatever their formatting: the
+/// policy enters by its canonical hash.
+fn request_fingerprint(
+    target: &(TargetKind, String),
+    policy: Option<&SandboxPolicy>,
+    clear_global_policy: bool,
+    settings: &[(String, Option<SettingValue>)],
+) -> String {
+    let doc = serde_json::json!({
+        "target": [target.0.as_str(), target.1],
+        "policy": policy.map(SandboxPolicy::policy_hash),
+        "clear_global_policy": clear_global_policy,
+        "settings": settings,
+    });
+    hex::encode(Sha256::digest(doc.to_string().as_bytes()))
+}
+
+/// Runs an `UpdateConfig` write to commit.
+pub async fn commit_update(
+    store: &Store,
+    update: &ConfigUpdate,
+    idempotency_retention_ms: i64,
+) -> Result<Committed> {
+    let validated = update.validate()?;
+    // A concurrent request with the same key can win the unique index between
+    // our lookup and insert (PostgreSQL); the retry then finds its operation.
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match try_commit(store, update, &validated, idempotency_retention_ms).await {
+            Err(e) if attempt < 3 && e.is_unique_violation() => continue,
+            other => return other,
+        }
+    }
+}
+
+async fn try_commit(
+    store: &Store,
+    update: &ConfigUpdate,
+    validated: &Validated,
+    idempotency_retention_ms: i64,
+) -> Result<Committed> {
+    let (target_kind, target) = update.target_key();
+    let mut tx = store.begin_write().await?;
+    if let Some(key) = &update.idempotency_key {
+        if let Some(found) = tx
+            .find_idempotent(target_kind, &target, &update.caller, key)
+            .await?
+        {
+            if found.request_fingerprint != validated.fingerprint {
+                return Err(GatewayError::invalid(
+                    "idempotency_key",
+                    format!(
+                        "key {key:?} was already used with a different request (operation {}); \
+                         use a new key for a new change",
+                        found.operation_id
+                    ),
+                ));
+            }
+            let operation = tx.get_operation(&found.operation_id).await?;
+            drop(tx);
+            return Ok(Committed {
+                operation: store.get_operation(&operation.id).await?,
+                idempotent_replay: true,
+            });
+        }
+    }
+    let operation_id = new_id("op");
+    let mut op = NewOperation {
+        id: operation_id.clone(),
+        target_kind,
+        target: target.clone(),
+        sandbox_id: None,
+        policy_revision: 0,
+        settings_revision: 0,
+        global_policy_revision: 0,
+        no_op: true,
+        caller: update.caller.clone(),
+        idempotency_key: update.idempotency_key.clone(),
+        request_fingerprint: update
+            .idempotency_key
+            .as_ref()
+            .map(|_| validated.fingerprint.clone()),
+        idempotency_expires_at: update
+            .idempotency_key
+            .as_ref()
+            .map(|_| now_ms().saturating_add(idempotency_retention_ms)),
+    };
+    let mut inactive_reason = None;
+    let mut fleet_targets = None;
+    match &update.target {
+        ConfigTarget::Sandbox(sandbox) => {
+            let current = tx.lock_sandbox(&sandbox.id).await?;
+            if current.lifecycle == Lifecycle::Deleted {
+                return Err(GatewayError::NotFound(format!(
+                    "sandbox {} was deleted",
+                    sandbox.id
+                )));
+            }
+            if current.lifecycle == Lifecycle::Stopped {
+                inactive_reason =
+                    Some("sandbox is stopped; the change takes effect when it starts");
+            }
+            op.sandbox_id = Some(current.id.clone());
+            op.policy_revision = current.policy_revision;
+            op.settings_revision = current.settings_revision;
+            if let Some(policy) = &validated.policy
+                && let Some(revision) =
+                    write_sandbox_policy(&mut tx, &current, policy, &operation_id).await?
+            {
+                op.policy_revision = revision;
+                op.no_op = false;
+            }
+            if !validated.settings.is_empty()
+                && let Some(revision) = tx
+                    .write_settings(Scope::Sandbox, &current.id, &validated.settings)
+                    .await?
+            {
+                op.settings_revision = revision;
+                op.no_op = false;
+            }
+            op.global_policy_revision = tx.global_policy().await?.0;
+            tx.insert_fanout_intent("sandbox", &current.id, &["sandbox_config"], Some(&operation_id))
+                .await?;
+        }
+        ConfigTarget::Workspace(workspace) => {
+            if !tx.workspace_exists(workspace).await? {
+                return Err(GatewayError::NotFound(format!("workspace {workspace:?} not found")));
+            }
+            let current = tx.settings_at(Scope::Workspace, workspace).await?;
+            op.settings_revision = current.revision;
+            if let Some(revision) = tx
+                .write_settings(Scope::Workspace, workspace, &validated.settings)
+                .await?
+            {
+                op.settings_revision = revision;
+                op.no_op = false;
+            }
+            op.global_policy_revision = tx.global_policy().await?.0;
+            fleet_targets = Some(tx.live_sandbox_ids(Some(workspace)).await?);
+            tx.insert_fanout_intent("workspace", workspace, &["sandbox_config"], Some(&operation_id))
+                .await?;
+        }
+        ConfigTarget::Global => {
+            let (global_revision, current_global) = tx.global_policy().await?;
+            op.global_policy_revision = global_revision;
+            if let Some(policy) = &validated.policy {
+                let hash = policy.policy_hash();
+                if current_global.as_ref().map(|g| g.policy_hash.as_str()) != Some(hash.as_str()) {
+                    op.global_policy_revision = global_revision + 1;
+                    tx.insert_global_policy_revision(
+                        op.global_policy_revision,
+                        Some((&hash, &policy.canonical_json())),
+                        &operation_id,
+                    )
+                    .await?;
+                    op.no_op = false;
+                }
+            } else if update.clear_global_policy && current_global.is_some() {
+                op.global_policy_revision = global_revision + 1;
+                tx.insert_global_policy_revision(op.global_policy_revision, None, &operation_id)
+                    .await?;
+                op.no_op = false;
+            }
+            let current = tx.settings_at(Scope::Global, "").await?;
+            op.settings_revision = current.revision;
+            if !validated.settings.is_empty()
+                && let Some(revision) = tx
+                    .write_settings(Scope::Global, "", &validated.settings)
+                    .await?
+            {
+                op.settings_revision = revision;
+                op.no_op = false;
+            }
+            fleet_targets = Some(tx.live_sandbox_ids(None).await?);
+            tx.insert_fanout_intent("global", "", &["sandbox_config"], Some(&operation_id))
+                .await?;
+        }
+    }
+    tx.insert_operation(&op).await?;
+    if let Some(reason) = inactive_reason {
+        tx.resolve_operation_by_lifecycle(&operation_id, OperationState::Inactive, reason)
+            .await?;
+    }
+    if let Some(targets) = &fleet_targets {
+        tx.insert_operation_targets(&operation_id, targets).await?;
+        if targets.is_empty() {
+            tx.complete_empty_fleet_operation(&operation_id).await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(Committed {
+        operation: store.get_operation(&operation_id).await?,
+        idempotent_replay: false,
+    })
+}
+
+/// Writes `policy` as the sandbox's next revision unless it equals the
+/// latest one. Static sections are fixed at the first revision.
+pub async fn write_sandbox_policy(
+    tx: &mut WriteTx,
+    sandbox: &SandboxRecord,
+    policy: &SandboxPolicy,
+    operation_id: &str,
+) -> Result<Option<u64>> {
+    let hash = policy.policy_hash();
+    if let Some(latest) = tx.latest_policy(&sandbox.id).await? {
+        if latest.policy_hash == hash {
+            return Ok(None);
+        }
+        let stored = openshell_core::policy::parse_policy(&latest.policy_json)
+            .map_err(|e| GatewayError::Corrupt(format!("stored policy of {}: {e}", sandbox.id)))?;
+        let changes = stored.static_section_changes(policy);
+        if !changes.is_empty() {
+            return Err(GatewayError::from_violations(
+                changes
+                    .into_iter()
+                    .map(|v| Violation {
+                        field: format!("policy.{}", v.field),
+                        message: v.message,
+                    })
+                    .collect(),
+            ));
+        }
+    }
+    let revision = sandbox.policy_revision + 1;
+    tx.insert_policy_revision(
+        &sandbox.id,
+        revision,
+        &hash,
+        &policy.canonical_json(),
+        operation_id,
+    )
+    .await?;
+    Ok(Some(revision))
+}

@@ -1,0 +1,33 @@
+//! The OpenShell gateway: the authoritative holder of sandbox configuration.
+//!
+//! It validates and commits every write as a durable operation
+//! (`config_update`, `lifecycle`, `providers`), serves the operator API
+//! (`api`, `auth`), tracks supervisor sessions (`sessions`, `inspect`) and
+//! keeps all state in the `store` (SQLite or PostgreSQL). It does not apply
+//! configuration (the supervisor does) and does not parse policy itself
+//! (`openshell-core` does).
+//!
+//! A change flows: `api::update_config` → `config_update::commit_update`
+//! (one transaction: revision, operation, fanout intent) → `operations`
+//! (waits) → resolution by supervisor reports.
+
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod config_update;
+pub mod crypto;
+pub mod error;
+pub mod inspect;
+pub mod lifecycle;
+pub mod operations;
+pub mod providers;
+pub mod server;
+pub mod sessions;
+pub mod state;
+pub mod store;
+
+pub use config::{DeliveryMode, GatewayConfig};
+pub use server::{GatewayHandle, start};
+
+/// Highest supervisor protocol revision this gateway speaks.
+pub const PROTOCOL_REVISION: u32 = 1;

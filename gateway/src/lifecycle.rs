@@ -1,0 +1,159 @@
+//! Sandbox lifecycle writes: create (issuing the supervisor credential),
+//! stop, start and delete, each resolving the operations it makes moot.
+
+use openshell_core::Secret;
+use openshell_core::names::validate_name;
+use openshell_core::policy::parse_and_validate;
+
+use crate::config_update::write_sandbox_policy;
+use crate::crypto::{hash_credential, new_supervisor_credential};
+use crate::error::{GatewayError, Result};
+use crate::store::{
+    Lifecycle, NewOperation, OperationRecord, OperationState, SandboxRecord, Store, TargetKind,
+    new_id,
+};
+
+pub const DEFAULT_WORKSPACE: &str = "default";
+
+/// A created sandbox with its one-time credential.
+#[derive(Debug)]
+pub struct CreatedSandbox {
+    pub sandbox: SandboxRecord,
+    pub credential: Secret,
+    pub operation: Option<OperationRecord>,
+}
+
+pub fn workspace_or_default(workspace: &str) -> &str {
+    if workspace.is_empty() {
+        DEFAULT_WORKSPACE
+    } else {
+        workspace
+    }
+}
+
+pub async fn create_sandbox(
+    store: &Store,
+    name: &str,
+    workspace: &str,
+    policy: Option<&str>,
+    caller: &str,
+) -> Result<CreatedSandbox> {
+    let workspace = workspace_or_default(workspace);
+    let mut violations = Vec::new();
+    if let Err(v) = validate_name("name", name) {
+        violations.push(v);
+    }
+    if let Err(v) = validate_name("workspace", workspace) {
+        violations.push(v);
+    }
+    let policy = match policy.filter(|p| !p.trim().is_empty()) {
+        Some(text) => match parse_and_validate(text) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                violations.extend(e.violations().into_iter().map(|mut v| {
+                    v.field = if v.field.is_empty() {
+                        "policy".into()
+                    } else {
+                        format!("policy.{}", v.field)
+                    };
+                    v
+                }));
+                None
+            }
+        },
+        None => None,
+    };
+    if !violations.is_empty() {
+        return Err(GatewayError::from_violations(violations));
+    }
+    let credential = new_supervisor_credential();
+    let id = new_id("sb");
+    let mut tx = store.begin_write().await?;
+    tx.ensure_workspace(workspace).await?;
+    let mut sandbox = tx
+        .insert_sandbox(&id, name, workspace, &hash_credential(credential.expose()))
+        .await?;
+    let mut operation_id = None;
+    if let Some(policy) = &policy {
+        let op_id = new_id("op");
+        let revision = write_sandbox_policy(&mut tx, &sandbox, policy, &op_id).await?;
+        sandbox.policy_revision = revision.unwrap_or(0);
+        let global_policy_revision = tx.global_policy().await?.0;
+        tx.insert_operation(&NewOperation {
+            id: op_id.clone(),
+            target_kind: TargetKind::Sandbox,
+            target: id.clone(),
+            sandbox_id: Some(id.clone()),
+            policy_revision: sandbox.policy_revision,
+            settings_revision: 0,
+            global_policy_revision,
+            no_op: false,
+            caller: caller.to_string(),
+            idempotency_key: None,
+            request_fingerprint: None,
+            idempotency_expires_at: None,
+        })
+        .await?;
+        operation_id = Some(op_id);
+    }
+    tx.commit().await?;
+    let operation = match operation_id {
+        Some(op) => Some(store.get_operation(&op).await?),
+        None => None,
+    };
+    Ok(CreatedSandbox {
+        sandbox,
+        credential,
+        operation,
+    })
+}
+
+/// Deletes a sandbox: detaches its providers and cancels its live operations.
+pub async fn delete_sandbox(store: &Store, sandbox: &SandboxRecord) -> Result<(SandboxRecord, u64)> {
+    let mut tx = store.begin_write().await?;
+    let current = tx.lock_sandbox(&sandbox.id).await?;
+    if current.lifecycle == Lifecycle::Deleted {
+        return Err(GatewayError::NotFound(format!("sandbox {} was already deleted", sandbox.id)));
+    }
+    tx.set_lifecycle(&sandbox.id, Lifecycle::Deleted).await?;
+    tx.detach_all(&sandbox.id).await?;
+    let cancelled = tx
+        .resolve_live_operations_for_lifecycle(
+            &sandbox.id,
+            OperationState::Cancelled,
+            "sandbox was deleted before the change was applied",
+        )
+        .await?;
+    tx.commit().await?;
+    Ok((store.get_sandbox(&sandbox.id).await?, cancelled))
+}
+
+/// Stops (pending operations end INACTIVE) or restarts a sandbox.
+pub async fn set_lifecycle(store: &Store, sandbox: &SandboxRecord, wanted: Lifecycle) -> Result<SandboxRecord> {
+    if !matches!(wanted, Lifecycle::Stopped | Lifecycle::Pending) {
+        return Err(GatewayError::invalid(
+            "lifecycle",
+            "only STOPPED or PENDING (start) can be requested; RUNNING is set when a supervisor bootstraps",
+        ));
+    }
+    let mut tx = store.begin_write().await?;
+    let current = tx.lock_sandbox(&sandbox.id).await?;
+    if current.lifecycle == Lifecycle::Deleted {
+        return Err(GatewayError::NotFound(format!("sandbox {} was deleted", sandbox.id)));
+    }
+    let unchanged = current.lifecycle == wanted
+        || (wanted == Lifecycle::Pending && current.lifecycle == Lifecycle::Running);
+    if !unchanged {
+        tx.set_lifecycle(&sandbox.id, wanted).await?;
+        if wanted == Lifecycle::Stopped {
+            tx.resolve_live_operations_for_lifecycle(
+                &sandbox.id,
+                OperationState::Inactive,
+                "sandbox was stopped; the change is not in effect",
+            )
+            .await?;
+        }
+    }
+    tx.commit().await?;
+    store.get_sandbox(&sandbox.id).await
+}

@@ -1,0 +1,31 @@
+//! `openshell-gateway`: reads configuration, sets up logging and runs the
+//! gateway until SIGINT or SIGTERM.
+
+use anyhow::Context;
+use clap::Parser;
+use openshell_gateway::config::{Flags, GatewayConfig, LogFormat};
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let config = GatewayConfig::resolve(Flags::parse()).context("invalid gateway configuration")?;
+    let filter = EnvFilter::try_new(&config.log).context("invalid log filter")?;
+    let subscriber = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match config.log_format {
+        LogFormat::Json => subscriber.json().init(),
+        LogFormat::Text => subscriber.init(),
+    }
+    let mut gateway = openshell_gateway::start(config).await?;
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot install SIGTERM handler")?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
+        _ = sigterm.recv() => tracing::info!("SIGTERM received, shutting down"),
+        () = gateway.wait() => {
+            tracing::error!("server ended unexpectedly");
+            return Ok(());
+        }
+    }
+    gateway.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,130 @@
+//! Waiting on durable operations: a server-side wait that never holds a
+//! transaction, re-reading the operation until it is terminal or the
+//! deadline passes. A deadline is not a failure: the live operation is
+//! returned flagged `wait_timed_out`.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::error::Result;
+use crate::store::{OperationRecord, Store};
+
+/// Default server-side wait.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+/// Longest server-side wait a caller may ask for.
+pub const MAX_WAIT: Duration = Duration::from_secs(600);
+
+/// How often a waiter re-reads its operation.
+const RECHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Clamps a requested wait into (0, MAX_WAIT]; zero means the default.
+pub fn wait_deadline(requested: Option<Duration>) -> Duration {
+    match requested {
+        None => DEFAULT_WAIT,
+        Some(d) if d.is_zero() => DEFAULT_WAIT,
+        Some(d) => d.min(MAX_WAIT),
+    }
+}
+
+/// Whether a fleet operation has reached the caller's threshold of applied targets.
+pub fn threshold_reached(op: &OperationRecord, threshold: f64) -> bool {
+    match &op.fleet {
+        Some(fleet) if threshold > 0.0 && fleet.targets > 0 => {
+            f64::from(fleet.applied) / f64::from(fleet.targets) >= threshold
+        }
+        _ => false,
+    }
+}
+
+/// Yields each distinct version of the operation until it is terminal,
+/// reaches the threshold, or the deadline passes.
+pub struct OperationWatch {
+    store: Store,
+    id: String,
+    deadline: Instant,
+    threshold: f64,
+    last: Option<OperationRecord>,
+    done: bool,
+}
+
+impl OperationWatch {
+    pub fn new(store: Store, id: String, wait: Duration, threshold: f64) -> Self {
+        Self {
+            store,
+            id,
+            deadline: Instant::now() + wait,
+            threshold,
+            last: None,
+            done: false,
+        }
+    }
+
+    /// True once the watch has yielded its last item.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The next change, or None once the watch has ended.
+    pub async fn next(&mut self) -> Option<Result<OperationRecord>> {
+        if self.done {
+            return None;
+        }
+        loop {
+            let current = match self.store.get_operation(&self.id).await {
+                Ok(op) => op,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            };
+            let finished =
+                current.state.is_terminal() || threshold_reached(&current, self.threshold);
+            let changed = self.last.as_ref() != Some(&current);
+            if finished {
+                self.done = true;
+                self.last = Some(current.clone());
+                return Some(Ok(current));
+            }
+            if Instant::now() >= self.deadline {
+                // The last item of a timed-out watch is always sent, so the
+                // caller sees the live state it is giving up on.
+                self.done = true;
+                self.last = Some(current.clone());
+                return Some(Ok(current));
+            }
+            if changed {
+                self.last = Some(current.clone());
+                return Some(Ok(current));
+            }
+            let sleep_for = RECHECK_INTERVAL.min(self.deadline.saturating_duration_since(Instant::now()));
+            tokio::time::sleep(sleep_for).await;
+        }
+    }
+}
+
+/// A wait ended on a live operation: its deadline passed first.
+pub fn ended_by_deadline(op: &OperationRecord, threshold: f64) -> bool {
+    !op.state.is_terminal() && !threshold_reached(op, threshold)
+}
+
+/// Waits until terminal (or threshold, or deadline) and returns the last version.
+pub async fn wait_for_terminal(
+    store: &Store,
+    id: &str,
+    wait: Duration,
+    threshold: f64,
+) -> Result<(OperationRecord, bool)> {
+    let mut watch = OperationWatch::new(store.clone(), id.to_string(), wait, threshold);
+    let mut last = None;
+    while let Some(item) = watch.next().await {
+        last = Some(item?);
+    }
+    match last {
+        Some(op) => {
+            let timed_out = ended_by_deadline(&op, threshold);
+            Ok((op, timed_out))
+        }
+        None => Ok((store.get_operation(id).await?, true)),
+    }
+}

@@ -1,0 +1,153 @@
+//! Provider writes: values are classified, credentials sealed before they
+//! reach the store, and attach/detach raise the sandbox's attachment epoch.
+
+use std::collections::BTreeMap;
+
+use openshell_core::{Secret, ValueClass, Violation, validate_env_name, validate_name, validate_provider_type};
+
+use crate::error::{GatewayError, Result};
+use crate::store::{ProviderRecord, ProviderValues, SandboxRecord, Store, new_id};
+
+/// Most values one provider may hold.
+pub const MAX_PROVIDER_VALUES: usize = 256;
+/// Longest value, in bytes.
+pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+
+/// Decoded provider values; `classes` keeps each input's index for error paths.
+#[derive(Debug)]
+pub struct ProviderInput {
+    pub env: BTreeMap<String, String>,
+    pub credentials: BTreeMap<String, Secret>,
+    pub classes: Vec<(usize, String, Option<ValueClass>)>,
+    pub expires_at: Option<i64>,
+}
+
+impl ProviderInput {
+    fn validate(&self, violations: &mut Vec<Violation>) {
+        if self.classes.len() > MAX_PROVIDER_VALUES {
+            violations.push(Violation {
+                field: "values".into(),
+                message: format!("at most {MAX_PROVIDER_VALUES} values"),
+            });
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, name, class) in &self.classes {
+            let field = format!("values[{i}]");
+            if let Err(mut v) = validate_env_name(&field, name) {
+                v.field = format!("{field}.name");
+                violations.push(v);
+            }
+            if class.is_none() {
+                violations.push(Violation {
+                    field: format!("{field}.class"),
+                    message: "expected NON_SECRET or CREDENTIAL".into(),
+                });
+            }
+            if !seen.insert(name.clone()) {
+                violations.push(Violation {
+                    field: format!("{field}.name"),
+                    message: format!("{name} is given more than once"),
+                });
+            }
+        }
+        let too_long = self
+            .env
+            .iter()
+            .map(|(k, v)| (k, v.len()))
+            .chain(self.credentials.iter().map(|(k, v)| (k, v.expose().len())))
+            .filter(|(_, len)| *len > MAX_VALUE_BYTES);
+        for (name, len) in too_long {
+            violations.push(Violation {
+                field: format!("values.{name}"),
+                message: format!("value is {len} bytes; the limit is {MAX_VALUE_BYTES}"),
+            });
+        }
+    }
+
+    fn into_values(self) -> ProviderValues {
+        ProviderValues {
+            env: self.env,
+            credentials: self.credentials,
+            expires_at: self.expires_at,
+        }
+    }
+}
+
+pub async fn create_provider(
+    store: &Store,
+    name: &str,
+    workspace: &str,
+    provider_type: &str,
+    input: ProviderInput,
+) -> Result<ProviderRecord> {
+    let mut violations = Vec::new();
+    if let Err(v) = validate_name("name", name) {
+        violations.push(v);
+    }
+    if let Err(v) = validate_provider_type(provider_type) {
+        violations.push(v);
+    }
+    input.validate(&mut violations);
+    if !violations.is_empty() {
+        return Err(GatewayError::from_violations(violations));
+    }
+    let values = input.into_values();
+    let sealed = store
+        .cipher()
+        .seal(&values.credentials)
+        .map_err(|e| GatewayError::Corrupt(e.to_string()))?;
+    let id = new_id("pv");
+    let mut tx = store.begin_write().await?;
+    tx.ensure_workspace(workspace).await?;
+    tx.insert_provider(&id, name, workspace, provider_type, &values, &sealed)
+        .await?;
+    tx.commit().await?;
+    store.resolve_provider(&id, workspace).await
+}
+
+pub async fn update_provider(store: &Store, existing: &ProviderRecord, input: ProviderInput) -> Result<ProviderRecord> {
+    let mut violations = Vec::new();
+    input.validate(&mut violations);
+    if !violations.is_empty() {
+        return Err(GatewayError::from_violations(violations));
+    }
+    let values = input.into_values();
+    let sealed = store
+        .cipher()
+        .seal(&values.credentials)
+        .map_err(|e| GatewayError::Corrupt(e.to_string()))?;
+    let mut tx = store.begin_write().await?;
+    tx.update_provider(&existing.id, &values, &sealed).await?;
+    tx.insert_fanout_intent("provider", &existing.id, &["provider_environment"], None)
+        .await?;
+    tx.commit().await?;
+    store.resolve_provider(&existing.id, &existing.workspace).await
+}
+
+/// Attaches (`attach` true) or detaches a provider; a repeat is a no-op.
+pub async fn attach(
+    store: &Store,
+    sandbox: &SandboxRecord,
+    provider: &ProviderRecord,
+    attach: bool,
+) -> Result<SandboxRecord> {
+    if provider.workspace != sandbox.workspace {
+        return Err(GatewayError::FailedPrecondition(format!(
+            "provider {} lives in workspace {:?}, the sandbox in {:?}",
+            provider.name, provider.workspace, sandbox.workspace
+        )));
+    }
+    let mut tx = store.begin_write().await?;
+    tx.lock_sandbox(&sandbox.id).await?;
+    let epoch = if attach {
+        tx.attach(&sandbox.id, &provider.id).await?
+    } else {
+        tx.detach(&sandbox.id, &provider.id).await?
+    };
+    if epoch.is_some() {
+        tx.insert_fanout_intent("sandbox", &sandbox.id, &["provider_environment"], None)
+            .await?;
+    }
+    tx.commit().await?;
+    store.get_sandbox(&sandbox.id).await
+}

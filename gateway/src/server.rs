@@ -1,0 +1,174 @@
+//! Starting and stopping a gateway: open the store, bind the listener,
+//! serve the API (TLS when configured) and run housekeeping loops.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openshell_proto::v1::open_shell_server::OpenShellServer;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Identity, Server, ServerTlsConfig};
+
+use crate::api::OpenShellApi;
+use crate::auth::OperatorAuth;
+use crate::config::GatewayConfig;
+use crate::crypto::CredentialCipher;
+use crate::sessions::SessionRegistry;
+use crate::state::GatewayState;
+use crate::store::{Store, StoreOptions, now_ms};
+
+/// Largest gRPC message accepted: a 256 KiB policy plus headroom.
+pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+/// How often expired idempotency keys are released.
+const IDEMPOTENCY_GC_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("no operator token configured: pass --operator-token NAME=TOKEN or set OPENSHELL_OPERATOR_TOKENS")]
+    NoOperatorToken,
+    #[error(transparent)]
+    Crypto(#[from] crate::crypto::CryptoError),
+    #[error("cannot open the store: {0}")]
+    Store(#[from] crate::error::GatewayError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot read TLS file {path}: {source}")]
+    TlsFile {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("TLS setup failed: {0}")]
+    Tls(#[from] tonic::transport::Error),
+}
+
+/// A running gateway.
+pub struct GatewayHandle {
+    pub addr: SocketAddr,
+    pub state: Arc<GatewayState>,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: JoinHandle<Result<(), tonic::transport::Error>>,
+    housekeeping: JoinHandle<()>,
+}
+
+impl GatewayHandle {
+    /// Stops accepting, lets in-flight calls finish, and closes the store.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        self.housekeeping.abort();
+        match self.server.await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "server ended with an error"),
+            Err(e) => tracing::warn!(error = %e, "server task failed"),
+            Ok(Ok(())) => {}
+        }
+        self.state.store.close().await;
+    }
+
+    /// Waits until the server ends on its own.
+    pub async fn wait(&mut self) {
+        let _ = (&mut self.server).await;
+    }
+}
+
+/// Starts a gateway on `config`.
+pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
+    if config.operator_tokens.is_empty() {
+        return Err(StartError::NoOperatorToken);
+    }
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::TlsFile {
+        path: config.data_dir.display().to_string(),
+        source,
+    })?;
+    let cipher = CredentialCipher::load(config.credential_key.as_ref(), &config.data_dir)?;
+    let store = Store::open(
+        &StoreOptions {
+            url: config.database_url.clone(),
+            max_connections: 8,
+        },
+        cipher,
+    )
+    .await?;
+    let tls = match &config.tls {
+        Some(files) => {
+            let read = |path: &std::path::Path| {
+                std::fs::read(path).map_err(|source| StartError::TlsFile {
+                    path: path.display().to_string(),
+                    source,
+                })
+            };
+            Some(ServerTlsConfig::new().identity(Identity::from_pem(read(&files.cert)?, read(&files.key)?)))
+        }
+        None => None,
+    };
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+    let state = Arc::new(GatewayState {
+        store,
+        config,
+        sessions: SessionRegistry::default(),
+        started_at_ms: now_ms(),
+    });
+    let api = InterceptedService::new(
+        OpenShellServer::new(OpenShellApi::new(state.clone()))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES),
+        OperatorAuth::new(state.config.operator_tokens.clone()),
+    );
+    let mut builder = Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let router = builder.add_service(api);
+    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        router
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                let _ = shutdown_rx.await;
+            })
+            .await
+    });
+    let housekeeping = tokio::spawn(housekeeping(state.clone()));
+    tracing::info!(
+        %addr,
+        replica = %state.config.replica_id,
+        backend = state.store.backend().as_str(),
+        config_delivery_mode = state.config.config_delivery_mode.as_str(),
+        tls = state.config.tls.is_some(),
+        "gateway listening"
+    );
+    Ok(GatewayHandle {
+        addr,
+        state,
+        shutdown: Some(shutdown_tx),
+        server,
+        housekeeping,
+    })
+}
+
+async fn housekeeping(state: Arc<GatewayState>) {
+    let mut tick = tokio::time::interval(IDEMPOTENCY_GC_INTERVAL);
+    loop {
+        tick.tick().await;
+        match state.store.expire_idempotency_keys().await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(released = n, "expired idempotency keys released"),
+            Err(e) => tracing::warn!(error = %e, "idempotency key expiry failed"),
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! The authoritative store: embedded SQLite (default, one replica) or
+//! PostgreSQL (several replicas), behind one set of queries.
+//!
+//! Queries use `$N` placeholders, which both backends accept, and only
+//! portable types (TEXT, 64-bit integers, bytes), so the two backends share
+//! every statement; only the migrations differ. SQLite allows one writer at a
+//! time, so writes take an in-process lock there instead of failing with
+//! SQLITE_BUSY; PostgreSQL relies on row locks.
+
+mod operations;
+mod policies;
+mod providers;
+mod records;
+mod sandboxes;
+mod settings;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{Any, AnyPool, Executor, Transaction};
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+use crate::crypto::CredentialCipher;
+use crate::error::{GatewayError, Result};
+
+pub use operations::{IdempotentMatch, NewOperation, OperationFilter};
+pub use providers::ProviderValues;
+pub use settings::{ScopedSettings, SettingWrite};
+pub use records::*;
+
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Which database the store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+        }
+    }
+}
+
+/// Handle to the store; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+    write_lock: Arc<Mutex<()>>,
+    cipher: CredentialCipher,
+}
+
+/// A write transaction. Dropping it without [`commit`](WriteTx::commit) rolls back.
+pub struct WriteTx {
+    tx: Transaction<'static, Any>,
+    backend: Backend,
+    _sqlite_writer: Option<OwnedMutexGuard<()>>,
+}
+
+impl WriteTx {
+    pub async fn commit(self) -> Result<()> {
+        self.tx.commit().await?;
+        Ok(())
+    }
+
+    pub(crate) fn conn(&mut self) -> &mut sqlx::AnyConnection {
+        &mut self.tx
+    }
+
+    /// Row-lock suffix for a read that precedes a write of the same row.
+    pub(crate) fn for_update(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite => "",
+            Backend::Postgres => " FOR UPDATE",
+        }
+    }
+}
+
+/// Options for opening a store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub url: String,
+    pub max_connections: u32,
+}
+
+impl Store {
+    /// Connects, creates the SQLite file if needed, and runs migrations.
+    pub async fn open(options: &StoreOptions, cipher: CredentialCipher) -> Result<Self> {
+        install_default_drivers();
+        let backend = if options.url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else if options.url.starts_with("postgres:") || options.url.starts_with("postgresql:") {
+            Backend::Postgres
+        } else {
+            return Err(GatewayError::invalid(
+                "database_url",
+                "expected a sqlite:// or postgres:// URL",
+            ));
+        };
+        let url = match backend {
+            Backend::Sqlite => sqlite_url_with_create(&options.url)?,
+            Backend::Postgres => options.url.clone(),
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        // WAL lets readers run beside the one writer; NORMAL
+                        // sync is durable across process crashes in WAL mode.
+                        conn.execute(
+                            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                             PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;",
+                        )
+                        .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await?;
+        let migrator = match backend {
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrator
+            .run(&pool)
+            .await
+            .map_err(|e| GatewayError::Store(sqlx::Error::Migrate(Box::new(e))))?;
+        Ok(Self {
+            pool,
+            backend,
+            write_lock: Arc::new(Mutex::new(())),
+            cipher,
+        })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    pub(crate) fn cipher(&self) -> &CredentialCipher {
+        &self.cipher
+    }
+
+    /// Starts a write transaction (serialised in-process on SQLite).
+    pub async fn begin_write(&self) -> Result<WriteTx> {
+        let guard = match self.backend {
+            Backend::Sqlite => Some(self.write_lock.clone().lock_owned().await),
+            Backend::Postgres => None,
+        };
+        let tx = self.pool.begin().await?;
+        Ok(WriteTx {
+            tx,
+            backend: self.backend,
+            _sqlite_writer: guard,
+        })
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn sqlite_url_with_create(url: &str) -> Result<String> {
+    let path = url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:");
+    let path = path.split('?').next().unwrap_or(path);
+    if let Some(parent) = std::path::Path::new(path).parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            GatewayError::invalid(
+                "database_url",
+                format!("cannot create directory {}: {e}", parent.display()),
+            )
+        })?;
+    }
+    Ok(if url.contains('?') {
+        url.to_string()
+    } else {
+        format!("{url}?mode=rwc")
+    })
+}
+
+/// Milliseconds since the Unix epoch, the store's time unit.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A new id with a type prefix: time-ordered, so ids sort by creation.
+pub fn new_id(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::now_v7())
+}

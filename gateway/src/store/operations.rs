@@ -1,0 +1,314 @@
+//! Durable operations, their fleet targets, and fanout intents.
+
+use sqlx::{AssertSqlSafe, Row};
+
+use super::records::{
+    FleetCounts, OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
+};
+use super::sandboxes::to_i64;
+use super::{Store, WriteTx, now_ms};
+use crate::error::{GatewayError, Result};
+
+const OPERATION_COLUMNS: &str = "id, target_kind, target, sandbox_id, state, outcome, error, \
+     policy_revision, settings_revision, global_policy_revision, no_op, caller, idempotency_key, \
+     created_at, updated_at, completed_at";
+
+/// Everything needed to insert an operation row.
+#[derive(Debug, Clone)]
+pub struct NewOperation {
+    pub id: String,
+    pub target_kind: TargetKind,
+    pub target: String,
+    pub sandbox_id: Option<String>,
+    pub policy_revision: u64,
+    pub settings_revision: u64,
+    pub global_policy_revision: u64,
+    pub no_op: bool,
+    pub caller: String,
+    pub idempotency_key: Option<String>,
+    pub request_fingerprint: Option<String>,
+    pub idempotency_expires_at: Option<i64>,
+}
+
+/// Filter for listing operations.
+#[derive(Debug, Clone, Default)]
+pub struct OperationFilter {
+    pub sandbox_id: Option<String>,
+    pub states: Vec<OperationState>,
+    pub limit: i64,
+    pub offset: i64,
+}
+
+/// An earlier operation found under the same idempotency key.
+#[derive(Debug, Clone)]
+pub struct IdempotentMatch {
+    pub operation_id: String,
+    pub request_fingerprint: String,
+}
+
+impl Store {
+    pub async fn get_operation(&self, id: &str) -> Result<OperationRecord> {
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE id = $1")))
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or_else(|| GatewayError::NotFound(format!("operation {id} not found")))?;
+        let mut record = operation_from_row(&row)?;
+        if record.target_kind != TargetKind::Sandbox {
+            record.fleet = Some(self.fleet_counts(&record.id).await?);
+        }
+        Ok(record)
+    }
+
+    /// Newest first.
+    pub async fn list_operations(&self, filter: &OperationFilter) -> Result<Vec<OperationRecord>> {
+        let mut sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE ($1 = '' OR sandbox_id = $1)");
+        if !filter.states.is_empty() {
+            let states: Vec<String> = filter
+                .states
+                .iter()
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect();
+            // The states come from a closed enum, never from input text.
+            sql.push_str(&format!(" AND state IN ({})", states.join(", ")));
+        }
+        sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3");
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(filter.sandbox_id.clone().unwrap_or_default())
+            .bind(filter.limit)
+            .bind(filter.offset)
+            .fetch_all(self.pool())
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let mut record = operation_from_row(row)?;
+            if record.target_kind != TargetKind::Sandbox {
+                record.fleet = Some(self.fleet_counts(&record.id).await?);
+            }
+            out.push(record);
+        }
+        Ok(out)
+    }
+
+    pub async fn count_operations(&self) -> Result<u64> {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM operations")
+            .fetch_one(self.pool())
+            .await?;
+        u64_col(&row, "n")
+    }
+
+    async fn fleet_counts(&self, operation_id: &str) -> Result<FleetCounts> {
+        let rows = sqlx::query(
+            "SELECT state, COUNT(*) AS n FROM operation_targets WHERE operation_id = $1 GROUP BY state",
+        )
+        .bind(operation_id)
+        .fetch_all(self.pool())
+        .await?;
+        let mut counts = FleetCounts::default();
+        for row in &rows {
+            let n = u32::try_from(u64_col(row, "n")?).unwrap_or(u32::MAX);
+            counts.targets += n;
+            match OperationState::parse(&row.try_get::<String, _>("state")?)? {
+                OperationState::Pending | OperationState::Delivered => counts.pending += n,
+                OperationState::Applied => counts.applied += n,
+                OperationState::Failed => counts.failed += n,
+                OperationState::Superseded => counts.superseded += n,
+                OperationState::Inactive => counts.inactive += n,
+                OperationState::Cancelled => counts.cancelled += n,
+            }
+        }
+        Ok(counts)
+    }
+
+    /// Frees idempotency keys past their retention so they can be reused.
+    pub async fn expire_idempotency_keys(&self) -> Result<u64> {
+        let mut tx = self.begin_write().await?;
+        let result = sqlx::query(
+            "UPDATE operations SET idempotency_key = NULL, request_fingerprint = NULL, \
+             idempotency_expires_at = NULL WHERE idempotency_expires_at IS NOT NULL \
+             AND idempotency_expires_at <= $1",
+        )
+        .bind(now_ms())
+        .execute(tx.conn())
+        .await?;
+        tx.commit().await?;
+        Ok(result.rows_affected())
+    }
+}
+
+impl WriteTx {
+    /// The live operation registered under an idempotency key, if any.
+    pub async fn find_idempotent(
+        &mut self,
+        target_kind: TargetKind,
+        target: &str,
+        caller: &str,
+        key: &str,
+    ) -> Result<Option<IdempotentMatch>> {
+        let row = sqlx::query(
+            "SELECT id, request_fingerprint FROM operations WHERE target_kind = $1 AND target = $2 \
+             AND caller = $3 AND idempotency_key = $4",
+        )
+        .bind(target_kind.as_str())
+        .bind(target)
+        .bind(caller)
+        .bind(key)
+        .fetch_optional(self.conn())
+        .await?;
+        row.map(|row| {
+            Ok(IdempotentMatch {
+                operation_id: row.try_get("id")?,
+                request_fingerprint: row
+                    .try_get::<Option<String>, _>("request_fingerprint")?
+                    .unwrap_or_default(),
+            })
+        })
+        .transpose()
+    }
+
+    pub async fn insert_operation(&mut self, op: &NewOperation) -> Result<()> {
+        let now = now_ms();
+        sqlx::query(
+            "INSERT INTO operations (id, target_kind, target, sandbox_id, state, outcome, error, \
+             policy_revision, settings_revision, global_policy_revision, no_op, caller, \
+             idempotency_key, request_fingerprint, idempotency_expires_at, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, 'PENDING', '', '', $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)",
+        )
+        .bind(&op.id)
+        .bind(op.target_kind.as_str())
+        .bind(&op.target)
+        .bind(op.sandbox_id.clone())
+        .bind(to_i64(op.policy_revision))
+        .bind(to_i64(op.settings_revision))
+        .bind(to_i64(op.global_policy_revision))
+        .bind(i64::from(op.no_op))
+        .bind(&op.caller)
+        .bind(op.idempotency_key.clone())
+        .bind(op.request_fingerprint.clone())
+        .bind(op.idempotency_expires_at)
+        .bind(now)
+        .execute(self.conn())
+        .await?;
+        Ok(())
+    }
+
+    /// Records the sandboxes a fleet operation must reach.
+    pub async fn insert_operation_targets(&mut self, operation_id: &str, sandbox_ids: &[String]) -> Result<()> {
+        let now = now_ms();
+        for sandbox_id in sandbox_ids {
+            sqlx::query(
+                "INSERT INTO operation_targets (operation_id, sandbox_id, state, outcome, error, updated_at) \
+                 VALUES ($1, $2, 'PENDING', '', '', $3)",
+            )
+            .bind(operation_id)
+            .bind(sandbox_id)
+            .bind(now)
+            .execute(self.conn())
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// A fleet operation with no targets has nothing to wait for.
+    pub async fn complete_empty_fleet_operation(&mut self, operation_id: &str) -> Result<()> {
+        let now = now_ms();
+        sqlx::query(
+            "UPDATE operations SET state = 'APPLIED', outcome = $2, updated_at = $3, completed_at = $3 \
+             WHERE id = $1",
+        )
+        .bind(operation_id)
+        .bind(Outcome::Applied.as_str())
+        .bind(now)
+        .execute(self.conn())
+        .await?;
+        Ok(())
+    }
+
+    /// Durable record that sessions in `scope` must rebuild `components`.
+    pub async fn insert_fanout_intent(
+        &mut self,
+        scope: &str,
+        scope_id: &str,
+        components: &[&str],
+        operation_id: Option<&str>,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO fanout_intents (scope, scope_id, components, operation_id, created_at) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(scope)
+        .bind(scope_id)
+        .bind(components.join(","))
+        .bind(operation_id.map(str::to_string))
+        .bind(now_ms())
+        .execute(self.conn())
+        .await?;
+        Ok(())
+    }
+
+    /// Ends every live operation of a sandbox (and its fleet targets) in `state`.
+    pub async fn resolve_live_operations_for_lifecycle(
+        &mut self,
+        sandbox_id: &str,
+        state: OperationState,
+        error: &str,
+    ) -> Result<u64> {
+        let now = now_ms();
+        let result = sqlx::query(
+            "UPDATE operations SET state = $2, outcome = $3, error = $4, updated_at = $5, completed_at = $5 \
+             WHERE sandbox_id = $1 AND state IN ('PENDING', 'DELIVERED')",
+        )
+        .bind(sandbox_id)
+        .bind(state.as_str())
+        .bind(Outcome::Lifecycle.as_str())
+        .bind(error)
+        .bind(now)
+        .execute(self.conn())
+        .await?;
+        sqlx::query(
+            "UPDATE operation_targets SET state = $2, outcome = $3, error = $4, updated_at = $5 \
+             WHERE sandbox_id = $1 AND state IN ('PENDING', 'DELIVERED')",
+        )
+        .bind(sandbox_id)
+        .bind(state.as_str())
+        .bind(Outcome::Lifecycle.as_str())
+        .bind(error)
+        .bind(now)
+        .execute(self.conn())
+        .await?;
+        Ok(result.rows_affected())
+    }
+
+    pub async fn get_operation(&mut self, id: &str) -> Result<OperationRecord> {
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE id = $1")))
+            .bind(id)
+            .fetch_optional(self.conn())
+            .await?
+            .ok_or_else(|| GatewayError::NotFound(format!("operation {id} not found")))?;
+        operation_from_row(&row)
+    }
+}
+
+impl WriteTx {
+    /// Ends one live operation because of the sandbox's lifecycle.
+    pub async fn resolve_operation_by_lifecycle(
+        &mut self,
+        operation_id: &str,
+        state: OperationState,
+        error: &str,
+    ) -> Result<()> {
+        let now = now_ms();
+        sqlx::query(
+            "UPDATE operations SET state = $2, outcome = $3, error = $4, updated_at = $5, completed_at = $5 \
+             WHERE id = $1 AND state IN ('PENDING', 'DELIVERED')",
+        )
+        .bind(operation_id)
+        .bind(state.as_str())
+        .bind(Outcome::Lifecycle.as_str())
+        .bind(error)
+        .bind(now)
+        .execute(self.conn())
+        .await?;
+        Ok(())
+    }
+}

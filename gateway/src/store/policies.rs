@@ -1,0 +1,162 @@
+//! Sandbox policy history and the global policy.
+
+use sqlx::{AssertSqlSafe, Row};
+use sqlx::any::AnyRow;
+
+use super::records::{GlobalPolicyRecord, PolicyRevisionRecord, policy_revision_from_row, u64_col};
+use super::sandboxes::to_i64;
+use super::{Store, WriteTx, now_ms};
+use crate::error::{GatewayError, Result};
+
+const REVISION_COLUMNS: &str =
+    "sandbox_id, revision, policy_hash, policy_json, operation_id, created_at";
+
+impl Store {
+    /// The newest revision of a sandbox's own policy.
+    pub async fn latest_policy(&self, sandbox_id: &str) -> Result<Option<PolicyRevisionRecord>> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {REVISION_COLUMNS} FROM policy_revisions WHERE sandbox_id = $1 \
+             ORDER BY revision DESC LIMIT 1"
+        )))
+        .bind(sandbox_id)
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(policy_revision_from_row).transpose()
+    }
+
+    /// One revision of a sandbox's policy.
+    pub async fn policy_revision(&self, sandbox_id: &str, revision: u64) -> Result<PolicyRevisionRecord> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {REVISION_COLUMNS} FROM policy_revisions WHERE sandbox_id = $1 AND revision = $2"
+        )))
+        .bind(sandbox_id)
+        .bind(to_i64(revision))
+        .fetch_optional(self.pool())
+        .await?
+        .ok_or_else(|| {
+            GatewayError::NotFound(format!("sandbox {sandbox_id} has no policy revision {revision}"))
+        })?;
+        policy_revision_from_row(&row)
+    }
+
+    /// Revisions newest first.
+    pub async fn policy_history(&self, sandbox_id: &str, limit: i64) -> Result<Vec<PolicyRevisionRecord>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {REVISION_COLUMNS} FROM policy_revisions WHERE sandbox_id = $1 \
+             ORDER BY revision DESC LIMIT $2"
+        )))
+        .bind(sandbox_id)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(policy_revision_from_row).collect()
+    }
+
+    /// Number of stored revisions of a sandbox (the bad-input tests count them).
+    pub async fn policy_revision_count(&self, sandbox_id: &str) -> Result<u64> {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM policy_revisions WHERE sandbox_id = $1")
+            .bind(sandbox_id)
+            .fetch_one(self.pool())
+            .await?;
+        u64_col(&row, "n")
+    }
+
+    /// The global policy revision counter and, if set, the policy in effect.
+    pub async fn global_policy(&self) -> Result<(u64, Option<GlobalPolicyRecord>)> {
+        let row = sqlx::query(
+            "SELECT revision, policy_hash, policy_json FROM global_policy_revisions \
+             ORDER BY revision DESC LIMIT 1",
+        )
+        .fetch_optional(self.pool())
+        .await?;
+        global_from_row(row.as_ref())
+    }
+}
+
+fn global_from_row(row: Option<&AnyRow>) -> Result<(u64, Option<GlobalPolicyRecord>)> {
+    let Some(row) = row else {
+        return Ok((0, None));
+    };
+    let revision = u64_col(row, "revision")?;
+    let hash: Option<String> = row.try_get("policy_hash")?;
+    let json: Option<String> = row.try_get("policy_json")?;
+    Ok((
+        revision,
+        match (hash, json) {
+            (Some(policy_hash), Some(policy_json)) => Some(GlobalPolicyRecord {
+                revision,
+                policy_hash,
+                policy_json,
+            }),
+            _ => None,
+        },
+    ))
+}
+
+impl WriteTx {
+    pub async fn latest_policy(&mut self, sandbox_id: &str) -> Result<Option<PolicyRevisionRecord>> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {REVISION_COLUMNS} FROM policy_revisions WHERE sandbox_id = $1 \
+             ORDER BY revision DESC LIMIT 1"
+        )))
+        .bind(sandbox_id)
+        .fetch_optional(self.conn())
+        .await?;
+        row.as_ref().map(policy_revision_from_row).transpose()
+    }
+
+    /// Stores a new revision and moves the sandbox's counter to it.
+    pub async fn insert_policy_revision(
+        &mut self,
+        sandbox_id: &str,
+        revision: u64,
+        policy_hash: &str,
+        policy_json: &str,
+        operation_id: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO policy_revisions (sandbox_id, revision, policy_hash, policy_json, \
+             operation_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(sandbox_id)
+        .bind(to_i64(revision))
+        .bind(policy_hash)
+        .bind(policy_json)
+        .bind(operation_id)
+        .bind(now_ms())
+        .execute(self.conn())
+        .await?;
+        self.bump_sandbox_policy_revision(sandbox_id, revision).await
+    }
+
+    pub async fn global_policy(&mut self) -> Result<(u64, Option<GlobalPolicyRecord>)> {
+        let sql = format!(
+            "SELECT revision, policy_hash, policy_json FROM global_policy_revisions \
+             ORDER BY revision DESC LIMIT 1{}",
+            self.for_update()
+        );
+        let row = sqlx::query(AssertSqlSafe(sql)).fetch_optional(self.conn()).await?;
+        global_from_row(row.as_ref())
+    }
+
+    /// Records a new global policy revision; `policy` None clears it.
+    pub async fn insert_global_policy_revision(
+        &mut self,
+        revision: u64,
+        policy: Option<(&str, &str)>,
+        operation_id: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO global_policy_revisions (revision, policy_hash, policy_json, operation_id, \
+             created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(to_i64(revision))
+        .bind(policy.map(|(hash, _)| hash.to_string()))
+        .bind(policy.map(|(_, json)| json.to_string()))
+        .bind(operation_id)
+        .bind(now_ms())
+        .execute(self.conn())
+        .await?;
+        Ok(())
+    }
+}

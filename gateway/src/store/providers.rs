@@ -1,0 +1,250 @@
+//! Providers (credentials sealed at rest) and their attachments to sandboxes.
+
+use std::collections::BTreeMap;
+
+use openshell_core::Secret;
+use sqlx::{AssertSqlSafe, Row};
+use sqlx::any::AnyRow;
+
+use super::records::{ProviderRecord, u64_col};
+use super::{Store, WriteTx, now_ms};
+use crate::error::{GatewayError, Result};
+
+const PROVIDER_COLUMNS: &str =
+    "id, name, workspace, provider_type, env_json, credential_names, revision, expires_at";
+
+/// Values of a provider write; credentials are sealed before they reach SQL.
+#[derive(Debug, Clone)]
+pub struct ProviderValues {
+    pub env: BTreeMap<String, String>,
+    pub credentials: BTreeMap<String, Secret>,
+    pub expires_at: Option<i64>,
+}
+
+fn provider_from_row(row: &AnyRow) -> Result<ProviderRecord> {
+    let env_json: String = row.try_get("env_json")?;
+    let names_json: String = row.try_get("credential_names")?;
+    Ok(ProviderRecord {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        workspace: row.try_get("workspace")?,
+        provider_type: row.try_get("provider_type")?,
+        env: serde_json::from_str(&env_json)
+            .map_err(|e| GatewayError::Corrupt(format!("provider env: {e}")))?,
+        credential_names: serde_json::from_str(&names_json)
+            .map_err(|e| GatewayError::Corrupt(format!("provider credential names: {e}")))?,
+        revision: u64_col(row, "revision")?,
+        expires_at: row.try_get("expires_at")?,
+        attached_sandbox_ids: Vec::new(),
+    })
+}
+
+fn encode_env(values: &ProviderValues) -> Result<(String, String)> {
+    let env = serde_json::to_string(&values.env)
+        .map_err(|e| GatewayError::Corrupt(format!("provider env: {e}")))?;
+    let names: Vec<&String> = values.credentials.keys().collect();
+    let names = serde_json::to_string(&names)
+        .map_err(|e| GatewayError::Corrupt(format!("provider credential names: {e}")))?;
+    Ok((env, names))
+}
+
+impl Store {
+    /// Resolves a provider id (`pv-…`) or a name in `workspace`.
+    pub async fn resolve_provider(&self, id_or_name: &str, workspace: &str) -> Result<ProviderRecord> {
+        if id_or_name.is_empty() {
+            return Err(GatewayError::invalid("provider", "a provider id or name is required"));
+        }
+        let row = if id_or_name.starts_with("pv-") {
+            sqlx::query(AssertSqlSafe(format!("SELECT {PROVIDER_COLUMNS} FROM providers WHERE id = $1")))
+                .bind(id_or_name)
+                .fetch_optional(self.pool())
+                .await?
+        } else {
+            sqlx::query(AssertSqlSafe(format!(
+                "SELECT {PROVIDER_COLUMNS} FROM providers WHERE workspace = $1 AND name = $2"
+            )))
+            .bind(workspace)
+            .bind(id_or_name)
+            .fetch_optional(self.pool())
+            .await?
+        };
+        let row = row.ok_or_else(|| {
+            GatewayError::NotFound(format!(
+                "provider {id_or_name:?} not found in workspace {workspace:?}"
+            ))
+        })?;
+        let mut record = provider_from_row(&row)?;
+        record.attached_sandbox_ids = self.attaching_sandboxes(&record.id).await?;
+        Ok(record)
+    }
+
+    pub async fn list_providers(&self, workspace: Option<&str>) -> Result<Vec<ProviderRecord>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {PROVIDER_COLUMNS} FROM providers WHERE ($1 = '' OR workspace = $1) \
+             ORDER BY workspace, name"
+        )))
+        .bind(workspace.unwrap_or(""))
+        .fetch_all(self.pool())
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let mut record = provider_from_row(row)?;
+            record.attached_sandbox_ids = self.attaching_sandboxes(&record.id).await?;
+            out.push(record);
+        }
+        Ok(out)
+    }
+
+    /// Sandboxes that attach a provider: the scope of a provider change.
+    pub async fn attaching_sandboxes(&self, provider_id: &str) -> Result<Vec<String>> {
+        let rows = sqlx::query(
+            "SELECT a.sandbox_id FROM attachments a JOIN sandboxes s ON s.id = a.sandbox_id \
+             WHERE a.provider_id = $1 AND s.lifecycle <> 'deleted' ORDER BY a.sandbox_id",
+        )
+        .bind(provider_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>("sandbox_id").map_err(Into::into))
+            .collect()
+    }
+
+    /// Every provider attached to a sandbox, with its credentials opened.
+    /// Only the provider-environment snapshot may call this.
+    pub async fn attached_providers_with_credentials(
+        &self,
+        sandbox_id: &str,
+    ) -> Result<Vec<(ProviderRecord, BTreeMap<String, Secret>)>> {
+        let rows = sqlx::query(
+            "SELECT p.id, p.name, p.workspace, p.provider_type, p.env_json, p.credential_names, \
+             p.revision, p.expires_at, p.credentials_box FROM attachments a \
+             JOIN providers p ON p.id = a.provider_id WHERE a.sandbox_id = $1 ORDER BY p.name",
+        )
+        .bind(sandbox_id)
+        .fetch_all(self.pool())
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let record = provider_from_row(row)?;
+            let sealed: Vec<u8> = row.try_get("credentials_box")?;
+            let credentials = self
+                .cipher()
+                .open(&sealed)
+                .map_err(|e| GatewayError::Corrupt(format!("provider {}: {e}", record.name)))?;
+            out.push((record, credentials));
+        }
+        Ok(out)
+    }
+}
+
+impl WriteTx {
+    pub async fn insert_provider(
+        &mut self,
+        id: &str,
+        name: &str,
+        workspace: &str,
+        provider_type: &str,
+        values: &ProviderValues,
+        sealed: &[u8],
+    ) -> Result<()> {
+        let (env, names) = encode_env(values)?;
+        let now = now_ms();
+        let result = sqlx::query(
+            "INSERT INTO providers (id, name, workspace, provider_type, env_json, credential_names, \
+             credentials_box, revision, expires_at, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $9)",
+        )
+        .bind(id)
+        .bind(name)
+        .bind(workspace)
+        .bind(provider_type)
+        .bind(env)
+        .bind(names)
+        .bind(sealed.to_vec())
+        .bind(values.expires_at)
+        .bind(now)
+        .execute(self.conn())
+        .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => Err(GatewayError::AlreadyExists(
+                format!("a provider named {name:?} already exists in workspace {workspace:?}"),
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Replaces a provider's values; returns the new revision.
+    pub async fn update_provider(&mut self, id: &str, values: &ProviderValues, sealed: &[u8]) -> Result<u64> {
+        let (env, names) = encode_env(values)?;
+        let row = sqlx::query(
+            "UPDATE providers SET env_json = $2, credential_names = $3, credentials_box = $4, \
+             expires_at = $5, revision = revision + 1, updated_at = $6 WHERE id = $1 RETURNING revision",
+        )
+        .bind(id)
+        .bind(env)
+        .bind(names)
+        .bind(sealed.to_vec())
+        .bind(values.expires_at)
+        .bind(now_ms())
+        .fetch_optional(self.conn())
+        .await?
+        .ok_or_else(|| GatewayError::NotFound(format!("provider {id} not found")))?;
+        u64_col(&row, "revision")
+    }
+
+    pub async fn delete_provider(&mut self, id: &str) -> Result<()> {
+        let attached = sqlx::query("SELECT COUNT(*) AS n FROM attachments WHERE provider_id = $1")
+            .bind(id)
+            .fetch_one(self.conn())
+            .await?;
+        if u64_col(&attached, "n")? > 0 {
+            return Err(GatewayError::FailedPrecondition(format!(
+                "provider {id} is attached to sandboxes; detach it first"
+            )));
+        }
+        sqlx::query("DELETE FROM providers WHERE id = $1")
+            .bind(id)
+            .execute(self.conn())
+            .await?;
+        Ok(())
+    }
+
+    /// Attaches; returns the new attachment epoch, or None if already attached.
+    pub async fn attach(&mut self, sandbox_id: &str, provider_id: &str) -> Result<Option<u64>> {
+        let result = sqlx::query(
+            "INSERT INTO attachments (sandbox_id, provider_id, attached_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (sandbox_id, provider_id) DO NOTHING",
+        )
+        .bind(sandbox_id)
+        .bind(provider_id)
+        .bind(now_ms())
+        .execute(self.conn())
+        .await?;
+        if result.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.bump_attachment_epoch(sandbox_id).await.map(Some)
+    }
+
+    /// Detaches; returns the new attachment epoch, or None if it was not attached.
+    pub async fn detach(&mut self, sandbox_id: &str, provider_id: &str) -> Result<Option<u64>> {
+        let result = sqlx::query("DELETE FROM attachments WHERE sandbox_id = $1 AND provider_id = $2")
+            .bind(sandbox_id)
+            .bind(provider_id)
+            .execute(self.conn())
+            .await?;
+        if result.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.bump_attachment_epoch(sandbox_id).await.map(Some)
+    }
+
+    pub async fn detach_all(&mut self, sandbox_id: &str) -> Result<()> {
+        sqlx::query("DELETE FROM attachments WHERE sandbox_id = $1")
+            .bind(sandbox_id)
+            .execute(self.conn())
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,219 @@
+//! What the store hands out: plain records, decoded from rows, with the
+//! state enums stored as their lowercase or SCREAMING names.
+
+use std::collections::BTreeMap;
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::error::{GatewayError, Result};
+
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $text),+ }
+            }
+
+            pub fn parse(text: &str) -> Result<Self> {
+                match text {
+                    $($text => Ok(Self::$variant),)+
+                    other => Err(GatewayError::Corrupt(format!(
+                        concat!("unknown ", stringify!($name), " {:?}"), other
+                    ))),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_enum! {
+    /// Lifecycle of a sandbox.
+    Lifecycle { Pending => "pending", Running => "running", Stopped => "stopped", Deleted => "deleted" }
+}
+
+string_enum! {
+    /// State of a durable operation.
+    OperationState {
+        Pending => "PENDING",
+        Delivered => "DELIVERED",
+        Applied => "APPLIED",
+        Failed => "FAILED",
+        Superseded => "SUPERSEDED",
+        Inactive => "INACTIVE",
+        Cancelled => "CANCELLED",
+    }
+}
+
+impl OperationState {
+    /// Terminal states are final: nothing moves an operation out of them.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Self::Pending | Self::Delivered)
+    }
+}
+
+string_enum! {
+    /// What a supervisor (or a lifecycle change) reported for a terminal operation.
+    Outcome {
+        None => "",
+        Applied => "APPLIED",
+        Duplicate => "DUPLICATE",
+        Stale => "STALE",
+        RetainedLocalOverride => "RETAINED_LOCAL_OVERRIDE",
+        FailedRetainedLastKnownGood => "FAILED_RETAINED_LAST_KNOWN_GOOD",
+        FailedClosed => "FAILED_CLOSED",
+        Lifecycle => "LIFECYCLE",
+        SupersededByNewer => "SUPERSEDED_BY_NEWER",
+    }
+}
+
+string_enum! {
+    /// What an operation targets.
+    TargetKind { Sandbox => "sandbox", Workspace => "workspace", Global => "global", Provider => "provider" }
+}
+
+/// A sandbox as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SandboxRecord {
+    pub id: String,
+    pub name: String,
+    pub workspace: String,
+    pub lifecycle: Lifecycle,
+    pub policy_revision: u64,
+    pub settings_revision: u64,
+    pub attachment_epoch: u64,
+    pub providers: Vec<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// One stored sandbox policy revision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyRevisionRecord {
+    pub sandbox_id: String,
+    pub revision: u64,
+    pub policy_hash: String,
+    pub policy_json: String,
+    pub operation_id: Option<String>,
+    pub created_at: i64,
+}
+
+/// The global policy in effect, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GlobalPolicyRecord {
+    pub revision: u64,
+    pub policy_hash: String,
+    pub policy_json: String,
+}
+
+/// Per-target counts of a fleet operation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FleetCounts {
+    pub targets: u32,
+    pub applied: u32,
+    pub failed: u32,
+    pub pending: u32,
+    pub inactive: u32,
+    pub superseded: u32,
+    pub cancelled: u32,
+}
+
+/// A durable operation as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationRecord {
+    pub id: String,
+    pub target_kind: TargetKind,
+    pub target: String,
+    pub sandbox_id: Option<String>,
+    pub state: OperationState,
+    pub outcome: Outcome,
+    pub error: String,
+    pub policy_revision: u64,
+    pub settings_revision: u64,
+    pub global_policy_revision: u64,
+    pub no_op: bool,
+    pub caller: String,
+    pub idempotency_key: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub completed_at: Option<i64>,
+    pub fleet: Option<FleetCounts>,
+}
+
+/// A provider as stored; credential values stay sealed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderRecord {
+    pub id: String,
+    pub name: String,
+    pub workspace: String,
+    pub provider_type: String,
+    pub env: BTreeMap<String, String>,
+    pub credential_names: Vec<String>,
+    pub revision: u64,
+    pub expires_at: Option<i64>,
+    pub attached_sandbox_ids: Vec<String>,
+}
+
+pub(crate) fn u64_col(row: &AnyRow, col: &str) -> Result<u64> {
+    let v: i64 = row.try_get(col)?;
+    u64::try_from(v).map_err(|_| GatewayError::Corrupt(format!("negative {col}")))
+}
+
+pub(crate) fn sandbox_from_row(row: &AnyRow) -> Result<SandboxRecord> {
+    Ok(SandboxRecord {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        workspace: row.try_get("workspace")?,
+        lifecycle: Lifecycle::parse(&row.try_get::<String, _>("lifecycle")?)?,
+        policy_revision: u64_col(row, "policy_revision")?,
+        settings_revision: u64_col(row, "settings_revision")?,
+        attachment_epoch: u64_col(row, "attachment_epoch")?,
+        providers: Vec::new(),
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+pub(crate) fn policy_revision_from_row(row: &AnyRow) -> Result<PolicyRevisionRecord> {
+    Ok(PolicyRevisionRecord {
+        sandbox_id: row.try_get("sandbox_id")?,
+        revision: u64_col(row, "revision")?,
+        policy_hash: row.try_get("policy_hash")?,
+        policy_json: row.try_get("policy_json")?,
+        operation_id: row.try_get("operation_id")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+pub(crate) fn operation_from_row(row: &AnyRow) -> Result<OperationRecord> {
+    let no_op: i64 = row.try_get("no_op")?;
+    Ok(OperationRecord {
+        id: row.try_get("id")?,
+        target_kind: TargetKind::parse(&row.try_get::<String, _>("target_kind")?)?,
+        target: row.try_get("target")?,
+        sandbox_id: row.try_get("sandbox_id")?,
+        state: OperationState::parse(&row.try_get::<String, _>("state")?)?,
+        outcome: Outcome::parse(&row.try_get::<String, _>("outcome")?)?,
+        error: row.try_get("error")?,
+        policy_revision: u64_col(row, "policy_revision")?,
+        settings_revision: u64_col(row, "settings_revision")?,
+        global_policy_revision: u64_col(row, "global_policy_revision")?,
+        no_op: no_op != 0,
+        caller: row.try_get("caller")?,
+        idempotency_key: row.try_get("idempotency_key")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        completed_at: row.try_get("completed_at")?,
+        fleet: None,
+    })
+}

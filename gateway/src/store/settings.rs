@@ -1,0 +1,157 @@
+//! Settings per scope, each scope with its own revision counter.
+
+use std::collections::BTreeMap;
+
+use openshell_core::settings::{Scope, SettingValue};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::records::u64_col;
+use super::sandboxes::to_i64;
+use super::{Store, WriteTx, now_ms};
+use crate::error::{GatewayError, Result};
+
+/// Settings stored at one scope.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScopedSettings {
+    pub revision: u64,
+    pub values: BTreeMap<String, SettingValue>,
+}
+
+/// A change to one key; `None` deletes it.
+pub type SettingWrite = (String, Option<SettingValue>);
+
+fn scope_name(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Global => "global",
+        Scope::Workspace => "workspace",
+        Scope::Sandbox => "sandbox",
+    }
+}
+
+fn decode_values(rows: &[AnyRow]) -> Result<BTreeMap<String, SettingValue>> {
+    let mut values = BTreeMap::new();
+    for row in rows {
+        let key: String = row.try_get("key")?;
+        let json: String = row.try_get("value_json")?;
+        let value: SettingValue = serde_json::from_str(&json)
+            .map_err(|e| GatewayError::Corrupt(format!("setting {key}: {e}")))?;
+        values.insert(key, value);
+    }
+    Ok(values)
+}
+
+fn revision_query(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Global => "SELECT value AS revision FROM counters WHERE name = 'global_settings_revision' AND $1 = ''",
+        Scope::Workspace => "SELECT settings_revision AS revision FROM workspaces WHERE name = $1",
+        Scope::Sandbox => "SELECT settings_revision AS revision FROM sandboxes WHERE id = $1",
+    }
+}
+
+impl Store {
+    /// Values and revision of one scope (`scope_id` is "" for global).
+    pub async fn settings_at(&self, scope: Scope, scope_id: &str) -> Result<ScopedSettings> {
+        let rows = sqlx::query(
+            "SELECT key, value_json FROM settings WHERE scope = $1 AND scope_id = $2 ORDER BY key",
+        )
+        .bind(scope_name(scope))
+        .bind(scope_id)
+        .fetch_all(self.pool())
+        .await?;
+        let revision = sqlx::query(revision_query(scope))
+            .bind(scope_id)
+            .fetch_optional(self.pool())
+            .await?
+            .map(|row| u64_col(&row, "revision"))
+            .transpose()?
+            .unwrap_or(0);
+        Ok(ScopedSettings {
+            revision,
+            values: decode_values(&rows)?,
+        })
+    }
+}
+
+impl WriteTx {
+    pub async fn settings_at(&mut self, scope: Scope, scope_id: &str) -> Result<ScopedSettings> {
+        let rows = sqlx::query(
+            "SELECT key, value_json FROM settings WHERE scope = $1 AND scope_id = $2 ORDER BY key",
+        )
+        .bind(scope_name(scope))
+        .bind(scope_id)
+        .fetch_all(self.conn())
+        .await?;
+        let revision = sqlx::query(revision_query(scope))
+            .bind(scope_id)
+            .fetch_optional(self.conn())
+            .await?
+            .map(|row| u64_col(&row, "revision"))
+            .transpose()?
+            .unwrap_or(0);
+        Ok(ScopedSettings {
+            revision,
+            values: decode_values(&rows)?,
+        })
+    }
+
+    /// Applies the writes that change something and bumps the scope's
+    /// revision once. Returns the new revision, or None when every write
+    /// matched the stored value (a no-op writes no revision).
+    pub async fn write_settings(
+        &mut self,
+        scope: Scope,
+        scope_id: &str,
+        writes: &[SettingWrite],
+    ) -> Result<Option<u64>> {
+        let current = self.settings_at(scope, scope_id).await?;
+        let now = now_ms();
+        let mut changed = false;
+        for (key, value) in writes {
+            match value {
+                Some(value) if current.values.get(key) != Some(value) => {
+                    let json = serde_json::to_string(value)
+                        .map_err(|e| GatewayError::Corrupt(format!("setting {key}: {e}")))?;
+                    sqlx::query(
+                        "INSERT INTO settings (scope, scope_id, key, value_json, updated_at) \
+                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, scope_id, key) \
+                         DO UPDATE SET value_json = excluded.value_json, updated_at = excluded.updated_at",
+                    )
+                    .bind(scope_name(scope))
+                    .bind(scope_id)
+                    .bind(key)
+                    .bind(json)
+                    .bind(now)
+                    .execute(self.conn())
+                    .await?;
+                    changed = true;
+                }
+                None if current.values.contains_key(key) => {
+                    sqlx::query("DELETE FROM settings WHERE scope = $1 AND scope_id = $2 AND key = $3")
+                        .bind(scope_name(scope))
+                        .bind(scope_id)
+                        .bind(key)
+                        .execute(self.conn())
+                        .await?;
+                    changed = true;
+                }
+                _ => {}
+            }
+        }
+        if !changed {
+            return Ok(None);
+        }
+        let revision = current.revision + 1;
+        let sql = match scope {
+            Scope::Global => "UPDATE counters SET value = $1 WHERE name = 'global_settings_revision' AND $2 = ''",
+            Scope::Workspace => "UPDATE workspaces SET settings_revision = $1 WHERE name = $2",
+            Scope::Sandbox => "UPDATE sandboxes SET settings_revision = $1 WHERE id = $2",
+        };
+        sqlx::query(sql)
+            .bind(to_i64(revision))
+            .bind(scope_id)
+            .execute(self.conn())
+            .await?;
+        Ok(Some(revision))
+    }
+}
