@@ -1,0 +1,173 @@
+//! Test harness for the end-to-end suite: starts real gateways on real
+//! stores (a temp SQLite file, or a fresh PostgreSQL database), real
+//! processes, and hands out authenticated clients.
+//!
+//! PostgreSQL comes from `OPENSHELL_TEST_POSTGRES_URL` (an admin URL; each
+//! test gets its own database). Without it, PostgreSQL tests fail loudly
+//! rather than pass silently: `.ci/run` starts a server and sets the URL.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod process;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use openshell_gateway::config::GatewayConfig;
+use openshell_gateway::{DeliveryMode, GatewayHandle};
+use openshell_proto::v1::open_shell_client::OpenShellClient;
+use sqlx::Connection;
+use tempfile::TempDir;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+pub const TOKEN: &str = "test-operator-token";
+
+/// Which store a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
+}
+
+/// A store location that outlives gateway restarts.
+pub struct TestStore {
+    pub backend: Backend,
+    pub url: String,
+    pub dir: TempDir,
+}
+
+impl TestStore {
+    pub async fn new(backend: Backend) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = match backend {
+            Backend::Sqlite => format!("sqlite://{}", dir.path().join("gateway.db").display()),
+            Backend::Postgres => fresh_postgres_database().await,
+        };
+        Self { backend, url, dir }
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    pub fn config(&self) -> GatewayConfig {
+        let mut config = GatewayConfig::for_data_dir(self.dir.path(), TOKEN);
+        config.database_url = self.url.clone();
+        config
+    }
+}
+
+/// The admin URL of the test PostgreSQL server.
+pub fn postgres_admin_url() -> String {
+    std::env::var("OPENSHELL_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "OPENSHELL_TEST_POSTGRES_URL is not set: PostgreSQL tests need a server \
+             (run `bash .ci/run`, or start one and export the URL, e.g. \
+             postgres://postgres:postgres@127.0.0.1:5432/postgres)"
+        )
+    })
+}
+
+/// Creates an empty database for one test and returns its URL.
+pub async fn fresh_postgres_database() -> String {
+    let admin = postgres_admin_url();
+    let name = format!("openshell_test_{}", uuid::Uuid::now_v7().simple());
+    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.ok();
+    let (base, query) = match admin.split_once('?') {
+        Some((b, q)) => (b.to_string(), format!("?{q}")),
+        None => (admin.clone(), String::new()),
+    };
+    let base = base.rsplit_once('/').map_or(base.clone(), |(b, _)| b.to_string());
+    format!("{base}/{name}{query}")
+}
+
+/// Authenticated raw gRPC client.
+pub type Api = OpenShellClient<InterceptedService<Channel, BearerToken>>;
+
+#[derive(Clone)]
+pub struct BearerToken(pub Option<String>);
+
+impl tonic::service::Interceptor for BearerToken {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(token) = &self.0 {
+            req.metadata_mut()
+                .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        }
+        Ok(req)
+    }
+}
+
+/// An in-process gateway on a test store.
+pub struct TestGateway {
+    pub handle: GatewayHandle,
+    pub store: TestStore,
+}
+
+impl TestGateway {
+    pub async fn start(backend: Backend) -> Self {
+        Self::start_on(TestStore::new(backend).await, DeliveryMode::Poll).await
+    }
+
+    pub async fn start_on(store: TestStore, mode: DeliveryMode) -> Self {
+        let mut config = store.config();
+        config.config_delivery_mode = mode;
+        let handle = openshell_gateway::start(config).await.unwrap();
+        Self { handle, store }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.handle.addr)
+    }
+
+    pub async fn api(&self) -> Api {
+        self.api_with_token(Some(TOKEN)).await
+    }
+
+    pub async fn api_with_token(&self, token: Option<&str>) -> Api {
+        let channel = Channel::from_shared(self.endpoint())
+            .unwrap()
+            .connect_timeout(Duration::from_secs(5))
+            .connect()
+            .await
+            .unwrap();
+        OpenShellClient::with_interceptor(channel, BearerToken(token.map(str::to_string)))
+    }
+
+    /// Stops the gateway and starts a new one on the same store.
+    pub async fn restart(self) -> Self {
+        let Self { handle, store } = self;
+        let mode = handle.state.config.config_delivery_mode;
+        handle.shutdown().await;
+        Self::start_on(store, mode).await
+    }
+
+    pub fn state(&self) -> &openshell_gateway::state::GatewayState {
+        &self.handle.state
+    }
+}
+
+/// Polls `check` until it returns Some, or panics after `deadline`.
+pub async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = tokio::time::Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

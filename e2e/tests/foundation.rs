@@ -1,0 +1,719 @@
+//! The walking skeleton over real gRPC on both stores: sandboxes, policy
+//! revisions, durable operations, idempotency, bad input, restarts.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use openshell_e2e::{Api, Backend, TestGateway};
+use openshell_proto::v1 as pb;
+use tonic::Code;
+
+const POLICY: &str = include_str!("../../examples/policy.yaml");
+
+macro_rules! on_both_backends {
+    ($($name:ident),+ $(,)?) => {
+        $(mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() { super::$name(openshell_e2e::Backend::Sqlite).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() { super::$name(openshell_e2e::Backend::Postgres).await }
+        })+
+    };
+}
+
+on_both_backends!(
+    create_commit_read_and_get_operation,
+    idempotency_and_no_op_writes,
+    bad_input_is_rejected_and_changes_nothing,
+    restart_keeps_sandboxes_revisions_and_operations,
+    lifecycle_resolves_pending_operations,
+    fleet_writes_record_their_targets,
+);
+
+fn sandbox_ref(name: &str) -> Option<pb::SandboxRef> {
+    Some(pb::SandboxRef {
+        id_or_name: name.to_string(),
+        workspace: String::new(),
+    })
+}
+
+async fn create(api: &mut Api, name: &str, policy: &str) -> pb::CreateSandboxResponse {
+    api.create_sandbox(pb::CreateSandboxRequest {
+        name: name.into(),
+        workspace: String::new(),
+        policy: policy.into(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+fn set_policy(name: &str, policy: &str, key: &str) -> pb::UpdateConfigRequest {
+    pb::UpdateConfigRequest {
+        target: Some(pb::ConfigTarget {
+            target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
+                id_or_name: name.into(),
+                workspace: String::new(),
+            })),
+        }),
+        policy: policy.into(),
+        mode: pb::UpdateMode::CommitOnly as i32,
+        idempotency_key: key.into(),
+        ..Default::default()
+    }
+}
+
+fn with_github_port(port: u32) -> String {
+    POLICY.replacen("port: 443", &format!("port: {port}"), 1)
+}
+
+async fn create_commit_read_and_get_operation(backend: Backend) {
+    let gw = TestGateway::start(backend).await;
+    let mut api = gw.api().await;
+    let created = create(&mut api, "web", "").await;
+    let sandbox = created.sandbox.unwrap();
+    assert!(sandbox.id.starts_with("sb-"));
+    assert!(created.supervisor_credential.starts_with("osc_"));
+    assert_eq!(sandbox.policy_revision, 0);
+
+    let committed = api
+        .update_config(set_policy("web", POLICY, "k-1"))
+        .await
+        .unwrap()
+        .into_inner();
+    let op = committed.operation.unwrap();
+    assert_eq!(op.state, pb::OperationState::Pending as i32);
+    assert_eq!(op.policy_revision, 1);
+    assert_eq!(op.target, sandbox.id);
+    assert!(!op.no_op);
+    assert!(!committed.idempotent_replay);
+
+    let expected_hash = openshell_core::parse_and_validate(POLICY).unwrap().policy_hash();
+    let read = api
+        .get_sandbox_policy(pb::GetSandboxPolicyRequest {
+            sandbox: sandbox_ref("web"),
+            revision: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let rev = read.policy.unwrap();
+    assert_eq!(rev.revision, 1);
+    assert_eq!(rev.policy_hash, expected_hash);
+    assert_eq!(rev.operation_id, op.id);
+    // The YAML we hand back is accepted unchanged and hashes the same.
+    let round_trip = openshell_core::parse_and_validate(&rev.policy_yaml).unwrap();
+    assert_eq!(round_trip.policy_hash(), expected_hash);
+
+    let fetched = api
+        .get_operation(pb::GetOperationRequest { id: op.id.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(fetched.id, op.id);
+    assert_eq!(fetched.policy_revision, 1);
+    assert_eq!(fetched.caller, "operator");
+    assert_eq!(fetched.idempotency_key, "k-1");
+
+    // A second, different revision lands as 2 and shows in the history.
+    let second = api
+        .update_config(set_policy("web", &with_github_port(8443), ""))
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    assert_eq!(second.policy_revision, 2);
+    let history = api
+        .list_sandbox_policies(pb::ListSandboxPoliciesRequest {
+            sandbox: sandbox_ref("web"),
+            limit: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let revisions: Vec<u64> = history.revisions.iter().map(|r| r.revision).collect();
+    assert_eq!(revisions, vec![2, 1]);
+    let old = api
+        .get_sandbox_policy(pb::GetSandboxPolicyRequest {
+            sandbox: sandbox_ref("web"),
+            revision: 1,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(old.policy.unwrap().policy_hash, expected_hash);
+
+    let listed = api
+        .list_operations(pb::ListOperationsRequest {
+            sandbox: sandbox_ref("web"),
+            states: vec![pb::OperationState::Pending as i32],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let ids: Vec<&str> = listed.operations.iter().map(|o| o.id.as_str()).collect();
+    assert_eq!(ids, vec![second.id.as_str(), op.id.as_str()]);
+}
+
+async fn idempotency_and_no_op_writes(backend: Backend) {
+    let gw = TestGateway::start(backend).await;
+    let mut api = gw.api().await;
+    let sandbox = create(&mut api, "idem", POLICY).await.sandbox.unwrap();
+    assert_eq!(sandbox.policy_revision, 1);
+
+    let change = with_github_port(8443);
+    let first = api
+        .update_config(set_policy("idem", &change, "retry-me"))
+        .await
+        .unwrap()
+        .into_inner();
+    // Same key, same request (even reformatted as JSON): the original operation, nothing written.
+    let as_json = serde_json::to_string(
+        &serde_json::from_str::<serde_json::Value>(
+            &openshell_core::parse_and_validate(&change).unwrap().canonical_json(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let replay = api
+        .update_config(set_policy("idem", &as_json, "retry-me"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(replay.idempotent_replay);
+    assert_eq!(replay.operation.unwrap().id, first.operation.as_ref().unwrap().id);
+    let count = gw.state().store.policy_revision_count(&sandbox.id).await.unwrap();
+    assert_eq!(count, 2);
+
+    // Same key, different request: an error that says so, nothing written.
+    let err = api
+        .update_config(set_policy("idem", &with_github_port(9443), "retry-me"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("idempotency_key"), "{}", err.message());
+    assert!(err.message().contains("different request"), "{}", err.message());
+    assert_eq!(gw.state().store.policy_revision_count(&sandbox.id).await.unwrap(), 2);
+
+    // A no-op write creates no revision; its operation tracks the current one.
+    let ops_before = gw.state().store.count_operations().await.unwrap();
+    let no_op = api
+        .update_config(set_policy("idem", &change, ""))
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    assert!(no_op.no_op);
+    assert_eq!(no_op.policy_revision, 2);
+    assert_eq!(gw.state().store.policy_revision_count(&sandbox.id).await.unwrap(), 2);
+    assert_eq!(gw.state().store.count_operations().await.unwrap(), ops_before + 1);
+
+    // Settings: a write bumps the scope revision once; repeating it is a no-op.
+    let settings = |raw: &str| pb::UpdateConfigRequest {
+        target: Some(pb::ConfigTarget {
+            target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
+                id_or_name: "idem".into(),
+                workspace: String::new(),
+            })),
+        }),
+        settings: vec![pb::SettingChange {
+            key: "log_level".into(),
+            change: Some(pb::setting_change::Change::Raw(raw.into())),
+        }],
+        ..Default::default()
+    };
+    let op = api.update_config(settings("debug")).await.unwrap().into_inner().operation.unwrap();
+    assert_eq!(op.settings_revision, 1);
+    assert!(!op.no_op);
+    let again = api.update_config(settings("debug")).await.unwrap().into_inner().operation.unwrap();
+    assert!(again.no_op);
+    assert_eq!(again.settings_revision, 1);
+    let read = api
+        .get_settings(pb::GetSettingsRequest {
+            scope: pb::SettingScope::Sandbox as i32,
+            sandbox: sandbox_ref("idem"),
+            workspace: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let log_level = read.effective.iter().find(|s| s.key == "log_level").unwrap();
+    assert_eq!(log_level.scope, pb::SettingScope::Sandbox as i32);
+    assert_eq!(
+        log_level.value.as_ref().unwrap().kind,
+        Some(pb::setting_value::Kind::StringValue("debug".into()))
+    );
+}
+
+/// One bad request: what to send, the code and the words the message must contain.
+struct Case {
+    name: &'static str,
+    request: pb::UpdateConfigRequest,
+    code: Code,
+    needles: &'static [&'static str],
+}
+
+fn sandbox_target(name: &str) -> Option<pb::ConfigTarget> {
+    Some(pb::ConfigTarget {
+        target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
+            id_or_name: name.into(),
+            workspace: String::new(),
+        })),
+    })
+}
+
+fn policy_case(name: &'static str, policy: String, needles: &'static [&'static str]) -> Case {
+    Case {
+        name,
+        request: pb::UpdateConfigRequest {
+            target: sandbox_target("target"),
+            policy,
+            ..Default::default()
+        },
+        code: Code::InvalidArgument,
+        needles,
+    }
+}
+
+fn setting_case(name: &'static str, key: &str, raw: &str, needles: &'static [&'static str]) -> Case {
+    Case {
+        name,
+        request: pb::UpdateConfigRequest {
+            target: sandbox_target("target"),
+            settings: vec![pb::SettingChange {
+                key: key.into(),
+                change: Some(pb::setting_change::Change::Raw(raw.into())),
+            }],
+            ..Default::default()
+        },
+        code: Code::InvalidArgument,
+        needles,
+    }
+}
+
+fn bad_input_cases() -> Vec<Case> {
+    let minimal = "version: 1\nnetwork_policies:\n  github:\n    endpoints:\n      - host: api.github.com\n        port: 443\n";
+    vec![
+        policy_case("malformed yaml", "version: 1\nnetwork_policies: [\n".into(), &["YAML"]),
+        policy_case("unknown top-level field", format!("{minimal}colour: blue\n"), &["colour"]),
+        policy_case(
+            "unknown nested field",
+            minimal.replace("port: 443", "port: 443\n        prot: tcp"),
+            &["prot"],
+        ),
+        policy_case(
+            "port out of range",
+            minimal.replace("port: 443", "port: 70000"),
+            &["policy.network_policies.github.endpoints[0].port", "65535"],
+        ),
+        policy_case(
+            "port zero in ports list",
+            minimal.replace("port: 443", "ports: [443, 0]"),
+            &["policy.network_policies.github.endpoints[0].ports[1]"],
+        ),
+        policy_case(
+            "relative path",
+            format!("{minimal}filesystem_policy:\n  read_only: [etc/passwd]\n"),
+            &["policy.filesystem_policy.read_only[0]", "absolute"],
+        ),
+        policy_case(
+            "dot-dot path",
+            format!("{minimal}filesystem_policy:\n  read_write: [/srv/../etc]\n"),
+            &["policy.filesystem_policy.read_write[0]", ".."],
+        ),
+        policy_case(
+            "read-write root",
+            format!("{minimal}filesystem_policy:\n  read_write: [/]\n"),
+            &["policy.filesystem_policy.read_write[0]"],
+        ),
+        policy_case(
+            "TLD wildcard host",
+            minimal.replace("api.github.com", "'*.com'"),
+            &["policy.network_policies.github.endpoints[0].host"],
+        ),
+        policy_case(
+            "empty host",
+            minimal.replace("api.github.com", "''"),
+            &["policy.network_policies.github.endpoints[0].host"],
+        ),
+        policy_case(
+            "oversize policy",
+            format!("{minimal}# {}\n", "x".repeat(300 * 1024)),
+            &["262144"],
+        ),
+        policy_case(
+            "too many paths",
+            format!(
+                "{minimal}filesystem_policy:\n  read_only: [{}]\n",
+                (0..300).map(|i| format!("/p{i}")).collect::<Vec<_>>().join(", ")
+            ),
+            &["policy.filesystem_policy.read_only", "256"],
+        ),
+        policy_case("unsupported version", minimal.replace("version: 1", "version: 7"), &["policy.version"]),
+        policy_case(
+            "static section changed after revision 1",
+            POLICY.replace("run_as_user: sandbox", "run_as_user: root"),
+            &["policy.process", "first policy revision"],
+        ),
+        setting_case("unknown setting key", "log_levle", "debug", &["settings.log_levle", "unknown"]),
+        setting_case(
+            "wrong setting type",
+            "log_rate_limit_per_second",
+            "lots",
+            &["settings.log_rate_limit_per_second", "integer"],
+        ),
+        setting_case(
+            "setting out of range",
+            "log_rate_limit_per_second",
+            "0",
+            &["settings.log_rate_limit_per_second"],
+        ),
+        setting_case(
+            "bad enum value",
+            "policy_validation_failure_mode",
+            "fail_sometimes",
+            &["settings.policy_validation_failure_mode", "fail_closed"],
+        ),
+        setting_case("bool expected", "workload_restart_on_exit", "yes", &["settings.workload_restart_on_exit"]),
+        Case {
+            name: "unknown sandbox",
+            request: pb::UpdateConfigRequest {
+                target: sandbox_target("no-such-sandbox"),
+                policy: minimal.into(),
+                ..Default::default()
+            },
+            code: Code::NotFound,
+            needles: &["no-such-sandbox"],
+        },
+        Case {
+            name: "no target",
+            request: pb::UpdateConfigRequest {
+                policy: minimal.into(),
+                ..Default::default()
+            },
+            code: Code::InvalidArgument,
+            needles: &["target"],
+        },
+        Case {
+            name: "nothing to change",
+            request: pb::UpdateConfigRequest {
+                target: sandbox_target("target"),
+                ..Default::default()
+            },
+            code: Code::InvalidArgument,
+            needles: &["nothing to change"],
+        },
+        Case {
+            name: "policy for a workspace",
+            request: pb::UpdateConfigRequest {
+                target: Some(pb::ConfigTarget {
+                    target: Some(pb::config_target::Target::Workspace("default".into())),
+                }),
+                policy: minimal.into(),
+                ..Default::default()
+            },
+            code: Code::InvalidArgument,
+            needles: &["policy", "workspace"],
+        },
+        Case {
+            name: "idempotency key reused with another request",
+            request: pb::UpdateConfigRequest {
+                target: sandbox_target("target"),
+                policy: with_github_port(8080),
+                idempotency_key: "used-once".into(),
+                ..Default::default()
+            },
+            code: Code::InvalidArgument,
+            needles: &["idempotency_key", "different request"],
+        },
+        Case {
+            name: "wait threshold out of range",
+            request: pb::UpdateConfigRequest {
+                target: sandbox_target("target"),
+                policy: with_github_port(8081),
+                wait: Some(pb::WaitOptions {
+                    timeout: None,
+                    threshold: 1.5,
+                }),
+                ..Default::default()
+            },
+            code: Code::InvalidArgument,
+            needles: &["wait.threshold"],
+        },
+    ]
+}
+
+async fn bad_input_is_rejected_and_changes_nothing(backend: Backend) {
+    let gw = TestGateway::start(backend).await;
+    let mut api = gw.api().await;
+    let sandbox = create(&mut api, "target", POLICY).await.sandbox.unwrap();
+    api.update_config(set_policy("target", &with_github_port(8443), "used-once"))
+        .await
+        .unwrap();
+    let store = &gw.state().store;
+    let revisions = store.policy_revision_count(&sandbox.id).await.unwrap();
+    let operations = store.count_operations().await.unwrap();
+    let settings = store
+        .settings_at(openshell_core::Scope::Sandbox, &sandbox.id)
+        .await
+        .unwrap();
+
+    let cases = bad_input_cases();
+    assert!(cases.len() >= 20);
+    for case in cases {
+        let err = api.update_config(case.request).await.unwrap_err();
+        assert_eq!(err.code(), case.code, "{}: {}", case.name, err.message());
+        for needle in case.needles {
+            assert!(
+                err.message().contains(needle),
+                "{}: message {:?} should contain {needle:?}",
+                case.name,
+                err.message()
+            );
+        }
+        assert_eq!(store.policy_revision_count(&sandbox.id).await.unwrap(), revisions, "{}", case.name);
+        assert_eq!(store.count_operations().await.unwrap(), operations, "{}", case.name);
+        assert_eq!(
+            store.settings_at(openshell_core::Scope::Sandbox, &sandbox.id).await.unwrap(),
+            settings,
+            "{}",
+            case.name
+        );
+    }
+
+    // Every violation comes back at once, each on its own line with its path.
+    let err = api
+        .update_config(pb::UpdateConfigRequest {
+            target: sandbox_target("target"),
+            policy: "version: 1\nnetwork_policies:\n  a:\n    endpoints:\n      - host: ''\n        port: 0\n"
+                .into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(err.message().contains("policy.network_policies.a.endpoints[0].host"), "{}", err.message());
+    assert!(err.message().contains("policy.network_policies.a.endpoints[0].port"), "{}", err.message());
+
+    // Missing and wrong tokens are refused before anything is read.
+    for token in [None, Some("wrong-token")] {
+        let mut anonymous = gw.api_with_token(token).await;
+        let err = anonymous
+            .update_config(set_policy("target", &with_github_port(8082), ""))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unauthenticated, "{token:?}");
+        let err = anonymous
+            .get_gateway_info(pb::GetGatewayInfoRequest {})
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::Unauthenticated);
+    }
+    assert_eq!(store.count_operations().await.unwrap(), operations);
+
+    // Sandbox creation validates too, and a taken name is ALREADY_EXISTS.
+    let err = api
+        .create_sandbox(pb::CreateSandboxRequest {
+            name: "Not_A_Label".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("name"), "{}", err.message());
+    let err = api
+        .create_sandbox(pb::CreateSandboxRequest {
+            name: "target".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists);
+}
+
+async fn restart_keeps_sandboxes_revisions_and_operations(backend: Backend) {
+    let gw = TestGateway::start(backend).await;
+    let mut api = gw.api().await;
+    let sandbox = create(&mut api, "durable", POLICY).await.sandbox.unwrap();
+    let op = api
+        .update_config(set_policy("durable", &with_github_port(8443), "k"))
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+
+    let gw = gw.restart().await;
+    let mut api = gw.api().await;
+    let again = api
+        .get_sandbox(pb::GetSandboxRequest {
+            sandbox: sandbox_ref("durable"),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.id, sandbox.id);
+    assert_eq!(again.policy_revision, 2);
+    let fetched = api
+        .get_operation(pb::GetOperationRequest { id: op.id.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(fetched.state, pb::OperationState::Pending as i32);
+    assert_eq!(fetched.policy_revision, 2);
+    // The idempotency key survives the restart as well.
+    let replay = api
+        .update_config(set_policy("durable", &with_github_port(8443), "k"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(replay.idempotent_replay);
+    assert_eq!(replay.operation.unwrap().id, op.id);
+}
+
+async fn lifecycle_resolves_pending_operations(backend: Backend) {
+    let gw = TestGateway::start(backend).await;
+    let mut api = gw.api().await;
+    create(&mut api, "doomed", POLICY).await;
+    let op = api
+        .update_config(set_policy("doomed", &with_github_port(8443), ""))
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    let deleted = api
+        .delete_sandbox(pb::DeleteSandboxRequest {
+            sandbox: sandbox_ref("doomed"),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(deleted.cancelled_operations, 2);
+    let fetched = api
+        .get_operation(pb::GetOperationRequest { id: op.id })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(fetched.state, pb::OperationState::Cancelled as i32);
+    assert_eq!(fetched.outcome, pb::ApplyOutcome::Lifecycle as i32);
+    // The name is free again; the deleted sandbox is still readable by id.
+    create(&mut api, "doomed", "").await;
+
+    create(&mut api, "paused", POLICY).await;
+    api.set_sandbox_lifecycle(pb::SetSandboxLifecycleRequest {
+        sandbox: sandbox_ref("paused"),
+        lifecycle: pb::SandboxLifecycle::Stopped as i32,
+    })
+    .await
+    .unwrap();
+    let op = api
+        .update_config(set_policy("paused", &with_github_port(8443), ""))
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    assert_eq!(op.state, pb::OperationState::Inactive as i32);
+    assert!(op.error.contains("stopped"), "{}", op.error);
+}
+
+async fn fleet_writes_record_their_targets(backend: Backend) {
+    let gw = TestGateway::start(backend).await;
+    let mut api = gw.api().await;
+    for name in ["a", "b", "c"] {
+        create(&mut api, name, "").await;
+    }
+    let op = api
+        .update_config(pb::UpdateConfigRequest {
+            target: Some(pb::ConfigTarget {
+                target: Some(pb::config_target::Target::Global(true)),
+            }),
+            settings: vec![pb::SettingChange {
+                key: "log_level".into(),
+                change: Some(pb::setting_change::Change::Raw("warn".into())),
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    assert_eq!(op.target_kind, pb::TargetKind::Global as i32);
+    let fleet = op.fleet.unwrap();
+    assert_eq!((fleet.targets, fleet.pending, fleet.applied), (3, 3, 0));
+    assert_eq!(op.settings_revision, 1);
+
+    // A global value overrides the sandbox's own, and says where it came from.
+    api.update_config(pb::UpdateConfigRequest {
+        target: sandbox_target("a"),
+        settings: vec![pb::SettingChange {
+            key: "log_level".into(),
+            change: Some(pb::setting_change::Change::Raw("debug".into())),
+        }],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let read = api
+        .get_settings(pb::GetSettingsRequest {
+            scope: pb::SettingScope::Sandbox as i32,
+            sandbox: sandbox_ref("a"),
+            workspace: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let log_level = read.effective.iter().find(|s| s.key == "log_level").unwrap();
+    assert_eq!(log_level.scope, pb::SettingScope::Global as i32);
+
+    let ws = api
+        .update_config(pb::UpdateConfigRequest {
+            target: Some(pb::ConfigTarget {
+                target: Some(pb::config_target::Target::Workspace("default".into())),
+            }),
+            settings: vec![pb::SettingChange {
+                key: "environment_label".into(),
+                change: Some(pb::setting_change::Change::Raw("staging".into())),
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    assert_eq!(ws.fleet.unwrap().targets, 3);
+
+    // Global policy: set, then clear, each a new global revision.
+    let set = api
+        .update_config(pb::UpdateConfigRequest {
+            target: Some(pb::ConfigTarget {
+                target: Some(pb::config_target::Target::Global(true)),
+            }),
+            policy: POLICY.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    assert_eq!(set.global_policy_revision, 1);
+    let cleared = api
+        .update_config(pb::UpdateConfigRequest {
+            target: Some(pb::ConfigTarget {
+                target: Some(pb::config_target::Target::Global(true)),
+            }),
+            clear_global_policy: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    assert_eq!(cleared.global_policy_revision, 2);
+}
