@@ -1,6 +1,14 @@
 //! Compiles `openshell/v1/*.proto` with protox, a pure-Rust compiler, so a
 //! fresh machine needs no system `protoc`.
 
+const REDACTED_MESSAGES: [&str; 5] = [
+    ".openshell.v1.ProviderValueInput",
+    ".openshell.v1.EnvValue",
+    ".openshell.v1.SupervisorIdentity",
+    ".openshell.v1.CreateSandboxResponse",
+    ".openshell.v1.PeerNotifyConfigUpdateRequest",
+];
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
         "openshell/v1/types.proto",
@@ -13,6 +21,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let descriptors = protox::compile(files, ["."])?;
     tonic_prost_build::configure()
+        // These carry credentials: `redact.rs` gives them a Debug that hides them.
+        .skip_debug(REDACTED_MESSAGES)
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;

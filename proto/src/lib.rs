@@ -13,3 +13,5 @@ pub mod v1 {
 }
 
 pub use v1::*;
+
+mod redact;
