@@ -87,7 +87,9 @@ pub async fn fresh_postgres_database() -> String {
         Some((b, q)) => (b.to_string(), format!("?{q}")),
         None => (admin.clone(), String::new()),
     };
-    let base = base.rsplit_once('/').map_or(base.clone(), |(b, _)| b.to_string());
+    let base = base
+        .rsplit_once('/')
+        .map_or(base.clone(), |(b, _)| b.to_string());
     format!("{base}/{name}{query}")
 }
 
@@ -167,7 +169,10 @@ where
         if let Some(v) = check().await {
             return v;
         }
-        assert!(start.elapsed() < deadline, "timed out after {deadline:?} waiting for {what}");
+        assert!(
+            start.elapsed() < deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

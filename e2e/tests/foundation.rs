@@ -87,7 +87,9 @@ async fn create_commit_read_and_get_operation(backend: Backend) {
     assert!(!op.no_op);
     assert!(!committed.idempotent_replay);
 
-    let expected_hash = openshell_core::parse_and_validate(POLICY).unwrap().policy_hash();
+    let expected_hash = openshell_core::parse_and_validate(POLICY)
+        .unwrap()
+        .policy_hash();
     let read = api
         .get_sandbox_policy(pb::GetSandboxPolicyRequest {
             sandbox: sandbox_ref("web"),
@@ -171,7 +173,9 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
     // Same key, same request (even reformatted as JSON): the original operation, nothing written.
     let as_json = serde_json::to_string(
         &serde_json::from_str::<serde_json::Value>(
-            &openshell_core::parse_and_validate(&change).unwrap().canonical_json(),
+            &openshell_core::parse_and_validate(&change)
+                .unwrap()
+                .canonical_json(),
         )
         .unwrap(),
     )
@@ -182,8 +186,16 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
         .unwrap()
         .into_inner();
     assert!(replay.idempotent_replay);
-    assert_eq!(replay.operation.unwrap().id, first.operation.as_ref().unwrap().id);
-    let count = gw.state().store.policy_revision_count(&sandbox.id).await.unwrap();
+    assert_eq!(
+        replay.operation.unwrap().id,
+        first.operation.as_ref().unwrap().id
+    );
+    let count = gw
+        .state()
+        .store
+        .policy_revision_count(&sandbox.id)
+        .await
+        .unwrap();
     assert_eq!(count, 2);
 
     // Same key, different request: an error that says so, nothing written.
@@ -192,9 +204,24 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
-    assert!(err.message().contains("idempotency_key"), "{}", err.message());
-    assert!(err.message().contains("different request"), "{}", err.message());
-    assert_eq!(gw.state().store.policy_revision_count(&sandbox.id).await.unwrap(), 2);
+    assert!(
+        err.message().contains("idempotency_key"),
+        "{}",
+        err.message()
+    );
+    assert!(
+        err.message().contains("different request"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(
+        gw.state()
+            .store
+            .policy_revision_count(&sandbox.id)
+            .await
+            .unwrap(),
+        2
+    );
 
     // A no-op write creates no revision; its operation tracks the current one.
     let ops_before = gw.state().store.count_operations().await.unwrap();
@@ -207,8 +234,18 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
         .unwrap();
     assert!(no_op.no_op);
     assert_eq!(no_op.policy_revision, 2);
-    assert_eq!(gw.state().store.policy_revision_count(&sandbox.id).await.unwrap(), 2);
-    assert_eq!(gw.state().store.count_operations().await.unwrap(), ops_before + 1);
+    assert_eq!(
+        gw.state()
+            .store
+            .policy_revision_count(&sandbox.id)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        gw.state().store.count_operations().await.unwrap(),
+        ops_before + 1
+    );
 
     // Settings: a write bumps the scope revision once; repeating it is a no-op.
     let settings = |raw: &str| pb::UpdateConfigRequest {
@@ -224,10 +261,22 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
         }],
         ..Default::default()
     };
-    let op = api.update_config(settings("debug")).await.unwrap().into_inner().operation.unwrap();
+    let op = api
+        .update_config(settings("debug"))
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
     assert_eq!(op.settings_revision, 1);
     assert!(!op.no_op);
-    let again = api.update_config(settings("debug")).await.unwrap().into_inner().operation.unwrap();
+    let again = api
+        .update_config(settings("debug"))
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
     assert!(again.no_op);
     assert_eq!(again.settings_revision, 1);
     let read = api
@@ -239,7 +288,11 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
         .await
         .unwrap()
         .into_inner();
-    let log_level = read.effective.iter().find(|s| s.key == "log_level").unwrap();
+    let log_level = read
+        .effective
+        .iter()
+        .find(|s| s.key == "log_level")
+        .unwrap();
     assert_eq!(log_level.scope, pb::SettingScope::Sandbox as i32);
     assert_eq!(
         log_level.value.as_ref().unwrap().kind,
@@ -277,7 +330,12 @@ fn policy_case(name: &'static str, policy: String, needles: &'static [&'static s
     }
 }
 
-fn setting_case(name: &'static str, key: &str, raw: &str, needles: &'static [&'static str]) -> Case {
+fn setting_case(
+    name: &'static str,
+    key: &str,
+    raw: &str,
+    needles: &'static [&'static str],
+) -> Case {
     Case {
         name,
         request: pb::UpdateConfigRequest {
@@ -296,8 +354,16 @@ fn setting_case(name: &'static str, key: &str, raw: &str, needles: &'static [&'s
 fn bad_input_cases() -> Vec<Case> {
     let minimal = "version: 1\nnetwork_policies:\n  github:\n    endpoints:\n      - host: api.github.com\n        port: 443\n";
     vec![
-        policy_case("malformed yaml", "version: 1\nnetwork_policies: [\n".into(), &["YAML"]),
-        policy_case("unknown top-level field", format!("{minimal}colour: blue\n"), &["colour"]),
+        policy_case(
+            "malformed yaml",
+            "version: 1\nnetwork_policies: [\n".into(),
+            &["YAML"],
+        ),
+        policy_case(
+            "unknown top-level field",
+            format!("{minimal}colour: blue\n"),
+            &["colour"],
+        ),
         policy_case(
             "unknown nested field",
             minimal.replace("port: 443", "port: 443\n        prot: tcp"),
@@ -347,17 +413,29 @@ fn bad_input_cases() -> Vec<Case> {
             "too many paths",
             format!(
                 "{minimal}filesystem_policy:\n  read_only: [{}]\n",
-                (0..300).map(|i| format!("/p{i}")).collect::<Vec<_>>().join(", ")
+                (0..300)
+                    .map(|i| format!("/p{i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             &["policy.filesystem_policy.read_only", "256"],
         ),
-        policy_case("unsupported version", minimal.replace("version: 1", "version: 7"), &["policy.version"]),
+        policy_case(
+            "unsupported version",
+            minimal.replace("version: 1", "version: 7"),
+            &["policy.version"],
+        ),
         policy_case(
             "static section changed after revision 1",
             POLICY.replace("run_as_user: sandbox", "run_as_user: root"),
             &["policy.process", "first policy revision"],
         ),
-        setting_case("unknown setting key", "log_levle", "debug", &["settings.log_levle", "unknown"]),
+        setting_case(
+            "unknown setting key",
+            "log_levle",
+            "debug",
+            &["settings.log_levle", "unknown"],
+        ),
         setting_case(
             "wrong setting type",
             "log_rate_limit_per_second",
@@ -376,7 +454,12 @@ fn bad_input_cases() -> Vec<Case> {
             "fail_sometimes",
             &["settings.policy_validation_failure_mode", "fail_closed"],
         ),
-        setting_case("bool expected", "workload_restart_on_exit", "yes", &["settings.workload_restart_on_exit"]),
+        setting_case(
+            "bool expected",
+            "workload_restart_on_exit",
+            "yes",
+            &["settings.workload_restart_on_exit"],
+        ),
         Case {
             name: "unknown sandbox",
             request: pb::UpdateConfigRequest {
@@ -473,10 +556,23 @@ async fn bad_input_is_rejected_and_changes_nothing(backend: Backend) {
                 err.message()
             );
         }
-        assert_eq!(store.policy_revision_count(&sandbox.id).await.unwrap(), revisions, "{}", case.name);
-        assert_eq!(store.count_operations().await.unwrap(), operations, "{}", case.name);
         assert_eq!(
-            store.settings_at(openshell_core::Scope::Sandbox, &sandbox.id).await.unwrap(),
+            store.policy_revision_count(&sandbox.id).await.unwrap(),
+            revisions,
+            "{}",
+            case.name
+        );
+        assert_eq!(
+            store.count_operations().await.unwrap(),
+            operations,
+            "{}",
+            case.name
+        );
+        assert_eq!(
+            store
+                .settings_at(openshell_core::Scope::Sandbox, &sandbox.id)
+                .await
+                .unwrap(),
             settings,
             "{}",
             case.name
@@ -493,8 +589,18 @@ async fn bad_input_is_rejected_and_changes_nothing(backend: Backend) {
         })
         .await
         .unwrap_err();
-    assert!(err.message().contains("policy.network_policies.a.endpoints[0].host"), "{}", err.message());
-    assert!(err.message().contains("policy.network_policies.a.endpoints[0].port"), "{}", err.message());
+    assert!(
+        err.message()
+            .contains("policy.network_policies.a.endpoints[0].host"),
+        "{}",
+        err.message()
+    );
+    assert!(
+        err.message()
+            .contains("policy.network_policies.a.endpoints[0].port"),
+        "{}",
+        err.message()
+    );
 
     // Missing and wrong tokens are refused before anything is read.
     for token in [None, Some("wrong-token")] {
@@ -666,7 +772,11 @@ async fn fleet_writes_record_their_targets(backend: Backend) {
         .await
         .unwrap()
         .into_inner();
-    let log_level = read.effective.iter().find(|s| s.key == "log_level").unwrap();
+    let log_level = read
+        .effective
+        .iter()
+        .find(|s| s.key == "log_level")
+        .unwrap();
     assert_eq!(log_level.scope, pb::SettingScope::Global as i32);
 
     let ws = api

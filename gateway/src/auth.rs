@@ -35,7 +35,9 @@ impl OperatorAuth {
         let presented = header
             .strip_prefix("Bearer ")
             .or_else(|| header.strip_prefix("bearer "))
-            .ok_or_else(|| Status::unauthenticated("authorization header must be `Bearer <token>`"))?;
+            .ok_or_else(|| {
+                Status::unauthenticated("authorization header must be `Bearer <token>`")
+            })?;
         // Check every token so the time taken does not reveal which matched.
         let mut found = None;
         for token in self.tokens.iter() {

@@ -41,7 +41,11 @@ pub enum LogFormat {
 
 /// Command-line flags; every one can also come from its `OPENSHELL_*` variable.
 #[derive(Debug, Parser)]
-#[command(name = "openshell-gateway", version, about = "The OpenShell configuration gateway")]
+#[command(
+    name = "openshell-gateway",
+    version,
+    about = "The OpenShell configuration gateway"
+)]
 pub struct Flags {
     /// TOML configuration file.
     #[arg(long, env = "OPENSHELL_CONFIG")]
@@ -59,7 +63,12 @@ pub struct Flags {
     #[arg(long, env = "OPENSHELL_CONFIG_DELIVERY_MODE")]
     pub config_delivery_mode: Option<DeliveryMode>,
     /// Operator token, as `NAME=TOKEN` or just `TOKEN` (named "operator"); repeatable, or comma-separated in the env.
-    #[arg(long = "operator-token", env = "OPENSHELL_OPERATOR_TOKENS", value_delimiter = ',', hide_env_values = true)]
+    #[arg(
+        long = "operator-token",
+        env = "OPENSHELL_OPERATOR_TOKENS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
     pub operator_tokens: Vec<String>,
     /// PEM certificate chain; with --tls-key, every listener serves TLS.
     #[arg(long, env = "OPENSHELL_TLS_CERT")]
@@ -82,6 +91,12 @@ pub struct Flags {
     /// How long an idempotency key stays reserved, e.g. `24h`.
     #[arg(long, env = "OPENSHELL_IDEMPOTENCY_RETENTION", value_parser = humantime::parse_duration)]
     pub idempotency_retention: Option<Duration>,
+    /// Address of the Prometheus `/metrics` listener (`off` disables it).
+    #[arg(long, env = "OPENSHELL_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
+    /// Heartbeat interval of supervisor sessions, e.g. `5s`.
+    #[arg(long, env = "OPENSHELL_HEARTBEAT_INTERVAL", value_parser = humantime::parse_duration)]
+    pub heartbeat_interval: Option<Duration>,
 }
 
 /// The TOML file; every key is optional.
@@ -102,6 +117,9 @@ pub struct FileConfig {
     pub replica_id: Option<String>,
     #[serde(default, with = "humantime_serde_opt")]
     pub idempotency_retention: Option<Duration>,
+    pub metrics_listen: Option<String>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub heartbeat_interval: Option<Duration>,
 }
 
 /// One named operator token in the file.
@@ -144,6 +162,10 @@ pub struct GatewayConfig {
     pub log: String,
     pub replica_id: String,
     pub idempotency_retention: Duration,
+    /// Address of the Prometheus `/metrics` listener; None disables it.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Heartbeat interval of supervisor sessions.
+    pub heartbeat_interval: Duration,
 }
 
 /// Certificate and key paths for TLS.
@@ -168,6 +190,8 @@ pub enum ConfigError {
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7070";
+pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9464";
+pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 impl GatewayConfig {
@@ -200,7 +224,10 @@ impl GatewayConfig {
                 .map(|raw| parse_token_flag(raw))
                 .collect::<Result<Vec<_>, _>>()?
         };
-        let tls = match (flags.tls_cert.or(file.tls_cert), flags.tls_key.or(file.tls_key)) {
+        let tls = match (
+            flags.tls_cert.or(file.tls_cert),
+            flags.tls_key.or(file.tls_key),
+        ) {
             (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
             (None, None) => None,
             _ => {
@@ -215,7 +242,23 @@ impl GatewayConfig {
                 .parse()
                 .map_err(|e| ConfigError::Invalid(format!("default listen address: {e}")))?,
         };
+        let metrics_listen = match flags
+            .metrics_listen
+            .or(file.metrics_listen)
+            .unwrap_or_else(|| DEFAULT_METRICS_LISTEN.into())
+            .as_str()
+        {
+            "off" | "" => None,
+            addr => Some(addr.parse().map_err(|e| {
+                ConfigError::Invalid(format!("metrics_listen {addr:?} is not an address: {e}"))
+            })?),
+        };
         Ok(Self {
+            metrics_listen,
+            heartbeat_interval: flags
+                .heartbeat_interval
+                .or(file.heartbeat_interval)
+                .unwrap_or(DEFAULT_HEARTBEAT_INTERVAL),
             listen,
             database_url,
             data_dir,
@@ -225,13 +268,18 @@ impl GatewayConfig {
                 .unwrap_or(DeliveryMode::Poll),
             operator_tokens,
             tls,
-            credential_key: flags.credential_key.map(Secret::new).or(file.credential_key),
-            log_format: flags.log_format.or(file.log_format).unwrap_or(LogFormat::Text),
+            credential_key: flags
+                .credential_key
+                .map(Secret::new)
+                .or(file.credential_key),
+            log_format: flags
+                .log_format
+                .or(file.log_format)
+                .unwrap_or(LogFormat::Text),
             log: flags.log.or(file.log).unwrap_or_else(|| "info".into()),
-            replica_id: flags
-                .replica_id
-                .or(file.replica_id)
-                .unwrap_or_else(|| format!("gw-{}", &uuid::Uuid::now_v7().simple().to_string()[20..])),
+            replica_id: flags.replica_id.or(file.replica_id).unwrap_or_else(|| {
+                format!("gw-{}", &uuid::Uuid::now_v7().simple().to_string()[20..])
+            }),
             idempotency_retention: flags
                 .idempotency_retention
                 .or(file.idempotency_retention)
@@ -256,6 +304,8 @@ impl GatewayConfig {
             log: "info".into(),
             replica_id: "gw-test".into(),
             idempotency_retention: DEFAULT_IDEMPOTENCY_RETENTION,
+            metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
         }
     }
 }

@@ -94,22 +94,24 @@ impl ConfigUpdate {
         if !has_policy && !self.clear_global_policy && self.settings.is_empty() {
             violations.push(Violation {
                 field: String::new(),
-                message: "nothing to change: give a policy, setting changes, or clear_global_policy"
-                    .into(),
+                message:
+                    "nothing to change: give a policy, setting changes, or clear_global_policy"
+                        .into(),
             });
         }
-        if let Some(key) = &self.idempotency_key {
-            if key.is_empty() || key.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS {
-                violations.push(Violation {
-                    field: "idempotency_key".into(),
-                    message: format!("must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters"),
-                });
-            }
+        if let Some(key) = &self.idempotency_key
+            && (key.is_empty() || key.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS)
+        {
+            violations.push(Violation {
+                field: "idempotency_key".into(),
+                message: format!("must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters"),
+            });
         }
         if has_policy && matches!(self.target, ConfigTarget::Workspace(_)) {
             violations.push(Violation {
                 field: "policy".into(),
-                message: "a policy can be set for a sandbox or globally, not for a workspace".into(),
+                message: "a policy can be set for a sandbox or globally, not for a workspace"
+                    .into(),
             });
         }
         if self.clear_global_policy && !matches!(self.target, ConfigTarget::Global) {
@@ -234,10 +236,11 @@ async fn try_commit(
 ) -> Result<Committed> {
     let (target_kind, target) = update.target_key();
     let mut tx = store.begin_write().await?;
-    if let Some(key) = &update.idempotency_key {
-        if let Some(found) = tx
+    if let Some(key) = &update.idempotency_key
+        && let Some(found) = tx
             .find_idempotent(target_kind, &target, &update.caller, key)
             .await?
+    {
         {
             if found.request_fingerprint != validated.fingerprint {
                 return Err(GatewayError::invalid(
@@ -267,6 +270,7 @@ async fn try_commit(
         settings_revision: 0,
         global_policy_revision: 0,
         no_op: true,
+        touches_policy: validated.policy.is_some() || update.clear_global_policy,
         caller: update.caller.clone(),
         idempotency_key: update.idempotency_key.clone(),
         request_fingerprint: update
@@ -312,12 +316,19 @@ async fn try_commit(
                 op.no_op = false;
             }
             op.global_policy_revision = tx.global_policy().await?.0;
-            tx.insert_fanout_intent("sandbox", &current.id, &["sandbox_config"], Some(&operation_id))
-                .await?;
+            tx.insert_fanout_intent(
+                "sandbox",
+                &current.id,
+                &["sandbox_config"],
+                Some(&operation_id),
+            )
+            .await?;
         }
         ConfigTarget::Workspace(workspace) => {
             if !tx.workspace_exists(workspace).await? {
-                return Err(GatewayError::NotFound(format!("workspace {workspace:?} not found")));
+                return Err(GatewayError::NotFound(format!(
+                    "workspace {workspace:?} not found"
+                )));
             }
             let current = tx.settings_at(Scope::Workspace, workspace).await?;
             op.settings_revision = current.revision;
@@ -330,8 +341,13 @@ async fn try_commit(
             }
             op.global_policy_revision = tx.global_policy().await?.0;
             fleet_targets = Some(tx.live_sandbox_ids(Some(workspace)).await?);
-            tx.insert_fanout_intent("workspace", workspace, &["sandbox_config"], Some(&operation_id))
-                .await?;
+            tx.insert_fanout_intent(
+                "workspace",
+                workspace,
+                &["sandbox_config"],
+                Some(&operation_id),
+            )
+            .await?;
         }
         ConfigTarget::Global => {
             let (global_revision, current_global) = tx.global_policy().await?;

@@ -10,7 +10,10 @@ use crate::sessions::NegotiatedMode;
 use crate::state::GatewayState;
 use crate::store::{Lifecycle, OperationFilter, OperationState, SandboxRecord};
 
-pub async fn inspect(state: &GatewayState, sandbox: &SandboxRecord) -> Result<pb::SessionInspection> {
+pub async fn inspect(
+    state: &GatewayState,
+    sandbox: &SandboxRecord,
+) -> Result<pb::SessionInspection> {
     let pending = state
         .store
         .list_operations(&OperationFilter {
@@ -59,16 +62,37 @@ pub async fn inspect(state: &GatewayState, sandbox: &SandboxRecord) -> Result<pb
         sandbox: Some(convert::sandbox(sandbox)),
         gateway_mode: gateway_mode.as_str().to_string(),
         connected: session.is_some(),
-        negotiated_mode: session.as_ref().map_or(pb::DeliveryMode::Unspecified, |s| s.mode.to_pb()) as i32,
-        negotiated_reason: session.as_ref().map(|s| s.mode_reason.clone()).unwrap_or_default(),
-        supervisor_version: session.as_ref().map(|s| s.supervisor_version.clone()).unwrap_or_default(),
+        negotiated_mode: session
+            .as_ref()
+            .map_or(pb::DeliveryMode::Unspecified, |s| s.mode.to_pb())
+            as i32,
+        negotiated_reason: session
+            .as_ref()
+            .map(|s| s.mode_reason.clone())
+            .unwrap_or_default(),
+        supervisor_version: session
+            .as_ref()
+            .map(|s| s.supervisor_version.clone())
+            .unwrap_or_default(),
         protocol_revision: session.as_ref().map_or(0, |s| s.protocol_revision),
-        supports_config_snapshots: session.as_ref().is_some_and(|s| s.supports_config_snapshots),
+        supports_config_snapshots: session
+            .as_ref()
+            .is_some_and(|s| s.supports_config_snapshots),
         supports_config_apply: session.as_ref().is_some_and(|s| s.supports_config_apply),
-        owner_replica: session.as_ref().map(|_| state.config.replica_id.clone()).unwrap_or_default(),
-        session_id: session.as_ref().map(|s| s.session_id.clone()).unwrap_or_default(),
-        connected_at: session.as_ref().map(|s| convert::timestamp(s.connected_at_ms)),
-        last_heartbeat_at: session.as_ref().map(|s| convert::timestamp(s.last_heartbeat_ms)),
+        owner_replica: session
+            .as_ref()
+            .map(|_| state.config.replica_id.clone())
+            .unwrap_or_default(),
+        session_id: session
+            .as_ref()
+            .map(|s| s.session_id.clone())
+            .unwrap_or_default(),
+        connected_at: session
+            .as_ref()
+            .map(|s| convert::timestamp(s.connected_at_ms)),
+        last_heartbeat_at: session
+            .as_ref()
+            .map(|s| convert::timestamp(s.last_heartbeat_ms)),
         components: Vec::new(),
         pending_operations: pending.iter().map(convert::operation).collect(),
         recent_events: Vec::new(),

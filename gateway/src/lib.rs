@@ -19,12 +19,15 @@ pub mod crypto;
 pub mod error;
 pub mod inspect;
 pub mod lifecycle;
+pub mod metrics;
 pub mod operations;
 pub mod providers;
 pub mod server;
 pub mod sessions;
+pub mod snapshot;
 pub mod state;
 pub mod store;
+pub mod supervisor_api;
 
 pub use config::{DeliveryMode, GatewayConfig};
 pub use server::{GatewayHandle, start};

@@ -8,6 +8,7 @@ use openshell_core::policy::parse_and_validate;
 use crate::config_update::write_sandbox_policy;
 use crate::crypto::{hash_credential, new_supervisor_credential};
 use crate::error::{GatewayError, Result};
+use crate::operations::resolve::complete_fleet_operations_of;
 use crate::store::{
     Lifecycle, NewOperation, OperationRecord, OperationState, SandboxRecord, Store, TargetKind,
     new_id,
@@ -88,6 +89,7 @@ pub async fn create_sandbox(
             settings_revision: 0,
             global_policy_revision,
             no_op: false,
+            touches_policy: true,
             caller: caller.to_string(),
             idempotency_key: None,
             request_fingerprint: None,
@@ -109,11 +111,17 @@ pub async fn create_sandbox(
 }
 
 /// Deletes a sandbox: detaches its providers and cancels its live operations.
-pub async fn delete_sandbox(store: &Store, sandbox: &SandboxRecord) -> Result<(SandboxRecord, u64)> {
+pub async fn delete_sandbox(
+    store: &Store,
+    sandbox: &SandboxRecord,
+) -> Result<(SandboxRecord, u64)> {
     let mut tx = store.begin_write().await?;
     let current = tx.lock_sandbox(&sandbox.id).await?;
     if current.lifecycle == Lifecycle::Deleted {
-        return Err(GatewayError::NotFound(format!("sandbox {} was already deleted", sandbox.id)));
+        return Err(GatewayError::NotFound(format!(
+            "sandbox {} was already deleted",
+            sandbox.id
+        )));
     }
     tx.set_lifecycle(&sandbox.id, Lifecycle::Deleted).await?;
     tx.detach_all(&sandbox.id).await?;
@@ -124,12 +132,17 @@ pub async fn delete_sandbox(store: &Store, sandbox: &SandboxRecord) -> Result<(S
             "sandbox was deleted before the change was applied",
         )
         .await?;
+    complete_fleet_operations_of(&mut tx, &sandbox.id).await?;
     tx.commit().await?;
     Ok((store.get_sandbox(&sandbox.id).await?, cancelled))
 }
 
 /// Stops (pending operations end INACTIVE) or restarts a sandbox.
-pub async fn set_lifecycle(store: &Store, sandbox: &SandboxRecord, wanted: Lifecycle) -> Result<SandboxRecord> {
+pub async fn set_lifecycle(
+    store: &Store,
+    sandbox: &SandboxRecord,
+    wanted: Lifecycle,
+) -> Result<SandboxRecord> {
     if !matches!(wanted, Lifecycle::Stopped | Lifecycle::Pending) {
         return Err(GatewayError::invalid(
             "lifecycle",
@@ -139,7 +152,10 @@ pub async fn set_lifecycle(store: &Store, sandbox: &SandboxRecord, wanted: Lifec
     let mut tx = store.begin_write().await?;
     let current = tx.lock_sandbox(&sandbox.id).await?;
     if current.lifecycle == Lifecycle::Deleted {
-        return Err(GatewayError::NotFound(format!("sandbox {} was deleted", sandbox.id)));
+        return Err(GatewayError::NotFound(format!(
+            "sandbox {} was deleted",
+            sandbox.id
+        )));
     }
     let unchanged = current.lifecycle == wanted
         || (wanted == Lifecycle::Pending && current.lifecycle == Lifecycle::Running);
@@ -152,6 +168,7 @@ pub async fn set_lifecycle(store: &Store, sandbox: &SandboxRecord, wanted: Lifec
                 "sandbox was stopped; the change is not in effect",
             )
             .await?;
+            complete_fleet_operations_of(&mut tx, &sandbox.id).await?;
         }
     }
     tx.commit().await?;

@@ -10,7 +10,9 @@ use tracing_subscriber::EnvFilter;
 async fn main() -> anyhow::Result<()> {
     let config = GatewayConfig::resolve(Flags::parse()).context("invalid gateway configuration")?;
     let filter = EnvFilter::try_new(&config.log).context("invalid log filter")?;
-    let subscriber = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match config.log_format {
         LogFormat::Json => subscriber.json().init(),
         LogFormat::Text => subscriber.init(),

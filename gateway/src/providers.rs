@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use openshell_core::{Secret, ValueClass, Violation, validate_env_name, validate_name, validate_provider_type};
+use openshell_core::{
+    Secret, ValueClass, Violation, validate_env_name, validate_name, validate_provider_type,
+};
 
 use crate::error::{GatewayError, Result};
 use crate::store::{ProviderRecord, ProviderValues, SandboxRecord, Store, new_id};
@@ -105,7 +107,11 @@ pub async fn create_provider(
     store.resolve_provider(&id, workspace).await
 }
 
-pub async fn update_provider(store: &Store, existing: &ProviderRecord, input: ProviderInput) -> Result<ProviderRecord> {
+pub async fn update_provider(
+    store: &Store,
+    existing: &ProviderRecord,
+    input: ProviderInput,
+) -> Result<ProviderRecord> {
     let mut violations = Vec::new();
     input.validate(&mut violations);
     if !violations.is_empty() {
@@ -121,7 +127,9 @@ pub async fn update_provider(store: &Store, existing: &ProviderRecord, input: Pr
     tx.insert_fanout_intent("provider", &existing.id, &["provider_environment"], None)
         .await?;
     tx.commit().await?;
-    store.resolve_provider(&existing.id, &existing.workspace).await
+    store
+        .resolve_provider(&existing.id, &existing.workspace)
+        .await
 }
 
 /// Attaches (`attach` true) or detaches a provider; a repeat is a no-op.

@@ -17,9 +17,12 @@ use crate::api::OpenShellApi;
 use crate::auth::OperatorAuth;
 use crate::config::GatewayConfig;
 use crate::crypto::CredentialCipher;
+use crate::metrics::Metrics;
 use crate::sessions::SessionRegistry;
 use crate::state::GatewayState;
 use crate::store::{Store, StoreOptions, now_ms};
+use crate::supervisor_api::SupervisorApi;
+use openshell_proto::v1::supervisor_server::SupervisorServer;
 
 /// Largest gRPC message accepted: a 256 KiB policy plus headroom.
 pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
@@ -29,7 +32,9 @@ const IDEMPOTENCY_GC_INTERVAL: Duration = Duration::from_secs(60);
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("no operator token configured: pass --operator-token NAME=TOKEN or set OPENSHELL_OPERATOR_TOKENS")]
+    #[error(
+        "no operator token configured: pass --operator-token NAME=TOKEN or set OPENSHELL_OPERATOR_TOKENS"
+    )]
     NoOperatorToken,
     #[error(transparent)]
     Crypto(#[from] crate::crypto::CryptoError),
@@ -52,10 +57,13 @@ pub enum StartError {
 /// A running gateway.
 pub struct GatewayHandle {
     pub addr: SocketAddr,
+    /// Where `/metrics` is served, when enabled.
+    pub metrics_addr: Option<SocketAddr>,
     pub state: Arc<GatewayState>,
     shutdown: Option<oneshot::Sender<()>>,
     server: JoinHandle<Result<(), tonic::transport::Error>>,
     housekeeping: JoinHandle<()>,
+    metrics_task: Option<JoinHandle<()>>,
 }
 
 impl GatewayHandle {
@@ -65,6 +73,9 @@ impl GatewayHandle {
             let _ = tx.send(());
         }
         self.housekeeping.abort();
+        if let Some(task) = &self.metrics_task {
+            task.abort();
+        }
         match self.server.await {
             Ok(Err(e)) => tracing::warn!(error = %e, "server ended with an error"),
             Err(e) => tracing::warn!(error = %e, "server task failed"),
@@ -105,7 +116,10 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
                     source,
                 })
             };
-            Some(ServerTlsConfig::new().identity(Identity::from_pem(read(&files.cert)?, read(&files.key)?)))
+            Some(
+                ServerTlsConfig::new()
+                    .identity(Identity::from_pem(read(&files.cert)?, read(&files.key)?)),
+            )
         }
         None => None,
     };
@@ -119,11 +133,31 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         addr: config.listen,
         source,
     })?;
+    // Sessions this replica owned before a restart are gone.
+    store.release_replica_sessions(&config.replica_id).await?;
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(
+            crate::metrics::bind(addr)
+                .await
+                .map_err(|source| StartError::Bind { addr, source })?,
+        ),
+        None => None,
+    };
+    let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     let state = Arc::new(GatewayState {
         store,
         config,
         sessions: SessionRegistry::default(),
+        metrics: Arc::new(Metrics::default()),
         started_at_ms: now_ms(),
+    });
+    let metrics_task = metrics_listener.map(|listener| {
+        let metrics = state.metrics.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::metrics::serve(listener, metrics).await {
+                tracing::warn!(error = %e, "metrics listener ended");
+            }
+        })
     });
     let api = InterceptedService::new(
         OpenShellServer::new(OpenShellApi::new(state.clone()))
@@ -134,7 +168,9 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     if let Some(tls) = tls {
         builder = builder.tls_config(tls)?;
     }
-    let router = builder.add_service(api);
+    let supervisor = SupervisorServer::new(SupervisorApi::new(state.clone()))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let router = builder.add_service(api).add_service(supervisor);
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         router
@@ -154,6 +190,8 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     );
     Ok(GatewayHandle {
         addr,
+        metrics_addr,
+        metrics_task,
         state,
         shutdown: Some(shutdown_tx),
         server,

@@ -72,7 +72,10 @@ impl SessionRegistry {
     /// Removes the session if it is still the registered one.
     pub fn unregister(&self, sandbox_id: &str, session_id: &str) -> bool {
         let mut map = self.lock();
-        if map.get(sandbox_id).is_some_and(|s| s.session_id == session_id) {
+        if map
+            .get(sandbox_id)
+            .is_some_and(|s| s.session_id == session_id)
+        {
             map.remove(sandbox_id);
             return true;
         }

@@ -93,6 +93,7 @@ CREATE TABLE operations (
     settings_revision      BIGINT NOT NULL DEFAULT 0,
     global_policy_revision BIGINT NOT NULL DEFAULT 0,
     no_op                  BIGINT NOT NULL DEFAULT 0,
+    touches_policy         BIGINT NOT NULL DEFAULT 0,
     caller                 TEXT NOT NULL,
     idempotency_key        TEXT,
     request_fingerprint    TEXT,
@@ -147,4 +148,13 @@ CREATE TABLE session_owners (
     mode               TEXT NOT NULL,
     connected_at       BIGINT NOT NULL,
     heartbeat_at       BIGINT NOT NULL
+);
+
+-- What each sandbox's supervisor last reported (poll report or push ack).
+CREATE TABLE supervisor_reports (
+    sandbox_id     TEXT PRIMARY KEY,
+    status         TEXT NOT NULL,
+    revisions_json TEXT NOT NULL,
+    reason         TEXT NOT NULL,
+    reported_at    BIGINT NOT NULL
 );

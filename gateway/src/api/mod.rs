@@ -42,26 +42,41 @@ impl OpenShellApi {
 
     async fn resolve(&self, sandbox: Option<&pb::SandboxRef>) -> Result<SandboxRecord, Status> {
         let sandbox = sandbox.ok_or_else(|| {
-            Status::from(GatewayError::invalid("sandbox", "a sandbox id or name is required"))
+            Status::from(GatewayError::invalid(
+                "sandbox",
+                "a sandbox id or name is required",
+            ))
         })?;
         Ok(self
             .state
             .store
-            .resolve_sandbox(&sandbox.id_or_name, workspace_or_default(&sandbox.workspace))
+            .resolve_sandbox(
+                &sandbox.id_or_name,
+                workspace_or_default(&sandbox.workspace),
+            )
             .await?)
     }
 
-    async fn resolve_live(&self, sandbox: Option<&pb::SandboxRef>) -> Result<SandboxRecord, Status> {
+    async fn resolve_live(
+        &self,
+        sandbox: Option<&pb::SandboxRef>,
+    ) -> Result<SandboxRecord, Status> {
         let record = self.resolve(sandbox).await?;
         if record.lifecycle == Lifecycle::Deleted {
-            return Err(GatewayError::NotFound(format!("sandbox {} was deleted", record.id)).into());
+            return Err(
+                GatewayError::NotFound(format!("sandbox {} was deleted", record.id)).into(),
+            );
         }
         Ok(record)
     }
 }
 
 fn page(size: u32) -> i64 {
-    i64::from(if size == 0 { DEFAULT_PAGE } else { size.min(MAX_PAGE) })
+    i64::from(if size == 0 {
+        DEFAULT_PAGE
+    } else {
+        size.min(MAX_PAGE)
+    })
 }
 
 fn offset(token: &str) -> Result<i64, Status> {
@@ -72,7 +87,9 @@ fn offset(token: &str) -> Result<i64, Status> {
         .parse::<i64>()
         .ok()
         .filter(|n| *n >= 0)
-        .ok_or_else(|| GatewayError::invalid("page_token", "not a token from a previous response").into())
+        .ok_or_else(|| {
+            GatewayError::invalid("page_token", "not a token from a previous response").into()
+        })
 }
 
 fn next_token(offset: i64, limit: i64, returned: usize) -> String {
@@ -98,12 +115,17 @@ fn wait_options(wait: Option<&pb::WaitOptions>) -> Result<(Duration, f64), Statu
     };
     let threshold = wait.map_or(0.0, |w| w.threshold);
     if !(0.0..=1.0).contains(&threshold) || threshold.is_nan() {
-        return Err(GatewayError::invalid("wait.threshold", "must be a fraction between 0 and 1").into());
+        return Err(
+            GatewayError::invalid("wait.threshold", "must be a fraction between 0 and 1").into(),
+        );
     }
     Ok((wait_deadline(timeout), threshold))
 }
 
-fn provider_input(values: &[pb::ProviderValueInput], expires_at: Option<&prost_types::Timestamp>) -> ProviderInput {
+fn provider_input(
+    values: &[pb::ProviderValueInput],
+    expires_at: Option<&prost_types::Timestamp>,
+) -> ProviderInput {
     let mut env = BTreeMap::new();
     let mut credentials = BTreeMap::new();
     let mut classes = Vec::new();
@@ -142,9 +164,14 @@ impl OpenShell for OpenShellApi {
         let caller = caller_of(&request)?;
         let req = request.into_inner();
         let policy = Some(req.policy.as_str()).filter(|p| !p.is_empty());
-        let created =
-            lifecycle::create_sandbox(&self.state.store, &req.name, &req.workspace, policy, &caller)
-                .await?;
+        let created = lifecycle::create_sandbox(
+            &self.state.store,
+            &req.name,
+            &req.workspace,
+            policy,
+            &caller,
+        )
+        .await?;
         tracing::info!(sandbox = %created.sandbox.id, name = %created.sandbox.name, %caller, "sandbox created");
         Ok(Response::new(pb::CreateSandboxResponse {
             sandbox: Some(convert::sandbox(&created.sandbox)),
@@ -153,7 +180,10 @@ impl OpenShell for OpenShellApi {
         }))
     }
 
-    async fn get_sandbox(&self, request: Request<pb::GetSandboxRequest>) -> Result<Response<pb::Sandbox>, Status> {
+    async fn get_sandbox(
+        &self,
+        request: Request<pb::GetSandboxRequest>,
+    ) -> Result<Response<pb::Sandbox>, Status> {
         let sandbox = self.resolve(request.get_ref().sandbox.as_ref()).await?;
         Ok(Response::new(convert::sandbox(&sandbox)))
     }
@@ -182,7 +212,9 @@ impl OpenShell for OpenShellApi {
         request: Request<pb::DeleteSandboxRequest>,
     ) -> Result<Response<pb::DeleteSandboxResponse>, Status> {
         let caller = caller_of(&request)?;
-        let sandbox = self.resolve_live(request.get_ref().sandbox.as_ref()).await?;
+        let sandbox = self
+            .resolve_live(request.get_ref().sandbox.as_ref())
+            .await?;
         let (deleted, cancelled) = lifecycle::delete_sandbox(&self.state.store, &sandbox).await?;
         tracing::info!(sandbox = %deleted.id, cancelled, %caller, "sandbox deleted");
         Ok(Response::new(pb::DeleteSandboxResponse {
@@ -268,7 +300,10 @@ impl OpenShell for OpenShellApi {
         Ok(Response::new(pb::DeleteProviderResponse {}))
     }
 
-    async fn get_provider(&self, request: Request<pb::GetProviderRequest>) -> Result<Response<pb::Provider>, Status> {
+    async fn get_provider(
+        &self,
+        request: Request<pb::GetProviderRequest>,
+    ) -> Result<Response<pb::Provider>, Status> {
         let req = request.into_inner();
         let record = self
             .state
@@ -296,7 +331,11 @@ impl OpenShell for OpenShellApi {
     ) -> Result<Response<pb::AttachmentResponse>, Status> {
         let req = request.into_inner();
         let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
-        let provider = self.state.store.resolve_provider(&req.provider, &sandbox.workspace).await?;
+        let provider = self
+            .state
+            .store
+            .resolve_provider(&req.provider, &sandbox.workspace)
+            .await?;
         let updated = providers::attach(&self.state.store, &sandbox, &provider, true).await?;
         Ok(Response::new(pb::AttachmentResponse {
             sandbox: Some(convert::sandbox(&updated)),
@@ -310,7 +349,11 @@ impl OpenShell for OpenShellApi {
     ) -> Result<Response<pb::AttachmentResponse>, Status> {
         let req = request.into_inner();
         let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
-        let provider = self.state.store.resolve_provider(&req.provider, &sandbox.workspace).await?;
+        let provider = self
+            .state
+            .store
+            .resolve_provider(&req.provider, &sandbox.workspace)
+            .await?;
         let updated = providers::attach(&self.state.store, &sandbox, &provider, false).await?;
         Ok(Response::new(pb::AttachmentResponse {
             sandbox: Some(convert::sandbox(&updated)),
@@ -391,7 +434,10 @@ impl OpenShell for OpenShellApi {
             Ok(pb::SettingScope::Workspace) => {
                 let workspace = workspace_or_default(&req.workspace);
                 if !store.workspace_exists(workspace).await? {
-                    return Err(GatewayError::NotFound(format!("workspace {workspace:?} not found")).into());
+                    return Err(GatewayError::NotFound(format!(
+                        "workspace {workspace:?} not found"
+                    ))
+                    .into());
                 }
                 let scoped = store.settings_at(Scope::Workspace, workspace).await?;
                 pb::GetSettingsResponse {
@@ -403,7 +449,9 @@ impl OpenShell for OpenShellApi {
             Ok(pb::SettingScope::Sandbox) => {
                 let sandbox = self.resolve(req.sandbox.as_ref()).await?;
                 let own = store.settings_at(Scope::Sandbox, &sandbox.id).await?;
-                let workspace = store.settings_at(Scope::Workspace, &sandbox.workspace).await?;
+                let workspace = store
+                    .settings_at(Scope::Workspace, &sandbox.workspace)
+                    .await?;
                 let global = store.settings_at(Scope::Global, "").await?;
                 let effective = settings::effective(&global.values, &workspace.values, &own.values);
                 pb::GetSettingsResponse {
@@ -420,7 +468,11 @@ impl OpenShell for OpenShellApi {
                 }
             }
             _ => {
-                return Err(GatewayError::invalid("scope", "expected GLOBAL, WORKSPACE or SANDBOX").into());
+                return Err(GatewayError::invalid(
+                    "scope",
+                    "expected GLOBAL, WORKSPACE or SANDBOX",
+                )
+                .into());
             }
         };
         Ok(Response::new(response))
@@ -436,11 +488,18 @@ impl OpenShell for OpenShellApi {
                 key: def.key.to_string(),
                 kind: def.kind.name().to_string(),
                 default_value: Some(convert::setting_value(&def.default_value())),
-                allowed_values: def.kind.allowed_values().iter().map(|v| (*v).to_string()).collect(),
+                allowed_values: def
+                    .kind
+                    .allowed_values()
+                    .iter()
+                    .map(|v| (*v).to_string())
+                    .collect(),
                 description: def.description.to_string(),
             })
             .collect();
-        Ok(Response::new(pb::ListSettingDefinitionsResponse { definitions }))
+        Ok(Response::new(pb::ListSettingDefinitionsResponse {
+            definitions,
+        }))
     }
 
     async fn update_config(
@@ -468,18 +527,24 @@ impl OpenShell for OpenShellApi {
         let mut setting_changes = Vec::with_capacity(req.settings.len());
         for change in &req.settings {
             setting_changes.push(match &change.change {
-                Some(pb::setting_change::Change::Value(v)) => match convert::setting_value_from_pb(v) {
-                    Some(value) => SettingChange::Value(change.key.clone(), value),
-                    None => {
-                        return Err(GatewayError::invalid(
-                            format!("settings.{}", change.key),
-                            "a value is required",
-                        )
-                        .into());
+                Some(pb::setting_change::Change::Value(v)) => {
+                    match convert::setting_value_from_pb(v) {
+                        Some(value) => SettingChange::Value(change.key.clone(), value),
+                        None => {
+                            return Err(GatewayError::invalid(
+                                format!("settings.{}", change.key),
+                                "a value is required",
+                            )
+                            .into());
+                        }
                     }
-                },
-                Some(pb::setting_change::Change::Raw(raw)) => SettingChange::Raw(change.key.clone(), raw.clone()),
-                Some(pb::setting_change::Change::Delete(true)) => SettingChange::Delete(change.key.clone()),
+                }
+                Some(pb::setting_change::Change::Raw(raw)) => {
+                    SettingChange::Raw(change.key.clone(), raw.clone())
+                }
+                Some(pb::setting_change::Change::Delete(true)) => {
+                    SettingChange::Delete(change.key.clone())
+                }
                 _ => {
                     return Err(GatewayError::invalid(
                         format!("settings.{}", change.key),
@@ -499,7 +564,8 @@ impl OpenShell for OpenShellApi {
             idempotency_key: Some(req.idempotency_key).filter(|k| !k.is_empty()),
             caller: caller.clone(),
         };
-        let retention = i64::try_from(self.state.config.idempotency_retention.as_millis()).unwrap_or(i64::MAX);
+        let retention =
+            i64::try_from(self.state.config.idempotency_retention.as_millis()).unwrap_or(i64::MAX);
         let committed = commit_update(&self.state.store, &update, retention).await?;
         tracing::info!(
             operation = %committed.operation.id,
@@ -514,7 +580,8 @@ impl OpenShell for OpenShellApi {
         let mut operation = committed.operation;
         let mut wait_timed_out = false;
         if mode == pb::UpdateMode::WaitForApply && !operation.state.is_terminal() {
-            let (op, timed_out) = wait_for_terminal(&self.state.store, &operation.id, wait, threshold).await?;
+            let (op, timed_out) =
+                wait_for_terminal(&self.state.store, &operation.id, wait, threshold).await?;
             operation = op;
             wait_timed_out = timed_out;
         }
@@ -526,7 +593,10 @@ impl OpenShell for OpenShellApi {
         }))
     }
 
-    async fn get_operation(&self, request: Request<pb::GetOperationRequest>) -> Result<Response<pb::Operation>, Status> {
+    async fn get_operation(
+        &self,
+        request: Request<pb::GetOperationRequest>,
+    ) -> Result<Response<pb::Operation>, Status> {
         let id = &request.get_ref().id;
         if id.is_empty() {
             return Err(GatewayError::invalid("id", "an operation id is required").into());
@@ -573,7 +643,10 @@ impl OpenShell for OpenShellApi {
         let mut states = Vec::new();
         for (i, s) in req.states.iter().enumerate() {
             states.push(convert::operation_state_from_pb(*s).ok_or_else(|| {
-                Status::from(GatewayError::invalid(format!("states[{i}]"), "unknown operation state"))
+                Status::from(GatewayError::invalid(
+                    format!("states[{i}]"),
+                    "unknown operation state",
+                ))
             })?);
         }
         let limit = page(req.page_size);

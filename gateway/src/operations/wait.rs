@@ -97,7 +97,8 @@ impl OperationWatch {
                 self.last = Some(current.clone());
                 return Some(Ok(current));
             }
-            let sleep_for = RECHECK_INTERVAL.min(self.deadline.saturating_duration_since(Instant::now()));
+            let sleep_for =
+                RECHECK_INTERVAL.min(self.deadline.saturating_duration_since(Instant::now()));
             tokio::time::sleep(sleep_for).await;
         }
     }

@@ -11,7 +11,9 @@ mod operations;
 mod policies;
 mod providers;
 mod records;
+mod reports;
 mod sandboxes;
+mod session_owners;
 mod settings;
 
 use std::sync::Arc;
@@ -26,8 +28,10 @@ use crate::error::{GatewayError, Result};
 
 pub use operations::{IdempotentMatch, NewOperation, OperationFilter};
 pub use providers::ProviderValues;
-pub use settings::{ScopedSettings, SettingWrite};
 pub use records::*;
+pub use reports::{LastReport, LiveTarget};
+pub use session_owners::{OwnerClaim, SessionOwner};
+pub use settings::{ScopedSettings, SettingWrite};
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");

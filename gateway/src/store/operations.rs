@@ -9,9 +9,9 @@ use super::sandboxes::to_i64;
 use super::{Store, WriteTx, now_ms};
 use crate::error::{GatewayError, Result};
 
-const OPERATION_COLUMNS: &str = "id, target_kind, target, sandbox_id, state, outcome, error, \
-     policy_revision, settings_revision, global_policy_revision, no_op, caller, idempotency_key, \
-     created_at, updated_at, completed_at";
+pub(crate) const OPERATION_COLUMNS: &str = "id, target_kind, target, sandbox_id, state, outcome, error, \
+     policy_revision, settings_revision, global_policy_revision, no_op, touches_policy, caller, \
+     idempotency_key, created_at, updated_at, completed_at";
 
 /// Everything needed to insert an operation row.
 #[derive(Debug, Clone)]
@@ -24,6 +24,8 @@ pub struct NewOperation {
     pub settings_revision: u64,
     pub global_policy_revision: u64,
     pub no_op: bool,
+    /// The write carried a policy, so a retained local policy makes it INACTIVE.
+    pub touches_policy: bool,
     pub caller: String,
     pub idempotency_key: Option<String>,
     pub request_fingerprint: Option<String>,
@@ -48,11 +50,13 @@ pub struct IdempotentMatch {
 
 impl Store {
     pub async fn get_operation(&self, id: &str) -> Result<OperationRecord> {
-        let row = sqlx::query(AssertSqlSafe(format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE id = $1")))
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or_else(|| GatewayError::NotFound(format!("operation {id} not found")))?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {OPERATION_COLUMNS} FROM operations WHERE id = $1"
+        )))
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?
+        .ok_or_else(|| GatewayError::NotFound(format!("operation {id} not found")))?;
         let mut record = operation_from_row(&row)?;
         if record.target_kind != TargetKind::Sandbox {
             record.fleet = Some(self.fleet_counts(&record.id).await?);
@@ -62,7 +66,9 @@ impl Store {
 
     /// Newest first.
     pub async fn list_operations(&self, filter: &OperationFilter) -> Result<Vec<OperationRecord>> {
-        let mut sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE ($1 = '' OR sandbox_id = $1)");
+        let mut sql = format!(
+            "SELECT {OPERATION_COLUMNS} FROM operations WHERE ($1 = '' OR sandbox_id = $1)"
+        );
         if !filter.states.is_empty() {
             let states: Vec<String> = filter
                 .states
@@ -171,8 +177,9 @@ impl WriteTx {
         sqlx::query(
             "INSERT INTO operations (id, target_kind, target, sandbox_id, state, outcome, error, \
              policy_revision, settings_revision, global_policy_revision, no_op, caller, \
-             idempotency_key, request_fingerprint, idempotency_expires_at, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, 'PENDING', '', '', $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)",
+             idempotency_key, request_fingerprint, idempotency_expires_at, created_at, updated_at, \
+             touches_policy) \
+             VALUES ($1, $2, $3, $4, 'PENDING', '', '', $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14)",
         )
         .bind(&op.id)
         .bind(op.target_kind.as_str())
@@ -187,13 +194,18 @@ impl WriteTx {
         .bind(op.request_fingerprint.clone())
         .bind(op.idempotency_expires_at)
         .bind(now)
+        .bind(i64::from(op.touches_policy))
         .execute(self.conn())
         .await?;
         Ok(())
     }
 
     /// Records the sandboxes a fleet operation must reach.
-    pub async fn insert_operation_targets(&mut self, operation_id: &str, sandbox_ids: &[String]) -> Result<()> {
+    pub async fn insert_operation_targets(
+        &mut self,
+        operation_id: &str,
+        sandbox_ids: &[String],
+    ) -> Result<()> {
         let now = now_ms();
         for sandbox_id in sandbox_ids {
             sqlx::query(
@@ -280,11 +292,13 @@ impl WriteTx {
     }
 
     pub async fn get_operation(&mut self, id: &str) -> Result<OperationRecord> {
-        let row = sqlx::query(AssertSqlSafe(format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE id = $1")))
-            .bind(id)
-            .fetch_optional(self.conn())
-            .await?
-            .ok_or_else(|| GatewayError::NotFound(format!("operation {id} not found")))?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {OPERATION_COLUMNS} FROM operations WHERE id = $1"
+        )))
+        .bind(id)
+        .fetch_optional(self.conn())
+        .await?
+        .ok_or_else(|| GatewayError::NotFound(format!("operation {id} not found")))?;
         operation_from_row(&row)
     }
 }

@@ -1,7 +1,7 @@
 //! Sandbox policy history and the global policy.
 
-use sqlx::{AssertSqlSafe, Row};
 use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
 
 use super::records::{GlobalPolicyRecord, PolicyRevisionRecord, policy_revision_from_row, u64_col};
 use super::sandboxes::to_i64;
@@ -25,7 +25,11 @@ impl Store {
     }
 
     /// One revision of a sandbox's policy.
-    pub async fn policy_revision(&self, sandbox_id: &str, revision: u64) -> Result<PolicyRevisionRecord> {
+    pub async fn policy_revision(
+        &self,
+        sandbox_id: &str,
+        revision: u64,
+    ) -> Result<PolicyRevisionRecord> {
         let row = sqlx::query(AssertSqlSafe(format!(
             "SELECT {REVISION_COLUMNS} FROM policy_revisions WHERE sandbox_id = $1 AND revision = $2"
         )))
@@ -40,7 +44,11 @@ impl Store {
     }
 
     /// Revisions newest first.
-    pub async fn policy_history(&self, sandbox_id: &str, limit: i64) -> Result<Vec<PolicyRevisionRecord>> {
+    pub async fn policy_history(
+        &self,
+        sandbox_id: &str,
+        limit: i64,
+    ) -> Result<Vec<PolicyRevisionRecord>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT {REVISION_COLUMNS} FROM policy_revisions WHERE sandbox_id = $1 \
              ORDER BY revision DESC LIMIT $2"
@@ -94,7 +102,10 @@ fn global_from_row(row: Option<&AnyRow>) -> Result<(u64, Option<GlobalPolicyReco
 }
 
 impl WriteTx {
-    pub async fn latest_policy(&mut self, sandbox_id: &str) -> Result<Option<PolicyRevisionRecord>> {
+    pub async fn latest_policy(
+        &mut self,
+        sandbox_id: &str,
+    ) -> Result<Option<PolicyRevisionRecord>> {
         let row = sqlx::query(AssertSqlSafe(format!(
             "SELECT {REVISION_COLUMNS} FROM policy_revisions WHERE sandbox_id = $1 \
              ORDER BY revision DESC LIMIT 1"
@@ -126,7 +137,8 @@ impl WriteTx {
         .bind(now_ms())
         .execute(self.conn())
         .await?;
-        self.bump_sandbox_policy_revision(sandbox_id, revision).await
+        self.bump_sandbox_policy_revision(sandbox_id, revision)
+            .await
     }
 
     pub async fn global_policy(&mut self) -> Result<(u64, Option<GlobalPolicyRecord>)> {
@@ -135,7 +147,9 @@ impl WriteTx {
              ORDER BY revision DESC LIMIT 1{}",
             self.for_update()
         );
-        let row = sqlx::query(AssertSqlSafe(sql)).fetch_optional(self.conn()).await?;
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .fetch_optional(self.conn())
+            .await?;
         global_from_row(row.as_ref())
     }
 

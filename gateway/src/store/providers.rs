@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use openshell_core::Secret;
-use sqlx::{AssertSqlSafe, Row};
 use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
 
 use super::records::{ProviderRecord, u64_col};
 use super::{Store, WriteTx, now_ms};
@@ -50,15 +50,24 @@ fn encode_env(values: &ProviderValues) -> Result<(String, String)> {
 
 impl Store {
     /// Resolves a provider id (`pv-…`) or a name in `workspace`.
-    pub async fn resolve_provider(&self, id_or_name: &str, workspace: &str) -> Result<ProviderRecord> {
+    pub async fn resolve_provider(
+        &self,
+        id_or_name: &str,
+        workspace: &str,
+    ) -> Result<ProviderRecord> {
         if id_or_name.is_empty() {
-            return Err(GatewayError::invalid("provider", "a provider id or name is required"));
+            return Err(GatewayError::invalid(
+                "provider",
+                "a provider id or name is required",
+            ));
         }
         let row = if id_or_name.starts_with("pv-") {
-            sqlx::query(AssertSqlSafe(format!("SELECT {PROVIDER_COLUMNS} FROM providers WHERE id = $1")))
-                .bind(id_or_name)
-                .fetch_optional(self.pool())
-                .await?
+            sqlx::query(AssertSqlSafe(format!(
+                "SELECT {PROVIDER_COLUMNS} FROM providers WHERE id = $1"
+            )))
+            .bind(id_or_name)
+            .fetch_optional(self.pool())
+            .await?
         } else {
             sqlx::query(AssertSqlSafe(format!(
                 "SELECT {PROVIDER_COLUMNS} FROM providers WHERE workspace = $1 AND name = $2"
@@ -167,15 +176,22 @@ impl WriteTx {
         .await;
         match result {
             Ok(_) => Ok(()),
-            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => Err(GatewayError::AlreadyExists(
-                format!("a provider named {name:?} already exists in workspace {workspace:?}"),
-            )),
+            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+                Err(GatewayError::AlreadyExists(format!(
+                    "a provider named {name:?} already exists in workspace {workspace:?}"
+                )))
+            }
             Err(e) => Err(e.into()),
         }
     }
 
     /// Replaces a provider's values; returns the new revision.
-    pub async fn update_provider(&mut self, id: &str, values: &ProviderValues, sealed: &[u8]) -> Result<u64> {
+    pub async fn update_provider(
+        &mut self,
+        id: &str,
+        values: &ProviderValues,
+        sealed: &[u8],
+    ) -> Result<u64> {
         let (env, names) = encode_env(values)?;
         let row = sqlx::query(
             "UPDATE providers SET env_json = $2, credential_names = $3, credentials_box = $4, \
@@ -229,11 +245,12 @@ impl WriteTx {
 
     /// Detaches; returns the new attachment epoch, or None if it was not attached.
     pub async fn detach(&mut self, sandbox_id: &str, provider_id: &str) -> Result<Option<u64>> {
-        let result = sqlx::query("DELETE FROM attachments WHERE sandbox_id = $1 AND provider_id = $2")
-            .bind(sandbox_id)
-            .bind(provider_id)
-            .execute(self.conn())
-            .await?;
+        let result =
+            sqlx::query("DELETE FROM attachments WHERE sandbox_id = $1 AND provider_id = $2")
+                .bind(sandbox_id)
+                .bind(provider_id)
+                .execute(self.conn())
+                .await?;
         if result.rows_affected() == 0 {
             return Ok(None);
         }
@@ -246,5 +263,24 @@ impl WriteTx {
             .execute(self.conn())
             .await?;
         Ok(())
+    }
+}
+
+impl Store {
+    /// (provider id, revision) of every attached provider, by id.
+    pub async fn attached_provider_revisions(
+        &self,
+        sandbox_id: &str,
+    ) -> Result<Vec<(String, u64)>> {
+        let rows = sqlx::query(
+            "SELECT p.id, p.revision FROM attachments a JOIN providers p ON p.id = a.provider_id \
+             WHERE a.sandbox_id = $1 ORDER BY p.id",
+        )
+        .bind(sandbox_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get::<String, _>("id")?, u64_col(r, "revision")?)))
+            .collect()
     }
 }

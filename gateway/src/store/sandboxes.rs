@@ -12,20 +12,29 @@ const SANDBOX_COLUMNS: &str = "id, name, workspace, lifecycle, policy_revision, 
 impl Store {
     /// Reads a sandbox by id, deleted ones included.
     pub async fn get_sandbox(&self, id: &str) -> Result<SandboxRecord> {
-        let row = sqlx::query(AssertSqlSafe(format!("SELECT {SANDBOX_COLUMNS} FROM sandboxes WHERE id = $1")))
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or_else(|| GatewayError::NotFound(format!("sandbox {id} not found")))?;
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {SANDBOX_COLUMNS} FROM sandboxes WHERE id = $1"
+        )))
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?
+        .ok_or_else(|| GatewayError::NotFound(format!("sandbox {id} not found")))?;
         let mut record = sandbox_from_row(&row)?;
         record.providers = self.attached_provider_names(&record.id).await?;
         Ok(record)
     }
 
     /// Resolves an id (any lifecycle) or a live sandbox's name in `workspace`.
-    pub async fn resolve_sandbox(&self, id_or_name: &str, workspace: &str) -> Result<SandboxRecord> {
+    pub async fn resolve_sandbox(
+        &self,
+        id_or_name: &str,
+        workspace: &str,
+    ) -> Result<SandboxRecord> {
         if id_or_name.is_empty() {
-            return Err(GatewayError::invalid("sandbox", "a sandbox id or name is required"));
+            return Err(GatewayError::invalid(
+                "sandbox",
+                "a sandbox id or name is required",
+            ));
         }
         if id_or_name.starts_with("sb-") {
             return self.get_sandbox(id_or_name).await;
@@ -205,7 +214,11 @@ impl WriteTx {
         Ok(())
     }
 
-    pub(crate) async fn bump_sandbox_policy_revision(&mut self, id: &str, revision: u64) -> Result<()> {
+    pub(crate) async fn bump_sandbox_policy_revision(
+        &mut self,
+        id: &str,
+        revision: u64,
+    ) -> Result<()> {
         sqlx::query("UPDATE sandboxes SET policy_revision = $2, updated_at = $3 WHERE id = $1")
             .bind(id)
             .bind(to_i64(revision))

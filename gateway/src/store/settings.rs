@@ -43,7 +43,9 @@ fn decode_values(rows: &[AnyRow]) -> Result<BTreeMap<String, SettingValue>> {
 
 fn revision_query(scope: Scope) -> &'static str {
     match scope {
-        Scope::Global => "SELECT value AS revision FROM counters WHERE name = 'global_settings_revision' AND $1 = ''",
+        Scope::Global => {
+            "SELECT value AS revision FROM counters WHERE name = 'global_settings_revision' AND $1 = ''"
+        }
         Scope::Workspace => "SELECT settings_revision AS revision FROM workspaces WHERE name = $1",
         Scope::Sandbox => "SELECT settings_revision AS revision FROM sandboxes WHERE id = $1",
     }
@@ -127,12 +129,14 @@ impl WriteTx {
                     changed = true;
                 }
                 None if current.values.contains_key(key) => {
-                    sqlx::query("DELETE FROM settings WHERE scope = $1 AND scope_id = $2 AND key = $3")
-                        .bind(scope_name(scope))
-                        .bind(scope_id)
-                        .bind(key)
-                        .execute(self.conn())
-                        .await?;
+                    sqlx::query(
+                        "DELETE FROM settings WHERE scope = $1 AND scope_id = $2 AND key = $3",
+                    )
+                    .bind(scope_name(scope))
+                    .bind(scope_id)
+                    .bind(key)
+                    .execute(self.conn())
+                    .await?;
                     changed = true;
                 }
                 _ => {}
@@ -143,7 +147,9 @@ impl WriteTx {
         }
         let revision = current.revision + 1;
         let sql = match scope {
-            Scope::Global => "UPDATE counters SET value = $1 WHERE name = 'global_settings_revision' AND $2 = ''",
+            Scope::Global => {
+                "UPDATE counters SET value = $1 WHERE name = 'global_settings_revision' AND $2 = ''"
+            }
             Scope::Workspace => "UPDATE workspaces SET settings_revision = $1 WHERE name = $2",
             Scope::Sandbox => "UPDATE sandboxes SET settings_revision = $1 WHERE id = $2",
         };

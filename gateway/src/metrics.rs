@@ -1,0 +1,144 @@
+//! Prometheus metrics of the gateway and the `/metrics` listener.
+//!
+//! Labels are closed sets (RPC names, statuses, states); no label or value
+//! ever carries a credential, a policy or a provider value.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RpcLabel {
+    pub rpc: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabel {
+    pub status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModeLabel {
+    pub mode: &'static str,
+}
+
+/// Every metric the gateway exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Sessions accepted from legacy (revision 0) supervisors.
+    pub legacy_sessions: Counter,
+    /// Sessions accepted, by negotiated mode.
+    pub sessions_accepted: Family<ModeLabel, Counter>,
+    /// Sessions rejected (bad credential, unknown or deleted sandbox, bad hello).
+    pub sessions_rejected: Counter,
+    /// Sessions currently connected to this replica.
+    pub sessions_connected: Gauge,
+    /// Poll RPCs served (`GetSandboxConfig`, `GetSandboxProviderEnvironment`).
+    pub poll_requests: Family<RpcLabel, Counter>,
+    /// Supervisor reports and acks received, by status.
+    pub reports: Family<StatusLabel, Counter>,
+    /// Operations that reached a terminal state through a report.
+    pub operations_resolved: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("openshell");
+        let legacy_sessions = Counter::default();
+        registry.register(
+            "supervisor_protocol_legacy_sessions",
+            "Sessions accepted from legacy (protocol revision 0) supervisors",
+            legacy_sessions.clone(),
+        );
+        let sessions_accepted = Family::<ModeLabel, Counter>::default();
+        registry.register(
+            "supervisor_sessions_accepted",
+            "Supervisor sessions accepted, by negotiated delivery mode",
+            sessions_accepted.clone(),
+        );
+        let sessions_rejected = Counter::default();
+        registry.register(
+            "supervisor_sessions_rejected",
+            "Supervisor sessions rejected before acceptance",
+            sessions_rejected.clone(),
+        );
+        let sessions_connected = Gauge::default();
+        registry.register(
+            "supervisor_sessions_connected",
+            "Supervisor sessions connected to this replica",
+            sessions_connected.clone(),
+        );
+        let poll_requests = Family::<RpcLabel, Counter>::default();
+        registry.register(
+            "config_poll_requests",
+            "Poll RPCs served to supervisors",
+            poll_requests.clone(),
+        );
+        let reports = Family::<StatusLabel, Counter>::default();
+        registry.register(
+            "supervisor_reports",
+            "Apply reports and acks received from supervisors, by status",
+            reports.clone(),
+        );
+        let operations_resolved = Counter::default();
+        registry.register(
+            "operations_resolved",
+            "Operations resolved to a terminal state by supervisor reports",
+            operations_resolved.clone(),
+        );
+        Self {
+            registry,
+            legacy_sessions,
+            sessions_accepted,
+            sessions_rejected,
+            sessions_connected,
+            poll_requests,
+            reports,
+            operations_resolved,
+        }
+    }
+}
+
+impl Metrics {
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            tracing::warn!("metrics encoding failed");
+        }
+        out
+    }
+}
+
+/// Serves `GET /metrics` until the task is aborted.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<()> {
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = metrics.clone();
+            async move {
+                (
+                    [(
+                        http::header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    metrics.render(),
+                )
+            }
+        }),
+    );
+    axum::serve(listener, app).await
+}
+
+/// Binds the metrics listener.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
+}

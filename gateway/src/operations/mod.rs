@@ -1,0 +1,13 @@
+//! Durable operations after commit: waiting on them (`wait`) and resolving
+//! them from what supervisors report and from lifecycle changes (`resolve`).
+//! Poll reports and push acks both go through `resolve`, so there is one
+//! resolution path with two sources.
+
+pub mod resolve;
+pub mod wait;
+
+pub use resolve::{ReportStatus, SupervisorReport, resolve_from_report};
+pub use wait::{
+    DEFAULT_WAIT, MAX_WAIT, OperationWatch, ended_by_deadline, threshold_reached, wait_deadline,
+    wait_for_terminal,
+};

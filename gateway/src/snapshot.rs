@@ -1,0 +1,151 @@
+//! The one snapshot builder. `sandbox_config` and `provider_environment`
+//! are always complete snapshots of one component, built from the store at
+//! build time, so a build reflects every write committed before it. The
+//! poll RPCs and push delivery both project these, never their own copies.
+
+use openshell_core::settings::{self, Scope};
+use openshell_proto::v1 as pb;
+use sha2::{Digest, Sha256};
+
+use crate::api::convert;
+use crate::error::Result;
+use crate::store::{Store, now_ms};
+
+/// The `sandbox_config` component of one sandbox.
+pub async fn build_sandbox_config(
+    store: &Store,
+    sandbox_id: &str,
+) -> Result<pb::SandboxConfigSnapshot> {
+    let sandbox = store.get_sandbox(sandbox_id).await?;
+    let own = store.latest_policy(sandbox_id).await?;
+    let (global_policy_revision, global) = store.global_policy().await?;
+    let (policy_json, policy_hash, source) = match (&global, &own) {
+        (Some(g), _) => (
+            g.policy_json.clone(),
+            g.policy_hash.clone(),
+            pb::PolicySource::Global,
+        ),
+        (None, Some(p)) => (
+            p.policy_json.clone(),
+            p.policy_hash.clone(),
+            pb::PolicySource::Sandbox,
+        ),
+        (None, None) => (String::new(), String::new(), pb::PolicySource::Sandbox),
+    };
+    let global_settings = store.settings_at(Scope::Global, "").await?;
+    let workspace_settings = store
+        .settings_at(Scope::Workspace, &sandbox.workspace)
+        .await?;
+    let sandbox_settings = store.settings_at(Scope::Sandbox, sandbox_id).await?;
+    let effective = settings::effective(
+        &global_settings.values,
+        &workspace_settings.values,
+        &sandbox_settings.values,
+    );
+    Ok(pb::SandboxConfigSnapshot {
+        sandbox_id: sandbox_id.to_string(),
+        policy_json,
+        policy_source: source as i32,
+        policy_revision: sandbox.policy_revision,
+        policy_hash,
+        global_policy_revision,
+        settings: effective
+            .iter()
+            .map(|e| pb::Setting {
+                key: e.key.clone(),
+                value: Some(convert::setting_value(&e.value)),
+                scope: convert::scope(e.source) as i32,
+            })
+            .collect(),
+        global_settings_revision: global_settings.revision,
+        workspace_settings_revision: workspace_settings.revision,
+        sandbox_settings_revision: sandbox_settings.revision,
+        provider_env_revision: provider_env_revision(store, sandbox_id, sandbox.attachment_epoch)
+            .await?,
+        built_at: Some(convert::timestamp(now_ms())),
+        lifecycle: convert::lifecycle(sandbox.lifecycle) as i32,
+    })
+}
+
+/// A cheap summary of the provider environment: the attachment epoch plus
+/// every attached provider's revision. It changes whenever the environment
+/// can, without opening any credential.
+pub async fn provider_env_revision(
+    store: &Store,
+    sandbox_id: &str,
+    attachment_epoch: u64,
+) -> Result<String> {
+    let attached = store.attached_provider_revisions(sandbox_id).await?;
+    let mut hasher = Sha256::new();
+    for (id, revision) in &attached {
+        hasher.update(id.as_bytes());
+        hasher.update(b":");
+        hasher.update(revision.to_string().as_bytes());
+        hasher.update(b";");
+    }
+    let digest = hex::encode(hasher.finalize());
+    Ok(format!("e{attachment_epoch}-{}", &digest[..12]))
+}
+
+/// The `provider_environment` component: env values and credentials of
+/// every attached provider. Only ever sent to the sandbox it belongs to.
+pub async fn build_provider_environment(
+    store: &Store,
+    sandbox_id: &str,
+) -> Result<pb::ProviderEnvironmentSnapshot> {
+    let sandbox = store.get_sandbox(sandbox_id).await?;
+    let providers = store
+        .attached_providers_with_credentials(sandbox_id)
+        .await?;
+    let mut values = Vec::new();
+    let mut expires_at: Option<i64> = None;
+    for (provider, credentials) in &providers {
+        for (name, value) in &provider.env {
+            values.push(pb::EnvValue {
+                name: name.clone(),
+                value: value.clone(),
+                class: pb::ValueClass::NonSecret as i32,
+                provider: provider.name.clone(),
+            });
+        }
+        for (name, secret) in credentials {
+            values.push(pb::EnvValue {
+                name: name.clone(),
+                value: secret.expose().to_string(),
+                class: pb::ValueClass::Credential as i32,
+                provider: provider.name.clone(),
+            });
+        }
+        if let Some(at) = provider.expires_at {
+            expires_at = Some(expires_at.map_or(at, |e| e.min(at)));
+        }
+    }
+    Ok(pb::ProviderEnvironmentSnapshot {
+        sandbox_id: sandbox_id.to_string(),
+        values,
+        provider_env_revision: provider_env_revision(store, sandbox_id, sandbox.attachment_epoch)
+            .await?,
+        attachment_epoch: sandbox.attachment_epoch,
+        expires_at: expires_at.map(convert::timestamp),
+        built_at: Some(convert::timestamp(now_ms())),
+    })
+}
+
+/// Content fingerprint of a `sandbox_config` snapshot (build time excluded),
+/// so an unchanged rebuild is recognised as a duplicate.
+pub fn sandbox_config_fingerprint(s: &pb::SandboxConfigSnapshot) -> String {
+    let mut copy = s.clone();
+    copy.built_at = None;
+    fingerprint_of(&prost::Message::encode_to_vec(&copy))
+}
+
+/// Content fingerprint of a `provider_environment` snapshot.
+pub fn provider_environment_fingerprint(s: &pb::ProviderEnvironmentSnapshot) -> String {
+    let mut copy = s.clone();
+    copy.built_at = None;
+    fingerprint_of(&prost::Message::encode_to_vec(&copy))
+}
+
+fn fingerprint_of(bytes: &[u8]) -> String {
+    hex::encode(&Sha256::digest(bytes)[..16])
+}
