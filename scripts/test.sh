@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, every Rust test on SQLite and a
+# real PostgreSQL, doc tests. Run from anywhere: `bash scripts/test.sh`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export OPENSHELL_TEST_POSTGRES_URL
+OPENSHELL_TEST_POSTGRES_URL="$(bash scripts/postgres.sh)"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# End-to-end tests run the real binaries, so build them first, once.
+echo "== cargo build (binaries for end-to-end tests)"
+cargo build --workspace --bins --locked
+
+echo "== cargo nextest"
+cargo nextest run --workspace --locked --no-fail-fast
+
+echo "== doc tests"
+cargo test --workspace --doc --locked
