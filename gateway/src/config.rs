@@ -166,6 +166,10 @@ pub struct GatewayConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// Heartbeat interval of supervisor sessions.
     pub heartbeat_interval: Duration,
+    /// Push delivery intervals and bounds (production defaults).
+    pub delivery: crate::delivery::DeliveryTuning,
+    /// Connections in the store pool; build permits are sized from it.
+    pub db_pool_size: u32,
 }
 
 /// Certificate and key paths for TLS.
@@ -190,6 +194,7 @@ pub enum ConfigError {
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7070";
+pub const DEFAULT_DB_POOL_SIZE: u32 = 8;
 pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9464";
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3600);
@@ -254,6 +259,8 @@ impl GatewayConfig {
             })?),
         };
         Ok(Self {
+            delivery: crate::delivery::DeliveryTuning::default(),
+            db_pool_size: DEFAULT_DB_POOL_SIZE,
             metrics_listen,
             heartbeat_interval: flags
                 .heartbeat_interval
@@ -306,6 +313,8 @@ impl GatewayConfig {
             idempotency_retention: DEFAULT_IDEMPOTENCY_RETENTION,
             metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            delivery: crate::delivery::DeliveryTuning::default(),
+            db_pool_size: DEFAULT_DB_POOL_SIZE,
         }
     }
 }

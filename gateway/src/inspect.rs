@@ -52,6 +52,50 @@ pub async fn inspect(
         }
         None => {}
     }
+    let last_report = state.store.last_report(&sandbox.id).await?;
+    if let Some(report) = &last_report
+        && report.status.starts_with("FAILED")
+    {
+        let attempted = serde_json::from_str::<crate::operations::resolve::ReportedRevisions>(
+            &report.revisions_json,
+        )
+        .map(|r| format!(" (policy revision {} was rejected)", r.policy_revision))
+        .unwrap_or_default();
+        hints.push(format!(
+            "last update failed: {}{attempted}; the supervisor keeps its last-known-good configuration",
+            if report.reason.is_empty() { "no reason given" } else { report.reason.as_str() },
+        ));
+        if report.status == "FAILED_CLOSED" {
+            hints.push("the sandbox is quarantined (fail_closed): network access is denied until a valid configuration applies".to_string());
+        }
+    }
+    if let Some(report) = &last_report
+        && report.status == "RETAINED_LOCAL_OVERRIDE"
+        && !hints.iter().any(|h| h.starts_with("local policy override"))
+    {
+        hints.push("local policy override retained: the supervisor keeps its local policy file; gateway policy changes end INACTIVE".to_string());
+    }
+    let delivery = state.publisher.get(&sandbox.id);
+    let (components, events) = match &delivery {
+        Some(d) => d.diagnostics(),
+        None => (Vec::new(), Vec::new()),
+    };
+    for (component, c) in &components {
+        if c.held {
+            hints.push(format!(
+                "{} update held: waiting for the supervisor to acknowledge the previous one",
+                component.as_str()
+            ));
+        }
+        if !c.backoff.is_zero() {
+            hints.push(format!(
+                "{} builds are backing off for {:?} after failures: {}",
+                component.as_str(),
+                c.backoff,
+                c.last_failure
+            ));
+        }
+    }
     if !pending.is_empty() && session.is_some() {
         hints.push(format!(
             "{} operation(s) waiting for the supervisor to report the new revision",
@@ -93,11 +137,47 @@ pub async fn inspect(
         last_heartbeat_at: session
             .as_ref()
             .map(|s| convert::timestamp(s.last_heartbeat_ms)),
-        components: Vec::new(),
+        components: components
+            .iter()
+            .map(|(component, c)| pb::ComponentDelivery {
+                component: component.as_str().to_string(),
+                desired: c.desired.clone(),
+                sent: c.sent.clone(),
+                sent_at: c.sent_at_ms.map(convert::timestamp),
+                acked: c.acked.clone(),
+                ack_status: c.ack_status.clone(),
+                acked_at: c.acked_at_ms.map(convert::timestamp),
+                dirty: c.dirty,
+                lane: c.lane.clone(),
+                held: c.held,
+                last_failure: c.last_failure.clone(),
+                backoff: Some(prost_types::Duration {
+                    seconds: i64::try_from(c.backoff.as_secs()).unwrap_or(i64::MAX),
+                    nanos: i32::try_from(c.backoff.subsec_nanos()).unwrap_or(0),
+                }),
+            })
+            .collect(),
         pending_operations: pending.iter().map(convert::operation).collect(),
-        recent_events: Vec::new(),
+        recent_events: events
+            .iter()
+            .map(|(at, text)| pb::DeliveryEvent {
+                at: Some(convert::timestamp(*at)),
+                text: text.clone(),
+            })
+            .collect(),
         hints,
-        last_report: String::new(),
-        last_report_at: None,
+        last_report: last_report
+            .as_ref()
+            .map(|r| {
+                if r.reason.is_empty() {
+                    format!("{} {}", r.status, r.revisions_json)
+                } else {
+                    format!("{} {} ({})", r.status, r.revisions_json, r.reason)
+                }
+            })
+            .unwrap_or_default(),
+        last_report_at: last_report
+            .as_ref()
+            .map(|r| convert::timestamp(r.reported_at)),
     })
 }

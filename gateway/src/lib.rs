@@ -16,6 +16,7 @@ pub mod auth;
 pub mod config;
 pub mod config_update;
 pub mod crypto;
+pub mod delivery;
 pub mod error;
 pub mod inspect;
 pub mod lifecycle;

@@ -10,6 +10,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -25,6 +26,27 @@ pub struct StatusLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ModeLabel {
     pub mode: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LaneLabel {
+    pub lane: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeliveryLabels {
+    pub component: &'static str,
+    pub lane: &'static str,
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: &'static str,
+}
+
+fn queue_wait_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0001, 4.0, 10))
 }
 
 /// Every metric the gateway exports.
@@ -44,6 +66,18 @@ pub struct Metrics {
     pub reports: Family<StatusLabel, Counter>,
     /// Operations that reached a terminal state through a report.
     pub operations_resolved: Counter,
+    /// Snapshot builds by component, lane and outcome.
+    pub builds: Family<DeliveryLabels, Counter>,
+    /// Time a build waited for its permit, by lane (seconds).
+    pub queue_wait: Family<LaneLabel, Histogram, fn() -> Histogram>,
+    /// Push acks by status.
+    pub acks: Family<StatusLabel, Counter>,
+    /// Snapshots not resent because the supervisor already rejected them.
+    pub suppressed_resends: Counter,
+    /// Reconcile passes started.
+    pub reconcile_passes: Counter,
+    /// Bootstraps by outcome.
+    pub bootstraps: Family<OutcomeLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -91,7 +125,47 @@ impl Default for Metrics {
             "Operations resolved to a terminal state by supervisor reports",
             operations_resolved.clone(),
         );
+        let builds = Family::<DeliveryLabels, Counter>::default();
+        registry.register(
+            "config_builds",
+            "Snapshot builds by component, lane and outcome",
+            builds.clone(),
+        );
+        let queue_wait = Family::<LaneLabel, Histogram, fn() -> Histogram>::new_with_constructor(
+            queue_wait_histogram,
+        );
+        registry.register(
+            "config_build_queue_wait_seconds",
+            "Time a build waited for a permit, by lane",
+            queue_wait.clone(),
+        );
+        let acks = Family::<StatusLabel, Counter>::default();
+        registry.register("config_acks", "Push acks received, by status", acks.clone());
+        let suppressed_resends = Counter::default();
+        registry.register(
+            "config_suppressed_resends",
+            "Snapshots not resent because the supervisor rejected the same content",
+            suppressed_resends.clone(),
+        );
+        let reconcile_passes = Counter::default();
+        registry.register(
+            "config_reconcile_passes",
+            "Reconcile passes started",
+            reconcile_passes.clone(),
+        );
+        let bootstraps = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "config_bootstraps",
+            "Bootstraps by outcome",
+            bootstraps.clone(),
+        );
         Self {
+            builds,
+            queue_wait,
+            acks,
+            suppressed_resends,
+            reconcile_passes,
+            bootstraps,
             registry,
             legacy_sessions,
             sessions_accepted,

@@ -17,6 +17,7 @@ use crate::api::OpenShellApi;
 use crate::auth::OperatorAuth;
 use crate::config::GatewayConfig;
 use crate::crypto::CredentialCipher;
+use crate::delivery::{Permits, Publisher};
 use crate::metrics::Metrics;
 use crate::sessions::SessionRegistry;
 use crate::state::GatewayState;
@@ -103,7 +104,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     let store = Store::open(
         &StoreOptions {
             url: config.database_url.clone(),
-            max_connections: 8,
+            max_connections: config.db_pool_size,
         },
         cipher,
     )
@@ -146,10 +147,13 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     let state = Arc::new(GatewayState {
         store,
-        config,
         sessions: SessionRegistry::default(),
         metrics: Arc::new(Metrics::default()),
         started_at_ms: now_ms(),
+        publisher: Publisher::default(),
+        permits: Arc::new(Permits::for_pool(config.db_pool_size as usize)),
+        tuning: config.delivery.clone(),
+        config,
     });
     let metrics_task = metrics_listener.map(|listener| {
         let metrics = state.metrics.clone();

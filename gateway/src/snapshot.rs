@@ -8,6 +8,7 @@ use openshell_proto::v1 as pb;
 use sha2::{Digest, Sha256};
 
 use crate::api::convert;
+use crate::delivery::{Built, Component};
 use crate::error::Result;
 use crate::store::{Store, now_ms};
 
@@ -148,4 +149,109 @@ pub fn provider_environment_fingerprint(s: &pb::ProviderEnvironmentSnapshot) -> 
 
 fn fingerprint_of(bytes: &[u8]) -> String {
     hex::encode(&Sha256::digest(bytes)[..16])
+}
+
+/// Builds one component as a numbered-later `ConfigUpdate` with its
+/// fingerprint and a value-free revision summary.
+pub async fn build_component(
+    store: &Store,
+    sandbox_id: &str,
+    component: Component,
+) -> Result<Built> {
+    match component {
+        Component::SandboxConfig => {
+            let snapshot = build_sandbox_config(store, sandbox_id).await?;
+            Ok(sandbox_config_built(snapshot))
+        }
+        Component::ProviderEnvironment => {
+            let snapshot = build_provider_environment(store, sandbox_id).await?;
+            Ok(provider_environment_built(snapshot))
+        }
+    }
+}
+
+pub fn sandbox_config_built(snapshot: pb::SandboxConfigSnapshot) -> Built {
+    let fingerprint = sandbox_config_fingerprint(&snapshot);
+    let hash_prefix: String = snapshot.policy_hash.chars().take(12).collect();
+    let summary = format!(
+        "policy r{} {} (global r{}), settings g{}/w{}/s{}",
+        snapshot.policy_revision,
+        if hash_prefix.is_empty() {
+            "-".to_string()
+        } else {
+            hash_prefix
+        },
+        snapshot.global_policy_revision,
+        snapshot.global_settings_revision,
+        snapshot.workspace_settings_revision,
+        snapshot.sandbox_settings_revision,
+    );
+    Built {
+        component: Component::SandboxConfig,
+        policy_revision: snapshot.policy_revision,
+        settings_revision: snapshot.sandbox_settings_revision,
+        update: pb::ConfigUpdate {
+            delivery_id: 0,
+            sequence: 0,
+            component: pb::ConfigComponent::SandboxConfig as i32,
+            fingerprint: fingerprint.clone(),
+            snapshot: Some(pb::config_update::Snapshot::SandboxConfig(snapshot)),
+        },
+        fingerprint,
+        summary,
+    }
+}
+
+pub fn provider_environment_built(snapshot: pb::ProviderEnvironmentSnapshot) -> Built {
+    let fingerprint = provider_environment_fingerprint(&snapshot);
+    let summary = format!(
+        "provider env {} ({} values)",
+        snapshot.provider_env_revision,
+        snapshot.values.len()
+    );
+    Built {
+        component: Component::ProviderEnvironment,
+        policy_revision: 0,
+        settings_revision: 0,
+        update: pb::ConfigUpdate {
+            delivery_id: 0,
+            sequence: 0,
+            component: pb::ConfigComponent::ProviderEnvironment as i32,
+            fingerprint: fingerprint.clone(),
+            snapshot: Some(pb::config_update::Snapshot::ProviderEnvironment(snapshot)),
+        },
+        fingerprint,
+        summary,
+    }
+}
+
+/// Bootstrap: both components as a consistent pair. The provider revision
+/// the config expects must match the environment built; a write between
+/// the two builds is caught and the pair rebuilt, at most 3 times.
+pub async fn build_bootstrap(
+    store: &Store,
+    sandbox_id: &str,
+) -> Result<(Built, Built), BootstrapError> {
+    const MAX_REBUILDS: usize = 3;
+    for _ in 0..=MAX_REBUILDS {
+        let config = build_sandbox_config(store, sandbox_id).await?;
+        let env = build_provider_environment(store, sandbox_id).await?;
+        let again = build_sandbox_config(store, sandbox_id).await?;
+        let consistent = config.provider_env_revision == env.provider_env_revision
+            && again.provider_env_revision == env.provider_env_revision
+            && again.policy_hash == config.policy_hash;
+        if consistent {
+            return Ok((sandbox_config_built(again), provider_environment_built(env)));
+        }
+    }
+    Err(BootstrapError::Inconsistent)
+}
+
+/// Why a bootstrap could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    #[error("configuration kept changing while the bootstrap was built; retry")]
+    Inconsistent,
+    #[error(transparent)]
+    Store(#[from] crate::error::GatewayError),
 }

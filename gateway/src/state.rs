@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::config::GatewayConfig;
+use crate::delivery::{DeliveryTuning, Permits, Publication, Publisher};
 use crate::metrics::Metrics;
 use crate::sessions::SessionRegistry;
 use crate::store::Store;
@@ -14,4 +15,19 @@ pub struct GatewayState {
     pub sessions: SessionRegistry,
     pub metrics: Arc<Metrics>,
     pub started_at_ms: i64,
+    /// Push sessions of this replica; dormant (empty) in poll mode.
+    pub publisher: Publisher,
+    pub permits: Arc<Permits>,
+    pub tuning: DeliveryTuning,
+}
+
+impl GatewayState {
+    /// Tells the affected push sessions about a committed write. Never
+    /// fails the write: a missed mark is repaired by reconcile.
+    pub async fn publish(&self, publication: Publication) {
+        let marked = self.publisher.publish(&self.store, &publication).await;
+        if marked > 0 {
+            tracing::debug!(scope = ?publication.scope, marked, "publication marked sessions");
+        }
+    }
 }

@@ -18,12 +18,14 @@ use tonic::{Request, Response, Status};
 
 use crate::auth::caller_of;
 use crate::config_update::{ConfigTarget, ConfigUpdate, SettingChange, commit_update};
+use crate::delivery::{Component, Publication, PublicationScope};
 use crate::error::GatewayError;
 use crate::lifecycle::{self, workspace_or_default};
+use crate::operations::resolve::settle_from_last_reports;
 use crate::operations::{OperationWatch, ended_by_deadline, wait_deadline, wait_for_terminal};
 use crate::providers::{self, ProviderInput};
 use crate::state::GatewayState;
-use crate::store::{Lifecycle, OperationFilter, SandboxRecord};
+use crate::store::{Lifecycle, OperationFilter, SandboxRecord, TargetKind};
 
 /// Most items one list call returns.
 const MAX_PAGE: u32 = 1000;
@@ -241,6 +243,12 @@ impl OpenShell for OpenShellApi {
         };
         let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
         let updated = lifecycle::set_lifecycle(&self.state.store, &sandbox, wanted).await?;
+        self.state
+            .publish(Publication::sandbox(
+                &updated.id,
+                &[Component::SandboxConfig],
+            ))
+            .await;
         Ok(Response::new(convert::sandbox(&updated)))
     }
 
@@ -277,6 +285,12 @@ impl OpenShell for OpenShellApi {
             .await?;
         let input = provider_input(&req.values, req.expires_at.as_ref());
         let record = providers::update_provider(&self.state.store, &existing, input).await?;
+        self.state
+            .publish(Publication {
+                scope: PublicationScope::Provider(record.id.clone()),
+                components: vec![Component::SandboxConfig, Component::ProviderEnvironment],
+            })
+            .await;
         tracing::info!(provider = %record.id, revision = record.revision, "provider updated");
         Ok(Response::new(pb::ProviderWriteResponse {
             provider: Some(convert::provider(&record)),
@@ -337,6 +351,9 @@ impl OpenShell for OpenShellApi {
             .resolve_provider(&req.provider, &sandbox.workspace)
             .await?;
         let updated = providers::attach(&self.state.store, &sandbox, &provider, true).await?;
+        self.state
+            .publish(Publication::sandbox(&updated.id, &Component::ALL))
+            .await;
         Ok(Response::new(pb::AttachmentResponse {
             sandbox: Some(convert::sandbox(&updated)),
             operation: None,
@@ -355,6 +372,9 @@ impl OpenShell for OpenShellApi {
             .resolve_provider(&req.provider, &sandbox.workspace)
             .await?;
         let updated = providers::attach(&self.state.store, &sandbox, &provider, false).await?;
+        self.state
+            .publish(Publication::sandbox(&updated.id, &Component::ALL))
+            .await;
         Ok(Response::new(pb::AttachmentResponse {
             sandbox: Some(convert::sandbox(&updated)),
             operation: None,
@@ -577,7 +597,31 @@ impl OpenShell for OpenShellApi {
             %caller,
             "configuration committed"
         );
-        let mut operation = committed.operation;
+        if !committed.idempotent_replay {
+            let publication = match &committed.operation.target_kind {
+                TargetKind::Sandbox => {
+                    Publication::sandbox(&committed.operation.target, &[Component::SandboxConfig])
+                }
+                TargetKind::Workspace => Publication {
+                    scope: PublicationScope::Workspace(committed.operation.target.clone()),
+                    components: vec![Component::SandboxConfig],
+                },
+                TargetKind::Global | TargetKind::Provider => Publication {
+                    scope: PublicationScope::Global,
+                    components: vec![Component::SandboxConfig],
+                },
+            };
+            self.state.publish(publication).await;
+            if committed.operation.no_op {
+                // The revision may already be in effect: settle it from the last report.
+                settle_from_last_reports(&self.state.store, &committed.operation).await?;
+            }
+        }
+        let mut operation = self
+            .state
+            .store
+            .get_operation(&committed.operation.id)
+            .await?;
         let mut wait_timed_out = false;
         if mode == pb::UpdateMode::WaitForApply && !operation.state.is_terminal() {
             let (op, timed_out) =

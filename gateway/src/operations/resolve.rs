@@ -7,10 +7,10 @@
 //! report is older. Fleet targets count as applied once the report reaches
 //! or passes the revision of their scope.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::store::{Lifecycle, OperationState, Outcome, Store, TargetKind};
+use crate::store::{Lifecycle, OperationRecord, OperationState, Outcome, Store, TargetKind};
 
 /// Longest error text stored on an operation.
 pub const MAX_ERROR_BYTES: usize = 1024;
@@ -42,7 +42,7 @@ impl ReportStatus {
 }
 
 /// Revisions a supervisor reports as active (or attempted, on failure).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportedRevisions {
     pub policy_revision: u64,
     pub policy_hash: String,
@@ -103,6 +103,41 @@ fn position(
 
 /// Resolves every operation the report settles; returns how many it ended.
 pub async fn resolve_from_report(store: &Store, report: &SupervisorReport) -> Result<u32> {
+    resolve(store, report, true).await
+}
+
+/// A no-op write tracks revisions the supervisor may already run: replay
+/// each target sandbox's last report against it.
+pub async fn settle_from_last_reports(store: &Store, operation: &OperationRecord) -> Result<()> {
+    let sandboxes = match &operation.sandbox_id {
+        Some(id) => vec![id.clone()],
+        None => store.operation_target_ids(&operation.id).await?,
+    };
+    for sandbox_id in sandboxes {
+        let Some(last) = store.last_report(&sandbox_id).await? else {
+            continue;
+        };
+        let Ok(revisions) = serde_json::from_str::<ReportedRevisions>(&last.revisions_json) else {
+            continue;
+        };
+        let status = match last.status.as_str() {
+            "APPLIED" => ReportStatus::Applied,
+            "RETAINED_LOCAL_OVERRIDE" => ReportStatus::RetainedLocalOverride,
+            // A failure is not replayed: the no-op write asked for nothing new.
+            _ => continue,
+        };
+        let report = SupervisorReport {
+            sandbox_id,
+            status,
+            revisions,
+            reason: last.reason,
+        };
+        resolve(store, &report, false).await?;
+    }
+    Ok(())
+}
+
+async fn resolve(store: &Store, report: &SupervisorReport, record: bool) -> Result<u32> {
     let reason = sanitize_error(&report.reason);
     let r = &report.revisions;
     let mut tx = store.begin_write().await?;
@@ -198,14 +233,16 @@ pub async fn resolve_from_report(store: &Store, report: &SupervisorReport) -> Re
             resolved += 1;
         }
     }
-    let revisions_json = serde_json::to_string(r).unwrap_or_default();
-    tx.record_report(
-        &report.sandbox_id,
-        report.status.as_str(),
-        &revisions_json,
-        &reason,
-    )
-    .await?;
+    if record {
+        let revisions_json = serde_json::to_string(r).unwrap_or_default();
+        tx.record_report(
+            &report.sandbox_id,
+            report.status.as_str(),
+            &revisions_json,
+            &reason,
+        )
+        .await?;
+    }
     if sandbox.lifecycle == Lifecycle::Pending
         && report.status
             != (ReportStatus::Failed {

@@ -326,3 +326,42 @@ impl WriteTx {
         Ok(())
     }
 }
+
+impl Store {
+    /// Pending operations of a sandbox whose tuple a sent snapshot covers are DELIVERED.
+    pub async fn mark_delivered(
+        &self,
+        sandbox_id: &str,
+        policy_revision: u64,
+        settings_revision: u64,
+    ) -> Result<u64> {
+        let mut tx = self.begin_write().await?;
+        let result = sqlx::query(
+            "UPDATE operations SET state = 'DELIVERED', updated_at = $4 WHERE sandbox_id = $1 \
+             AND state = 'PENDING' AND policy_revision <= $2 AND settings_revision <= $3",
+        )
+        .bind(sandbox_id)
+        .bind(to_i64(policy_revision))
+        .bind(to_i64(settings_revision))
+        .bind(now_ms())
+        .execute(tx.conn())
+        .await?;
+        tx.commit().await?;
+        Ok(result.rows_affected())
+    }
+}
+
+impl Store {
+    /// Sandboxes a fleet operation targets.
+    pub async fn operation_target_ids(&self, operation_id: &str) -> Result<Vec<String>> {
+        let rows = sqlx::query(
+            "SELECT sandbox_id FROM operation_targets WHERE operation_id = $1 ORDER BY sandbox_id",
+        )
+        .bind(operation_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| r.try_get::<String, _>("sandbox_id").map_err(Into::into))
+            .collect()
+    }
+}

@@ -8,14 +8,19 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use openshell_proto::v1 as pb;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 
 use super::identity::{Refusal, authenticate};
 use super::negotiate::{Capabilities, negotiate};
+use super::revisions_from_pb;
 use crate::api::convert::timestamp;
-use crate::metrics::ModeLabel;
+use crate::delivery::{self, Ack, Built, Component, SessionDelivery, SnapshotSource, StoreSource};
+use crate::metrics::{ModeLabel, OutcomeLabel, StatusLabel};
+use crate::operations::resolve::sanitize_error;
+use crate::operations::{ReportStatus, SupervisorReport, resolve_from_report};
+use crate::server::MAX_MESSAGE_BYTES;
 use crate::sessions::SessionInfo;
+use crate::snapshot::build_bootstrap;
 use crate::state::GatewayState;
 use crate::store::{OwnerClaim, new_id, now_ms};
 
@@ -25,13 +30,33 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 const MISSED_HEARTBEATS: u32 = 3;
 
 /// Starts the session task; the returned stream is what the gateway sends.
+/// Control frames (acceptance, heartbeats) always go out before
+/// configuration frames waiting at the same time.
 pub fn spawn(
     state: Arc<GatewayState>,
     inbound: Streaming<pb::SupervisorMessage>,
 ) -> impl Stream<Item = pb::GatewayMessage> {
-    let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(run(state, inbound, tx));
-    ReceiverStream::new(rx)
+    let (control_tx, control_rx) = mpsc::channel(16);
+    let (config_tx, config_rx) = mpsc::channel(4);
+    tokio::spawn(run(state, inbound, control_tx, config_tx));
+    futures::stream::unfold(
+        (control_rx, config_rx, false),
+        |(mut control, mut config, mut config_done)| async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    frame = control.recv() => {
+                        // The session ends with its control channel.
+                        return frame.map(|f| (f, (control, config, config_done)));
+                    }
+                    frame = config.recv(), if !config_done => match frame {
+                        Some(f) => return Some((f, (control, config, config_done))),
+                        None => config_done = true,
+                    },
+                }
+            }
+        },
+    )
 }
 
 fn rejected(refusal: Refusal) -> pb::GatewayMessage {
@@ -84,6 +109,7 @@ async fn run(
     state: Arc<GatewayState>,
     mut inbound: Streaming<pb::SupervisorMessage>,
     tx: mpsc::Sender<pb::GatewayMessage>,
+    config_tx: mpsc::Sender<pb::GatewayMessage>,
 ) {
     let hello = match read_hello(&mut inbound).await {
         Ok(hello) => hello,
@@ -119,12 +145,49 @@ async fn run(
     }
     let session_id = new_id("ss");
     let heartbeat_interval = state.config.heartbeat_interval;
+    // Push sessions are registered before the bootstrap is built, so a write
+    // committed meanwhile marks them and is rebuilt after the bootstrap.
+    let delivery = negotiation.push_enabled.then(|| {
+        let delivery = Arc::new(SessionDelivery::new(
+            sandbox.id.clone(),
+            session_id.clone(),
+            sandbox.workspace.clone(),
+            1,
+            negotiation.apply_enabled,
+        ));
+        state.publisher.register(delivery.clone());
+        delivery
+    });
+    let mut bootstrap = None;
+    if let Some(delivery) = &delivery {
+        match build_bootstrap_frames(&state, delivery).await {
+            Ok(frames) => bootstrap = Some(frames),
+            Err(reason) => {
+                state.publisher.unregister(delivery);
+                state
+                    .metrics
+                    .bootstraps
+                    .get_or_create(&OutcomeLabel {
+                        outcome: "build_failed",
+                    })
+                    .inc();
+                tracing::warn!(sandbox = %sandbox.id, %reason, "bootstrap could not be built");
+                let _ = tx
+                    .send(rejected(Refusal {
+                        reason,
+                        permanent: false,
+                    }))
+                    .await;
+                return;
+            }
+        }
+    }
     let accepted = pb::SessionAccepted {
         session_id: session_id.clone(),
         config_push_enabled: negotiation.push_enabled,
         config_apply_enabled: negotiation.apply_enabled,
-        bootstrap_config: None,
-        bootstrap_provider_environment: None,
+        bootstrap_config: bootstrap.as_ref().map(|b| b.config_frame.clone()),
+        bootstrap_provider_environment: bootstrap.as_ref().map(|b| b.env_frame.clone()),
         heartbeat_interval_ms: u32::try_from(heartbeat_interval.as_millis()).unwrap_or(u32::MAX),
         poll_interval_ms: 0,
         replica_id: state.config.replica_id.clone(),
@@ -138,6 +201,9 @@ async fn run(
         mode: negotiation.mode.as_str(),
     };
     if let Err(e) = state.store.claim_session(&claim).await {
+        if let Some(delivery) = &delivery {
+            state.publisher.unregister(delivery);
+        }
         tracing::warn!(error = %e, sandbox = %sandbox.id, "cannot record session owner");
         let _ = tx
             .send(rejected(Refusal {
@@ -181,15 +247,31 @@ async fn run(
         message: Some(pb::gateway_message::Message::Accepted(accepted)),
     };
     if tx.send(accepted_frame).await.is_ok() {
-        serve(
-            &state,
-            &sandbox.id,
-            &session_id,
-            &mut inbound,
-            &tx,
-            heartbeat_interval,
-        )
-        .await;
+        let mut session = LiveSession {
+            state: &state,
+            sandbox_id: &sandbox.id,
+            session_id: &session_id,
+            tx: &tx,
+            config_tx,
+            delivery: delivery.clone(),
+            bootstrap,
+            awaiting_bootstrap_until: None,
+            delivery_task: None,
+        };
+        if negotiation.apply_enabled {
+            session.awaiting_bootstrap_until =
+                Some(tokio::time::Instant::now() + state.tuning.bootstrap_result_timeout);
+        } else {
+            session.start_delivery();
+        }
+        session.serve(&mut inbound, heartbeat_interval).await;
+        if let Some(task) = session.delivery_task.take() {
+            task.abort();
+        }
+    }
+    if let Some(delivery) = &delivery {
+        delivery.close();
+        state.publisher.unregister(delivery);
     }
     state.sessions.unregister(&sandbox.id, &session_id);
     state.metrics.sessions_connected.dec();
@@ -199,52 +281,285 @@ async fn run(
     tracing::info!(sandbox = %sandbox.id, session = %session_id, "supervisor session closed");
 }
 
-/// Heartbeats out, frames in, until either side goes away or goes silent.
-async fn serve(
+struct BootstrapFrames {
+    config_frame: pb::ConfigUpdate,
+    env_frame: pb::ConfigUpdate,
+    config: Built,
+    env: Built,
+}
+
+async fn build_bootstrap_frames(
     state: &GatewayState,
-    sandbox_id: &str,
-    session_id: &str,
-    inbound: &mut Streaming<pb::SupervisorMessage>,
-    tx: &mpsc::Sender<pb::GatewayMessage>,
-    heartbeat_interval: Duration,
-) {
-    let mut ticker = tokio::time::interval(heartbeat_interval);
-    ticker.tick().await;
-    let silence_limit = heartbeat_interval * MISSED_HEARTBEATS;
-    let mut last_heard = tokio::time::Instant::now();
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {
-                if last_heard.elapsed() > silence_limit {
-                    tracing::warn!(sandbox = %sandbox_id, "supervisor went silent; closing its session");
-                    return;
-                }
-                if tx.send(heartbeat()).await.is_err() {
-                    return;
-                }
+    delivery: &SessionDelivery,
+) -> Result<BootstrapFrames, String> {
+    let deadline = state.tuning.bootstrap_deadline;
+    let (config, env) = match tokio::time::timeout(
+        deadline,
+        build_bootstrap(&state.store, &delivery.sandbox_id),
+    )
+    .await
+    {
+        Ok(Ok(pair)) => pair,
+        Ok(Err(e)) => return Err(format!("bootstrap build failed: {e}")),
+        Err(_) => {
+            return Err(format!(
+                "bootstrap build exceeded its {deadline:?} deadline"
+            ));
+        }
+    };
+    let mut config_frame = config.update.clone();
+    config_frame.sequence = delivery.next_sequence();
+    config_frame.delivery_id = config_frame.sequence;
+    let mut env_frame = env.update.clone();
+    env_frame.sequence = delivery.next_sequence();
+    env_frame.delivery_id = env_frame.sequence;
+    let size = prost::Message::encoded_len(&config_frame) + prost::Message::encoded_len(&env_frame);
+    if size > MAX_MESSAGE_BYTES {
+        return Err(format!(
+            "bootstrap is {size} bytes; the limit is {MAX_MESSAGE_BYTES} bytes"
+        ));
+    }
+    Ok(BootstrapFrames {
+        config_frame,
+        env_frame,
+        config,
+        env,
+    })
+}
+
+/// An accepted session while it lives.
+struct LiveSession<'a> {
+    state: &'a Arc<GatewayState>,
+    sandbox_id: &'a str,
+    session_id: &'a str,
+    tx: &'a mpsc::Sender<pb::GatewayMessage>,
+    config_tx: mpsc::Sender<pb::GatewayMessage>,
+    delivery: Option<Arc<SessionDelivery>>,
+    bootstrap: Option<BootstrapFrames>,
+    awaiting_bootstrap_until: Option<tokio::time::Instant>,
+    delivery_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl LiveSession<'_> {
+    fn start_delivery(&mut self) {
+        let Some(delivery) = &self.delivery else {
+            return;
+        };
+        if let Some(bootstrap) = &self.bootstrap {
+            delivery.record_bootstrap(&bootstrap.config, &bootstrap.env);
+        }
+        let source: Arc<dyn SnapshotSource> = Arc::new(StoreSource {
+            store: self.state.store.clone(),
+        });
+        self.delivery_task = Some(tokio::spawn(delivery::task::run(
+            delivery.clone(),
+            source,
+            self.state.permits.clone(),
+            self.config_tx.clone(),
+            self.state.tuning.clone(),
+            self.state.metrics.clone(),
+        )));
+    }
+
+    /// Ends the session with a reason the supervisor can log.
+    async fn close_with(&self, reason: String) {
+        tracing::warn!(sandbox = %self.sandbox_id, %reason, "closing session");
+        let _ = self
+            .tx
+            .send(rejected(Refusal {
+                reason,
+                permanent: false,
+            }))
+            .await;
+    }
+
+    async fn report(
+        &self,
+        status: ReportStatus,
+        revisions: Option<&pb::AppliedRevisions>,
+        reason: &str,
+    ) {
+        let report = SupervisorReport {
+            sandbox_id: self.sandbox_id.to_string(),
+            status,
+            revisions: revisions_from_pb(revisions),
+            reason: reason.to_string(),
+        };
+        self.state
+            .metrics
+            .reports
+            .get_or_create(&StatusLabel {
+                status: status.as_str(),
+            })
+            .inc();
+        match resolve_from_report(&self.state.store, &report).await {
+            Ok(n) => {
+                self.state.metrics.operations_resolved.inc_by(u64::from(n));
             }
-            frame = inbound.next() => {
-                match frame {
-                    Some(Ok(msg)) => {
-                        last_heard = tokio::time::Instant::now();
-                        state.sessions.heartbeat(sandbox_id, session_id);
-                        match msg.message {
-                            Some(pb::supervisor_message::Message::Heartbeat(_)) | None => {}
-                            Some(pb::supervisor_message::Message::Hello(_)) => {
-                                tracing::warn!(sandbox = %sandbox_id, "second hello on a session ignored");
-                            }
-                            Some(other) => {
-                                tracing::debug!(sandbox = %sandbox_id, frame = ?std::mem::discriminant(&other), "frame ignored on a polling session");
-                            }
-                        }
-                    }
-                    Some(Err(status)) => {
-                        tracing::debug!(sandbox = %sandbox_id, error = %status.message(), "session stream error");
+            Err(e) => {
+                tracing::warn!(error = %e, sandbox = %self.sandbox_id, "cannot resolve operations from ack")
+            }
+        }
+    }
+
+    /// Returns false when the session must end.
+    async fn on_bootstrap_result(&mut self, result: pb::BootstrapResult) -> bool {
+        if self.awaiting_bootstrap_until.take().is_none() {
+            tracing::warn!(sandbox = %self.sandbox_id, "unexpected bootstrap result ignored");
+            return true;
+        }
+        let metrics = &self.state.metrics;
+        if !result.applied {
+            metrics
+                .bootstraps
+                .get_or_create(&OutcomeLabel { outcome: "failed" })
+                .inc();
+            self.report(
+                ReportStatus::Failed {
+                    failed_closed: false,
+                },
+                result.revisions.as_ref(),
+                &result.reason,
+            )
+            .await;
+            self.close_with(format!(
+                "bootstrap failed on the supervisor: {}",
+                sanitize_error(&result.reason)
+            ))
+            .await;
+            return false;
+        }
+        let expected = self
+            .bootstrap
+            .as_ref()
+            .map(|b| (b.config.policy_revision, b.config.settings_revision));
+        let got = result
+            .revisions
+            .as_ref()
+            .map(|r| (r.policy_revision, r.sandbox_settings_revision));
+        if expected.is_some() && got != expected {
+            metrics
+                .bootstraps
+                .get_or_create(&OutcomeLabel {
+                    outcome: "mismatch",
+                })
+                .inc();
+            self.close_with(format!(
+                "bootstrap result reports revisions {got:?} but {expected:?} were sent"
+            ))
+            .await;
+            return false;
+        }
+        metrics
+            .bootstraps
+            .get_or_create(&OutcomeLabel { outcome: "applied" })
+            .inc();
+        self.report(ReportStatus::Applied, result.revisions.as_ref(), "")
+            .await;
+        self.start_delivery();
+        true
+    }
+
+    async fn on_config_result(&self, result: pb::ConfigUpdateResult) {
+        let Some(delivery) = &self.delivery else {
+            tracing::debug!(sandbox = %self.sandbox_id, "config result on a session without push ignored");
+            return;
+        };
+        let status = pb::ConfigApplyStatus::try_from(result.status)
+            .unwrap_or(pb::ConfigApplyStatus::Unspecified);
+        let component = match pb::ConfigComponent::try_from(result.component) {
+            Ok(pb::ConfigComponent::ProviderEnvironment) => Component::ProviderEnvironment,
+            _ => Component::SandboxConfig,
+        };
+        let report_status = match status {
+            pb::ConfigApplyStatus::Applied | pb::ConfigApplyStatus::Duplicate => {
+                Some(ReportStatus::Applied)
+            }
+            pb::ConfigApplyStatus::Failed => Some(ReportStatus::Failed {
+                failed_closed: result.failed_closed,
+            }),
+            pb::ConfigApplyStatus::RetainedLocalOverride => {
+                Some(ReportStatus::RetainedLocalOverride)
+            }
+            _ => None,
+        };
+        if let Some(report_status) = report_status {
+            self.report(report_status, result.revisions.as_ref(), &result.reason)
+                .await;
+        }
+        delivery.ack(Ack {
+            delivery_id: result.delivery_id,
+            component,
+            status,
+            reason: sanitize_error(&result.reason),
+        });
+    }
+
+    /// Heartbeats out, frames in, until either side goes away or goes silent.
+    async fn serve(
+        &mut self,
+        inbound: &mut Streaming<pb::SupervisorMessage>,
+        heartbeat_interval: Duration,
+    ) {
+        let mut ticker = tokio::time::interval(heartbeat_interval);
+        ticker.tick().await;
+        let silence_limit = heartbeat_interval * MISSED_HEARTBEATS;
+        let mut last_heard = tokio::time::Instant::now();
+        loop {
+            let bootstrap_deadline = self.awaiting_bootstrap_until;
+            tokio::select! {
+                _ = ticker.tick() => {
+                    if last_heard.elapsed() > silence_limit {
+                        tracing::warn!(sandbox = %self.sandbox_id, "supervisor went silent; closing its session");
                         return;
                     }
-                    None => return,
+                    if self.tx.send(heartbeat()).await.is_err() {
+                        return;
+                    }
+                }
+                () = sleep_until_opt(bootstrap_deadline) => {
+                    self.state.metrics.bootstraps.get_or_create(&OutcomeLabel { outcome: "timed_out" }).inc();
+                    self.close_with("no bootstrap result within the bootstrap timeout".into()).await;
+                    return;
+                }
+                frame = inbound.next() => {
+                    match frame {
+                        Some(Ok(msg)) => {
+                            last_heard = tokio::time::Instant::now();
+                            self.state.sessions.heartbeat(self.sandbox_id, self.session_id);
+                            match msg.message {
+                                Some(pb::supervisor_message::Message::Heartbeat(_)) | None => {}
+                                Some(pb::supervisor_message::Message::BootstrapResult(result)) => {
+                                    if !self.on_bootstrap_result(result).await {
+                                        return;
+                                    }
+                                }
+                                Some(pb::supervisor_message::Message::ConfigUpdateResult(result)) => {
+                                    self.on_config_result(result).await;
+                                }
+                                Some(pb::supervisor_message::Message::Hello(_)) => {
+                                    tracing::warn!(sandbox = %self.sandbox_id, "second hello on a session ignored");
+                                }
+                                Some(pb::supervisor_message::Message::StartupPrepared(_)) => {
+                                    tracing::warn!(sandbox = %self.sandbox_id, "startup frame outside the startup exchange ignored");
+                                }
+                            }
+                        }
+                        Some(Err(status)) => {
+                            tracing::debug!(sandbox = %self.sandbox_id, error = %status.message(), "session stream error");
+                            return;
+                        }
+                        None => return,
+                    }
                 }
             }
         }
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

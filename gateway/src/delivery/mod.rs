@@ -1,0 +1,22 @@
+//! Push delivery: dirty marks (`marks`), build permits with a sandbox-lane
+//! reserve (`permits`), one delivery task per push session (`task`) with
+//! latest-wins slots and ack holds, periodic reconcile, and publication of
+//! committed writes to the affected sessions (`publish`).
+//!
+//! Marks carry no data: a delivery task always builds complete snapshots
+//! from the store, so whatever it sends reflects every earlier commit.
+
+pub mod marks;
+pub mod permits;
+pub mod publish;
+pub mod task;
+pub mod tuning;
+
+pub use marks::{Component, Lane, Mark};
+pub use permits::Permits;
+pub use publish::{Publication, PublicationScope, Publisher};
+pub use task::{Ack, BuildError, Built, SessionDelivery, SnapshotSource, StoreSource};
+pub use tuning::DeliveryTuning;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,112 @@
+//! Publication: after a write commits, mark every affected push session
+//! dirty. Admission never blocks the writer and never drops a mark; in
+//! poll mode there are no push sessions and publication does nothing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::marks::{Component, Lane, Mark};
+use super::task::SessionDelivery;
+use crate::store::Store;
+
+/// Which sessions a committed write affects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublicationScope {
+    Sandbox(String),
+    Workspace(String),
+    Global,
+    /// Only sessions whose sandbox attaches this provider.
+    Provider(String),
+}
+
+/// One committed write.
+#[derive(Debug, Clone)]
+pub struct Publication {
+    pub scope: PublicationScope,
+    pub components: Vec<Component>,
+}
+
+impl Publication {
+    pub fn sandbox(id: &str, components: &[Component]) -> Self {
+        Self {
+            scope: PublicationScope::Sandbox(id.to_string()),
+            components: components.to_vec(),
+        }
+    }
+}
+
+/// The push sessions of this replica, by sandbox.
+#[derive(Debug, Default, Clone)]
+pub struct Publisher {
+    sessions: Arc<Mutex<HashMap<String, Arc<SessionDelivery>>>>,
+}
+
+impl Publisher {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<SessionDelivery>>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn register(&self, delivery: Arc<SessionDelivery>) {
+        if let Some(old) = self.lock().insert(delivery.sandbox_id.clone(), delivery) {
+            old.close();
+        }
+    }
+
+    pub fn unregister(&self, delivery: &SessionDelivery) {
+        let mut map = self.lock();
+        if map
+            .get(&delivery.sandbox_id)
+            .is_some_and(|d| d.session_id == delivery.session_id)
+        {
+            map.remove(&delivery.sandbox_id);
+        }
+    }
+
+    pub fn get(&self, sandbox_id: &str) -> Option<Arc<SessionDelivery>> {
+        self.lock().get(sandbox_id).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// Marks the affected sessions; returns how many were marked.
+    pub async fn publish(&self, store: &Store, publication: &Publication) -> usize {
+        if self.is_empty() {
+            return 0;
+        }
+        let targets: Vec<Arc<SessionDelivery>> = match &publication.scope {
+            PublicationScope::Sandbox(id) => self.get(id).into_iter().collect(),
+            PublicationScope::Workspace(ws) => self
+                .lock()
+                .values()
+                .filter(|d| &d.workspace == ws)
+                .cloned()
+                .collect(),
+            PublicationScope::Global => self.lock().values().cloned().collect(),
+            PublicationScope::Provider(provider_id) => {
+                match store.attaching_sandboxes(provider_id).await {
+                    Ok(ids) => ids.iter().filter_map(|id| self.get(id)).collect(),
+                    Err(e) => {
+                        // Reconcile repairs what this misses.
+                        tracing::warn!(error = %e, provider = %provider_id, "cannot resolve provider fanout");
+                        Vec::new()
+                    }
+                }
+            }
+        };
+        let lane = match publication.scope {
+            PublicationScope::Sandbox(_) => Lane::Sandbox,
+            _ => Lane::Fanout,
+        };
+        let mark = Mark::new(&publication.components, lane);
+        for delivery in &targets {
+            delivery.mark(mark, true);
+        }
+        targets.len()
+    }
+}

@@ -1,0 +1,606 @@
+//! The delivery task of one push session: wait for a mark (or a timer),
+//! take a build permit in the mark's lane, build complete snapshots, keep
+//! the newest per component in a latest-wins slot, and send it once the
+//! previous one of that component is acknowledged.
+//!
+//! Rules kept here: at most one unacked and one unsent snapshot per
+//! component; a fingerprint the supervisor rejected is not sent again until
+//! a build differs (no reject loops); a fingerprint the supervisor already
+//! applied is not resent; build failures back off 1-2-4-8-16-30 s and a new
+//! write cuts the wait; every reconcile interval `sandbox_config` (and any
+//! failed component) is rebuilt.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use openshell_proto::v1 as pb;
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+
+use super::marks::{Component, Lane, Mark};
+use super::permits::Permits;
+use super::tuning::DeliveryTuning;
+use crate::metrics::{DeliveryLabels, Metrics, StatusLabel};
+use crate::store::now_ms;
+
+/// A built snapshot, ready to be numbered and sent.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub component: Component,
+    pub update: pb::ConfigUpdate,
+    pub fingerprint: String,
+    /// Short revision summary for diagnostics (never values).
+    pub summary: String,
+    /// For `sandbox_config`: the tuple that operations are matched on.
+    pub policy_revision: u64,
+    pub settings_revision: u64,
+}
+
+/// Why a build failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BuildError {
+    #[error("build exceeded its {0:?} deadline")]
+    Deadline(Duration),
+    #[error("{0}")]
+    Store(String),
+}
+
+/// Where snapshots come from, and who hears about deliveries. The gateway
+/// uses [`StoreSource`]; scheduler tests use a fake.
+pub trait SnapshotSource: Send + Sync + 'static {
+    fn build<'a>(
+        &'a self,
+        sandbox_id: &'a str,
+        component: Component,
+    ) -> BoxFuture<'a, Result<Built, BuildError>>;
+    /// Called after a `sandbox_config` snapshot was handed to the session.
+    fn delivered<'a>(&'a self, sandbox_id: &'a str, built: &'a Built) -> BoxFuture<'a, ()>;
+}
+
+/// The supervisor's answer to one delivery, as the scheduler needs it.
+#[derive(Debug, Clone)]
+pub struct Ack {
+    pub delivery_id: u64,
+    pub component: Component,
+    pub status: pb::ConfigApplyStatus,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default)]
+struct InFlight {
+    delivery_id: u64,
+    fingerprint: String,
+    summary: String,
+    sent_at: Option<Instant>,
+}
+
+/// Per-component delivery state, also what `sessions inspect` shows.
+#[derive(Debug, Clone, Default)]
+pub struct ComponentState {
+    pub desired: String,
+    pub sent: String,
+    pub sent_at_ms: Option<i64>,
+    pub acked: String,
+    pub ack_status: String,
+    pub acked_at_ms: Option<i64>,
+    pub held: bool,
+    pub last_failure: String,
+    pub backoff: Duration,
+    pub dirty: bool,
+    pub lane: String,
+    slot: Option<Built>,
+    in_flight: Option<InFlight>,
+    rejected_fingerprint: Option<String>,
+    applied_fingerprint: Option<String>,
+    failed_last: bool,
+}
+
+/// Per-component state and recent events (time in ms, text) of a session.
+pub type Diagnostics = (Vec<(Component, ComponentState)>, Vec<(i64, String)>);
+
+/// Most recent events kept per session.
+const RECENT_EVENTS: usize = 20;
+
+#[derive(Debug, Default)]
+struct Inner {
+    mark: Mark,
+    /// A write (not reconcile) arrived: cuts any build backoff.
+    write_pending: bool,
+    acks: VecDeque<Ack>,
+    components: [ComponentState; 2],
+    failures: u32,
+    backoff_until: Option<Instant>,
+    events: VecDeque<(i64, String)>,
+}
+
+/// Shared state of one push session's delivery: marked by publications,
+/// fed acks by the session loop, drained by the delivery task.
+#[derive(Debug)]
+pub struct SessionDelivery {
+    pub sandbox_id: String,
+    pub session_id: String,
+    pub workspace: String,
+    inner: Mutex<Inner>,
+    notify: Notify,
+    closed: AtomicBool,
+    sequence: AtomicU64,
+    /// False for shadow push: snapshots are sent but never acknowledged.
+    expects_acks: bool,
+}
+
+impl SessionDelivery {
+    pub fn new(
+        sandbox_id: String,
+        session_id: String,
+        workspace: String,
+        first_sequence: u64,
+        expects_acks: bool,
+    ) -> Self {
+        Self {
+            expects_acks,
+            sandbox_id,
+            session_id,
+            workspace,
+            inner: Mutex::new(Inner::default()),
+            notify: Notify::new(),
+            closed: AtomicBool::new(false),
+            sequence: AtomicU64::new(first_sequence),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Merges a mark; `from_write` marks cut a build backoff.
+    pub fn mark(&self, mark: Mark, from_write: bool) {
+        if mark.is_empty() {
+            return;
+        }
+        {
+            let mut inner = self.lock();
+            inner.mark.merge(mark);
+            inner.write_pending |= from_write;
+        }
+        self.notify.notify_one();
+    }
+
+    pub fn ack(&self, ack: Ack) {
+        self.lock().acks.push_back(ack);
+        self.notify.notify_one();
+    }
+
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// The next per-session sequence number (also used as delivery id).
+    pub fn next_sequence(&self) -> u64 {
+        self.sequence.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Records that the bootstrap put these fingerprints in effect.
+    pub fn record_bootstrap(&self, config: &Built, provider_env: &Built) {
+        let mut inner = self.lock();
+        for built in [config, provider_env] {
+            let state = &mut inner.components[built.component.index()];
+            state.desired = built.summary.clone();
+            state.sent = built.summary.clone();
+            state.sent_at_ms = Some(now_ms());
+            state.acked = built.summary.clone();
+            state.ack_status = "APPLIED (bootstrap)".into();
+            state.acked_at_ms = Some(now_ms());
+            state.applied_fingerprint = Some(built.fingerprint.clone());
+        }
+        push_event(&mut inner, "bootstrap applied".into());
+    }
+
+    /// A copy of the per-component state and recent events, for diagnostics.
+    pub fn diagnostics(&self) -> Diagnostics {
+        let inner = self.lock();
+        let now = Instant::now();
+        let components = Component::ALL
+            .iter()
+            .map(|c| {
+                let mut state = inner.components[c.index()].clone();
+                state.dirty = inner.mark.contains(*c);
+                state.lane = if state.dirty {
+                    inner.mark.lane().as_str().into()
+                } else {
+                    String::new()
+                };
+                state.held = state.in_flight.is_some() && state.slot.is_some();
+                state.backoff = inner
+                    .backoff_until
+                    .map(|until| until.saturating_duration_since(now))
+                    .unwrap_or_default();
+                (*c, state)
+            })
+            .collect();
+        (components, inner.events.iter().cloned().collect())
+    }
+}
+
+fn push_event(inner: &mut Inner, text: String) {
+    if inner.events.len() == RECENT_EVENTS {
+        inner.events.pop_front();
+    }
+    inner.events.push_back((now_ms(), text));
+}
+
+/// Runs until the session closes or its outbound channel does.
+pub async fn run(
+    delivery: Arc<SessionDelivery>,
+    source: Arc<dyn SnapshotSource>,
+    permits: Arc<Permits>,
+    out: mpsc::Sender<pb::GatewayMessage>,
+    tuning: DeliveryTuning,
+    metrics: Arc<Metrics>,
+) {
+    let first_reconcile = tuning.reconcile_first_min + jitter(tuning.reconcile_interval);
+    let mut next_reconcile = Instant::now() + first_reconcile;
+    loop {
+        if delivery.is_closed() || out.is_closed() {
+            return;
+        }
+        let wake_at = next_wake(&delivery, next_reconcile, &tuning);
+        tokio::select! {
+            () = delivery.notify.notified() => {}
+            () = tokio::time::sleep_until(wake_at) => {}
+            () = out.closed() => return,
+        }
+        let now = Instant::now();
+        if now >= next_reconcile {
+            next_reconcile = now + tuning.reconcile_interval;
+            let mut components = vec![Component::SandboxConfig];
+            {
+                let inner = delivery.lock();
+                if inner.components[Component::ProviderEnvironment.index()].failed_last {
+                    components.push(Component::ProviderEnvironment);
+                }
+            }
+            delivery.mark(Mark::new(&components, Lane::Fanout), false);
+            metrics.reconcile_passes.inc();
+        }
+        process_acks(&delivery, &metrics);
+        expire_ack_waits(&delivery, &tuning);
+        let Some(mark) = take_mark(&delivery) else {
+            if !send_ready(&delivery, &source, &out).await {
+                return;
+            }
+            continue;
+        };
+        let lane = mark.lane();
+        let queued_at = Instant::now();
+        let permit = permits.acquire(lane).await;
+        metrics
+            .queue_wait
+            .get_or_create(&crate::metrics::LaneLabel {
+                lane: lane.as_str(),
+            })
+            .observe(queued_at.elapsed().as_secs_f64());
+        for component in mark.components() {
+            let deadline = match component {
+                Component::SandboxConfig => tuning.sandbox_config_deadline,
+                Component::ProviderEnvironment => tuning.provider_environment_deadline,
+            };
+            let result =
+                match tokio::time::timeout(deadline, source.build(&delivery.sandbox_id, component))
+                    .await
+                {
+                    Ok(result) => result,
+                    Err(_) => Err(BuildError::Deadline(deadline)),
+                };
+            let outcome = record_build(&delivery, component, result, &tuning, &metrics);
+            metrics
+                .builds
+                .get_or_create(&DeliveryLabels {
+                    component: component.as_str(),
+                    lane: lane.as_str(),
+                    outcome,
+                })
+                .inc();
+        }
+        drop(permit);
+        if delivery.is_closed() {
+            // A late build of a closed session is discarded.
+            return;
+        }
+        if !send_ready(&delivery, &source, &out).await {
+            return;
+        }
+    }
+}
+
+fn jitter(range: Duration) -> Duration {
+    use rand::Rng;
+    let millis = u64::try_from(range.as_millis()).unwrap_or(u64::MAX).max(1);
+    Duration::from_millis(rand::rng().random_range(0..millis))
+}
+
+fn next_wake(
+    delivery: &SessionDelivery,
+    next_reconcile: Instant,
+    tuning: &DeliveryTuning,
+) -> Instant {
+    let inner = delivery.lock();
+    let mut wake = next_reconcile;
+    if !inner.mark.is_empty()
+        && let Some(until) = inner.backoff_until
+    {
+        wake = wake.min(until);
+    }
+    for state in &inner.components {
+        if let Some(InFlight {
+            sent_at: Some(at), ..
+        }) = &state.in_flight
+        {
+            wake = wake.min(*at + tuning.ack_timeout);
+        }
+    }
+    wake
+}
+
+/// Takes the pending mark unless a build backoff is running (a write cuts it).
+fn take_mark(delivery: &SessionDelivery) -> Option<Mark> {
+    let mut inner = delivery.lock();
+    if inner.mark.is_empty() {
+        return None;
+    }
+    if inner.write_pending {
+        inner.backoff_until = None;
+        inner.write_pending = false;
+    }
+    if inner
+        .backoff_until
+        .is_some_and(|until| Instant::now() < until)
+    {
+        return None;
+    }
+    Some(std::mem::take(&mut inner.mark))
+}
+
+fn process_acks(delivery: &SessionDelivery, metrics: &Metrics) {
+    let mut inner = delivery.lock();
+    while let Some(ack) = inner.acks.pop_front() {
+        let status_name = ack
+            .status
+            .as_str_name()
+            .trim_start_matches("CONFIG_APPLY_STATUS_");
+        metrics
+            .acks
+            .get_or_create(&StatusLabel {
+                status: static_status(ack.status),
+            })
+            .inc();
+        let state = &mut inner.components[ack.component.index()];
+        let Some(in_flight) = state
+            .in_flight
+            .take_if(|f| f.delivery_id == ack.delivery_id)
+        else {
+            // An ack for something no longer in flight (resent after a timeout): nothing held.
+            continue;
+        };
+        state.acked = in_flight.summary.clone();
+        state.ack_status = status_name.to_string();
+        state.acked_at_ms = Some(now_ms());
+        match ack.status {
+            pb::ConfigApplyStatus::Applied
+            | pb::ConfigApplyStatus::Duplicate
+            | pb::ConfigApplyStatus::RetainedLocalOverride => {
+                state.applied_fingerprint = Some(in_flight.fingerprint);
+                state.rejected_fingerprint = None;
+                state.failed_last = false;
+                state.last_failure.clear();
+            }
+            pb::ConfigApplyStatus::Failed => {
+                state.rejected_fingerprint = Some(in_flight.fingerprint);
+                state.failed_last = true;
+                state.last_failure = ack.reason.clone();
+            }
+            _ => {}
+        }
+        let text = format!(
+            "{} delivery {} acked {status_name}{}",
+            ack.component.as_str(),
+            ack.delivery_id,
+            if ack.reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", ack.reason)
+            }
+        );
+        push_event(&mut inner, text);
+    }
+}
+
+fn static_status(status: pb::ConfigApplyStatus) -> &'static str {
+    match status {
+        pb::ConfigApplyStatus::Applied => "APPLIED",
+        pb::ConfigApplyStatus::Failed => "FAILED",
+        pb::ConfigApplyStatus::RetainedLocalOverride => "RETAINED_LOCAL_OVERRIDE",
+        pb::ConfigApplyStatus::AwaitingComponent => "AWAITING_COMPONENT",
+        pb::ConfigApplyStatus::Duplicate => "DUPLICATE",
+        pb::ConfigApplyStatus::Stale => "STALE",
+        pb::ConfigApplyStatus::Unspecified => "UNSPECIFIED",
+    }
+}
+
+/// An unacked delivery past the ack timeout is forgotten and the latest rebuilt.
+fn expire_ack_waits(delivery: &SessionDelivery, tuning: &DeliveryTuning) {
+    let now = Instant::now();
+    let mut expired = Vec::new();
+    {
+        let mut inner = delivery.lock();
+        for c in Component::ALL {
+            let state = &mut inner.components[c.index()];
+            if state
+                .in_flight
+                .as_ref()
+                .and_then(|f| f.sent_at)
+                .is_some_and(|at| now >= at + tuning.ack_timeout)
+            {
+                state.in_flight = None;
+                expired.push(c);
+            }
+        }
+        for c in &expired {
+            push_event(
+                &mut inner,
+                format!("{} ack timed out; resending the latest", c.as_str()),
+            );
+        }
+    }
+    if !expired.is_empty() {
+        delivery.mark(Mark::new(&expired, Lane::Fanout), false);
+    }
+}
+
+fn record_build(
+    delivery: &SessionDelivery,
+    component: Component,
+    result: Result<Built, BuildError>,
+    tuning: &DeliveryTuning,
+    metrics: &Metrics,
+) -> &'static str {
+    let mut inner = delivery.lock();
+    match result {
+        Ok(built) => {
+            inner.failures = 0;
+            inner.backoff_until = None;
+            let state = &mut inner.components[component.index()];
+            state.desired = built.summary.clone();
+            if state.rejected_fingerprint.as_deref() == Some(built.fingerprint.as_str()) {
+                // No reject loop: the supervisor already refused exactly this.
+                state.slot = None;
+                metrics.suppressed_resends.inc();
+                return "suppressed_rejected";
+            }
+            let in_flight_same = state.in_flight.as_ref().map(|f| f.fingerprint.as_str())
+                == Some(built.fingerprint.as_str());
+            let applied_same =
+                state.applied_fingerprint.as_deref() == Some(built.fingerprint.as_str());
+            if in_flight_same || (applied_same && state.in_flight.is_none()) {
+                state.slot = None;
+                return "unchanged";
+            }
+            state.slot = Some(built);
+            "built"
+        }
+        Err(err) => {
+            inner.failures += 1;
+            let backoff = tuning.backoff(inner.failures);
+            inner.backoff_until = Some(Instant::now() + backoff);
+            inner.mark.merge(Mark::new(&[component], Lane::Fanout));
+            let state = &mut inner.components[component.index()];
+            state.last_failure = format!("build failed: {err}");
+            push_event(
+                &mut inner,
+                format!(
+                    "{} build failed: {err}; retry in {backoff:?}",
+                    component.as_str()
+                ),
+            );
+            "failed"
+        }
+    }
+}
+
+/// Sends every slotted snapshot whose component has nothing in flight.
+/// Returns false once the session's outbound side is gone.
+async fn send_ready(
+    delivery: &SessionDelivery,
+    source: &Arc<dyn SnapshotSource>,
+    out: &mpsc::Sender<pb::GatewayMessage>,
+) -> bool {
+    for component in Component::ALL {
+        let ready = {
+            let mut inner = delivery.lock();
+            let state = &mut inner.components[component.index()];
+            if state.in_flight.is_some() {
+                None
+            } else {
+                state.slot.take()
+            }
+        };
+        let Some(built) = ready else { continue };
+        let sequence = delivery.next_sequence();
+        let mut update = built.update.clone();
+        update.delivery_id = sequence;
+        update.sequence = sequence;
+        {
+            let mut inner = delivery.lock();
+            let state = &mut inner.components[component.index()];
+            if delivery.expects_acks {
+                state.in_flight = Some(InFlight {
+                    delivery_id: sequence,
+                    fingerprint: built.fingerprint.clone(),
+                    summary: built.summary.clone(),
+                    sent_at: Some(Instant::now()),
+                });
+            } else {
+                // Shadow push: nothing will be acknowledged, so nothing is held.
+                state.applied_fingerprint = Some(built.fingerprint.clone());
+            }
+            state.sent = built.summary.clone();
+            state.sent_at_ms = Some(now_ms());
+            push_event(
+                &mut inner,
+                format!(
+                    "{} delivery {sequence} sent: {}",
+                    component.as_str(),
+                    built.summary
+                ),
+            );
+        }
+        let frame = pb::GatewayMessage {
+            message: Some(pb::gateway_message::Message::ConfigUpdate(update)),
+        };
+        if out.send(frame).await.is_err() {
+            return false;
+        }
+        if component == Component::SandboxConfig {
+            source.delivered(&delivery.sandbox_id, &built).await;
+        }
+    }
+    true
+}
+
+/// The real source: the one snapshot builder over the store.
+pub struct StoreSource {
+    pub store: crate::store::Store,
+}
+
+impl SnapshotSource for StoreSource {
+    fn build<'a>(
+        &'a self,
+        sandbox_id: &'a str,
+        component: Component,
+    ) -> BoxFuture<'a, Result<Built, BuildError>> {
+        Box::pin(async move {
+            crate::snapshot::build_component(&self.store, sandbox_id, component)
+                .await
+                .map_err(|e| BuildError::Store(e.to_string()))
+        })
+    }
+
+    fn delivered<'a>(&'a self, sandbox_id: &'a str, built: &'a Built) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Err(e) = self
+                .store
+                .mark_delivered(sandbox_id, built.policy_revision, built.settings_revision)
+                .await
+            {
+                tracing::warn!(error = %e, sandbox = %sandbox_id, "cannot mark operations delivered");
+            }
+        })
+    }
+}

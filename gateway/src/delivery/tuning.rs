@@ -1,0 +1,66 @@
+//! Intervals and bounds of push delivery, with production defaults.
+//! Tests shorten them; operators normally never touch them.
+
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct DeliveryTuning {
+    /// Every session rebuilds `sandbox_config` this often.
+    pub reconcile_interval: Duration,
+    /// The first reconcile pass comes at a random point in
+    /// `[reconcile_first_min, reconcile_first_min + reconcile_interval)` after registration.
+    pub reconcile_first_min: Duration,
+    /// How long a sent snapshot may wait for its ack before the latest is resent.
+    pub ack_timeout: Duration,
+    /// Build deadlines, counted from when the permit is held.
+    pub sandbox_config_deadline: Duration,
+    pub provider_environment_deadline: Duration,
+    pub bootstrap_deadline: Duration,
+    /// Build failure backoff: doubles from `backoff_base` up to `backoff_max`.
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    /// How long the gateway waits for a bootstrap result before closing the session.
+    pub bootstrap_result_timeout: Duration,
+}
+
+impl Default for DeliveryTuning {
+    fn default() -> Self {
+        Self {
+            reconcile_interval: Duration::from_secs(30),
+            reconcile_first_min: Duration::from_secs(30),
+            ack_timeout: Duration::from_secs(60),
+            sandbox_config_deadline: Duration::from_secs(5),
+            provider_environment_deadline: Duration::from_secs(20),
+            bootstrap_deadline: Duration::from_secs(45),
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(30),
+            bootstrap_result_timeout: Duration::from_secs(45),
+        }
+    }
+}
+
+impl DeliveryTuning {
+    /// Backoff after `failures` consecutive build failures: 1, 2, 4, 8, 16, then 30 s.
+    pub fn backoff(&self, failures: u32) -> Duration {
+        if failures == 0 {
+            return Duration::ZERO;
+        }
+        let factor = 1u32 << (failures - 1).min(16);
+        self.backoff_base
+            .saturating_mul(factor)
+            .min(self.backoff_max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_1_2_4_8_16_then_30() {
+        let t = DeliveryTuning::default();
+        let secs: Vec<u64> = (1..=8).map(|n| t.backoff(n).as_secs()).collect();
+        assert_eq!(secs, vec![1, 2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(t.backoff(0), Duration::ZERO);
+    }
+}
