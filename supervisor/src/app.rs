@@ -1,0 +1,210 @@
+//! The binary's wiring: a [`FileApplier`], a [`Supervisor`] (or standalone mode) and the
+//! workload, started once the first configuration is active.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tracing::{info, warn};
+
+use crate::apply::{FileApplier, FileApplierConfig};
+use crate::args::Args;
+use crate::error::SupervisorError;
+use crate::identity::Identity;
+use crate::local_policy::{PolicyFileWatcher, WatchEvent};
+use crate::signals::{Signals, signal_exit_code};
+use crate::standalone::{self, STANDALONE_SANDBOX_ID, StandaloneOptions, log_invalid};
+use crate::supervisor::{Supervisor, SupervisorOptions};
+use crate::workload::{Workload, supervise};
+
+/// How long the supervisor waits for its session to wind down after the workload exited.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs the supervisor the command line describes; returns the process exit code.
+pub async fn run(args: Args) -> Result<i32, SupervisorError> {
+    let mut signals = Signals::install().map_err(SupervisorError::Signals)?;
+    let sandbox_id = args
+        .sandbox
+        .clone()
+        .unwrap_or_else(|| STANDALONE_SANDBOX_ID.to_string());
+    let mut applier_config = FileApplierConfig::new(&args.state_dir, &sandbox_id);
+    applier_config.on_apply = args.on_apply.clone();
+    applier_config.hook_timeout = args.on_apply_timeout;
+    applier_config.reload_signal = args.reload_signal;
+    let applier =
+        Arc::new(
+            FileApplier::new(applier_config).map_err(|source| SupervisorError::StateDir {
+                path: args.state_dir.clone(),
+                source,
+            })?,
+        );
+    if args.standalone {
+        let Some(policy_file) = args.policy_file.clone() else {
+            return Err(SupervisorError::Usage(
+                "--standalone needs --policy-file".into(),
+            ));
+        };
+        let options = StandaloneOptions {
+            policy_file,
+            sandbox_id,
+            watch_interval: args.watch_interval,
+            command: args.command.clone(),
+        };
+        return standalone::run(options, applier, &mut signals).await;
+    }
+    run_gateway(args, sandbox_id, applier, &mut signals).await
+}
+
+async fn run_gateway(
+    args: Args,
+    sandbox_id: String,
+    applier: Arc<FileApplier>,
+    signals: &mut Signals,
+) -> Result<i32, SupervisorError> {
+    let (Some(gateway), Some(credential_file)) =
+        (args.gateway.clone(), args.credential_file.clone())
+    else {
+        return Err(SupervisorError::Usage(
+            "--gateway, --sandbox and --credential-file are required without --standalone".into(),
+        ));
+    };
+    let identity = Identity::from_credential_file(sandbox_id, &credential_file)?;
+    let mut options = SupervisorOptions::new(gateway, identity);
+    options.protocol_revision = args.protocol_revision;
+    options.config_apply = !args.no_config_apply;
+    options.poll_interval = args.poll_interval;
+    options.heartbeat_interval = args.heartbeat_interval;
+    if let Some(path) = &args.ca_file {
+        options.ca_pem = Some(
+            std::fs::read(path).map_err(|source| SupervisorError::CaFile {
+                path: path.clone(),
+                source,
+            })?,
+        );
+    }
+    let mut watcher = args.policy_file.as_ref().map(PolicyFileWatcher::new);
+    if let Some(watcher) = watcher.as_mut() {
+        options.local_policy = Some(match watcher.check() {
+            WatchEvent::Changed(result) => result?,
+            WatchEvent::Unreadable(err) => return Err(err.into()),
+            WatchEvent::Unchanged => crate::LocalPolicy::load(watcher.path())?,
+        });
+    }
+
+    let supervisor = Supervisor::new(options, applier.clone());
+    let mut status = supervisor.status();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let runner = supervisor.clone();
+    let mut task = tokio::spawn(async move {
+        runner
+            .run(async {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+
+    info!("waiting for the first configuration before starting the workload");
+    let active = tokio::select! {
+        ready = status.wait_for(|s| s.active.is_some()) => match ready {
+            Ok(s) => s.active.clone(),
+            Err(_) => None,
+        },
+        signal = signals.recv() => {
+            info!(signal = %signal, "stopped before the workload started");
+            let _ = stop_tx.send(());
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, &mut task).await;
+            return Ok(signal_exit_code(signal));
+        }
+        joined = &mut task => return Err(session_end(joined)),
+    };
+    if active.is_none() {
+        return Err(session_end(task.await));
+    }
+    // Subscribe before reading the configuration to start with: a change after this point is
+    // signalled, one before it is already in what the workload starts with.
+    let reload = applier.subscribe();
+    let Some(active) = status.borrow().active.clone() else {
+        return Err(session_end(task.await));
+    };
+    let workload = Workload::spawn(
+        &args.command,
+        &active.provider_values(),
+        &applier.state_env(),
+    )?;
+    drop(active);
+    let watch = watcher.map(|w| {
+        tokio::spawn(watch_local_policy(
+            w,
+            supervisor.clone(),
+            args.watch_interval,
+        ))
+    });
+
+    let mut fatal = None;
+    let code = {
+        let stop = async {
+            match (&mut task).await {
+                Ok(Ok(())) => std::future::pending::<()>().await,
+                joined => fatal = Some(session_end(joined)),
+            }
+        };
+        supervise(workload, reload, signals, stop).await
+    };
+    if let Some(watch) = watch {
+        watch.abort();
+    }
+    if let Some(err) = fatal {
+        return Err(err);
+    }
+    let _ = stop_tx.send(());
+    if tokio::time::timeout(SHUTDOWN_GRACE, &mut task)
+        .await
+        .is_err()
+    {
+        warn!("session did not wind down in time");
+        task.abort();
+    }
+    Ok(code)
+}
+
+/// Turns the supervisor task's end into the error the binary exits with.
+fn session_end(
+    joined: Result<Result<(), SupervisorError>, tokio::task::JoinError>,
+) -> SupervisorError {
+    match joined {
+        Ok(Err(err)) => err,
+        Ok(Ok(())) => SupervisorError::Rejected {
+            reason: "the session ended".into(),
+        },
+        Err(join) => SupervisorError::Rejected {
+            reason: format!("the session task failed: {join}"),
+        },
+    }
+}
+
+/// With a gateway, edits to the local policy file are re-applied too (the gateway's settings
+/// and provider environment stay as they are).
+async fn watch_local_policy(
+    mut watcher: PolicyFileWatcher,
+    supervisor: Supervisor,
+    every: Duration,
+) {
+    loop {
+        tokio::time::sleep(every).await;
+        match watcher.check() {
+            WatchEvent::Unchanged | WatchEvent::Unreadable(_) => {}
+            WatchEvent::Changed(Ok(policy)) => {
+                let hash = policy.hash().to_string();
+                match supervisor.set_local_policy(policy).await {
+                    Some(Ok(())) | None => {
+                        info!(policy_hash = %hash, "local policy file changed; applied")
+                    }
+                    Some(Err(err)) => {
+                        warn!(reason = %err, "local policy file changed but did not apply; keeping the last-known-good")
+                    }
+                }
+            }
+            WatchEvent::Changed(Err(err)) => log_invalid(&err),
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! The seam between "what should be active" and "make it active".
+//!
+//! Sessions, polling and standalone mode decide *when* to apply; an [`Applier`] decides *how*.
+//! The real one writes the state directory ([`crate::FileApplier`]); the in-memory one
+//! ([`crate::MemoryApplier`]) lets tests and the fleet benchmark run many supervisors in one
+//! process.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use openshell_proto::v1::AppliedRevisions;
+
+use crate::desired::DesiredConfig;
+use crate::sanitize::sanitize_reason;
+
+/// A boxed, sendable future, so [`Applier`] stays usable as `Arc<dyn Applier>`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Stages, validates and activates a desired configuration.
+///
+/// An implementation must leave the previous configuration active when it returns an error
+/// (last-known-good), unless it reports `failed_closed`, in which case the sandbox is
+/// quarantined instead.
+pub trait Applier: Send + Sync {
+    fn apply<'a>(
+        &'a self,
+        desired: &'a DesiredConfig,
+    ) -> BoxFuture<'a, Result<ApplyReport, ApplyError>>;
+}
+
+/// What a successful apply did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyReport {
+    /// Revisions now active.
+    pub revisions: AppliedRevisions,
+    /// True for the first activation of this applier's life (nothing was active before).
+    pub first_activation: bool,
+}
+
+/// Where in the pipeline an apply failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyStage {
+    /// Decoding or validating the snapshot; nothing was touched.
+    Stage,
+    /// Writing the active configuration.
+    Activate,
+    /// The on-apply hook refused the new configuration; the previous one was restored.
+    Hook,
+}
+
+/// A failed apply. The reason is sanitized at construction: it never holds a provider value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct ApplyError {
+    pub stage: ApplyStage,
+    pub reason: String,
+    /// True when the failure quarantined the sandbox (`fail_closed`).
+    pub failed_closed: bool,
+}
+
+impl ApplyError {
+    /// Builds an error whose reason is masked against every value of `desired`.
+    pub fn new(stage: ApplyStage, reason: &str, desired: &DesiredConfig) -> Self {
+        Self {
+            stage,
+            reason: sanitize_reason(reason, desired.sensitive_values()),
+            failed_closed: false,
+        }
+    }
+
+    pub fn with_failed_closed(mut self, failed_closed: bool) -> Self {
+        self.failed_closed = failed_closed;
+        self
+    }
+}

@@ -1,0 +1,167 @@
+//! The real applier: stage → validate → activate into the state directory, with an optional
+//! on-apply hook, last-known-good rollback, fail-closed quarantine and a reload notice for the
+//! workload.
+//!
+//! State directory layout (`--state-dir`, default `./openshell-state`):
+//!
+//! ```text
+//! active/policy.json        effective policy, canonical JSON (0644)
+//! active/settings.json      effective settings: key → {value, scope}, plus scope revisions (0644)
+//! active/provider-env.json  provider values: name → {value, class, provider} (0600)
+//! active/revisions.json     revisions and hash of what is active, written last (0644)
+//! active/quarantine.json    present only while quarantined: deny all network access (0644)
+//! ```
+
+pub mod activate;
+pub mod hook;
+pub mod stage;
+pub mod state_dir;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tracing::warn;
+
+use self::activate::{Hook, activate, lift_quarantine, quarantine, state_env};
+use self::stage::{POLICY_FILE, stage};
+use self::state_dir::StateDir;
+use crate::applier::{Applier, ApplyError, ApplyReport, BoxFuture};
+use crate::desired::{DesiredConfig, FailureMode, RELOAD_SIGNAL_KEY};
+use crate::reload::{ReloadReceiver, ReloadSender, ReloadSignal, notify, reload_channel};
+
+/// How a [`FileApplier`] behaves.
+#[derive(Debug, Clone)]
+pub struct FileApplierConfig {
+    pub state_dir: PathBuf,
+    /// Passed to the hook as `OPENSHELL_SANDBOX_ID`.
+    pub sandbox_id: String,
+    /// Shell command run after every activation; a failure rolls the activation back.
+    pub on_apply: Option<String>,
+    pub hook_timeout: Duration,
+    /// Signal for live changes, unless the `reload_signal` setting is set at some scope.
+    pub reload_signal: ReloadSignal,
+}
+
+impl FileApplierConfig {
+    pub fn new(state_dir: impl Into<PathBuf>, sandbox_id: impl Into<String>) -> Self {
+        Self {
+            state_dir: state_dir.into(),
+            sandbox_id: sandbox_id.into(),
+            on_apply: None,
+            hook_timeout: hook::DEFAULT_HOOK_TIMEOUT,
+            reload_signal: ReloadSignal::default(),
+        }
+    }
+}
+
+/// Applies configurations to files under the state directory.
+pub struct FileApplier {
+    config: FileApplierConfig,
+    dir: StateDir,
+    reload: ReloadSender,
+    /// Serializes applies; counts activations so the first one is known.
+    activations: Mutex<u64>,
+}
+
+impl FileApplier {
+    /// Creates the state directory (and cleans temporary files a crash left behind).
+    pub fn new(mut config: FileApplierConfig) -> std::io::Result<Self> {
+        StateDir::new(&config.state_dir).prepare()?;
+        // Absolute, because the hook and the workload get it in their environment and may
+        // change directory.
+        config.state_dir = std::fs::canonicalize(&config.state_dir)?;
+        let dir = StateDir::new(&config.state_dir);
+        let (reload, _) = reload_channel();
+        Ok(Self {
+            config,
+            dir,
+            reload,
+            activations: Mutex::new(0),
+        })
+    }
+
+    pub fn state_dir(&self) -> &StateDir {
+        &self.dir
+    }
+
+    /// `active/policy.json`, as the hook and the workload see it in `OPENSHELL_POLICY_FILE`.
+    pub fn policy_file(&self) -> PathBuf {
+        self.dir.active_file(POLICY_FILE)
+    }
+
+    /// `OPENSHELL_STATE_DIR`, `OPENSHELL_POLICY_FILE` and `OPENSHELL_SANDBOX_ID`.
+    pub fn state_env(&self) -> Vec<(&'static str, String)> {
+        state_env(&self.dir, &self.policy_file(), &self.config.sandbox_id)
+    }
+
+    /// Live-change notices for the workload. A new receiver counts every earlier activation
+    /// as seen, so subscribing right before starting the workload skips the first one.
+    pub fn subscribe(&self) -> ReloadReceiver {
+        self.reload.subscribe()
+    }
+
+    fn reload_signal_for(&self, desired: &DesiredConfig) -> ReloadSignal {
+        match desired.string_setting(RELOAD_SIGNAL_KEY) {
+            Some((name, true)) => name.parse().unwrap_or(self.config.reload_signal),
+            _ => self.config.reload_signal,
+        }
+    }
+
+    async fn apply_locked(&self, desired: &DesiredConfig) -> Result<ApplyReport, ApplyError> {
+        let mut activations = self.activations.lock().await;
+        let result = self.stage_and_activate(desired).await;
+        match result {
+            Ok(()) => {
+                lift_quarantine(&self.dir).await;
+                let first_activation = *activations == 0;
+                *activations += 1;
+                notify(&self.reload, self.reload_signal_for(desired));
+                Ok(ApplyReport {
+                    revisions: desired.revisions(),
+                    first_activation,
+                })
+            }
+            Err(err) => Err(self.fail(desired, err).await),
+        }
+    }
+
+    async fn stage_and_activate(&self, desired: &DesiredConfig) -> Result<(), ApplyError> {
+        let staged = stage(desired)?;
+        let hook = self.config.on_apply.as_deref().map(|command| Hook {
+            command,
+            timeout: self.config.hook_timeout,
+            env: self.state_env(),
+        });
+        activate(&self.dir, staged, hook, desired).await
+    }
+
+    /// Applies the failure mode the desired configuration asks for.
+    async fn fail(&self, desired: &DesiredConfig, err: ApplyError) -> ApplyError {
+        if desired.failure_mode() != FailureMode::FailClosed {
+            return err;
+        }
+        if quarantine(&self.dir, desired, &err.reason).await {
+            warn!(
+                "apply failed with policy_validation_failure_mode = fail_closed: sandbox quarantined"
+            );
+            notify(&self.reload, self.reload_signal_for(desired));
+            err.with_failed_closed(true)
+        } else {
+            err
+        }
+    }
+}
+
+impl Applier for FileApplier {
+    fn apply<'a>(
+        &'a self,
+        desired: &'a DesiredConfig,
+    ) -> BoxFuture<'a, Result<ApplyReport, ApplyError>> {
+        Box::pin(self.apply_locked(desired))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

@@ -1,0 +1,64 @@
+//! The OpenShell sandbox supervisor.
+//!
+//! It owns the supervisor's side of the `Supervisor` gRPC contract and everything between a
+//! delivered snapshot and a running workload:
+//!
+//! - the `ConnectSupervisor` session ([`Supervisor`], [`run_session`]): hello with capability
+//!   flags, acceptance or rejection, heartbeats, reconnecting with jittered backoff
+//!   ([`backoff`]); in push mode the bootstrap and `ConfigUpdate` acks (`STALE`, `DUPLICATE`,
+//!   `AWAITING_COMPONENT`, …); otherwise polling with status reports through an outbox;
+//! - applying configuration behind the [`Applier`] trait: [`FileApplier`] stages, validates and
+//!   atomically activates files under the state directory with an on-apply hook, last-known-good
+//!   rollback and fail-closed quarantine ([`apply`]); [`MemoryApplier`] keeps it in memory for
+//!   tests and the fleet benchmark;
+//! - the local policy override and standalone mode ([`local_policy`], [`standalone`]);
+//! - the workload process: environment, reload and termination signals, exit code
+//!   ([`workload`]).
+//!
+//! It does not own the policy schema, the settings registry or the secret type (those are
+//! `openshell-core`), nor the wire format (`openshell-proto`). It does not enforce the policy
+//! either: it writes the active configuration and tells the workload; enforcing network and
+//! filesystem rules is the job of whatever reads the state directory. Failure reasons it sends
+//! never carry provider values or credentials ([`sanitize`]).
+
+pub mod applier;
+pub mod apply;
+pub mod args;
+pub mod backoff;
+pub mod desired;
+pub mod error;
+pub mod identity;
+pub mod local_policy;
+pub mod logging;
+pub mod memory;
+pub mod reload;
+pub mod sanitize;
+pub mod signals;
+pub mod standalone;
+pub mod status;
+pub mod supervisor;
+pub mod workload;
+
+mod app;
+mod client;
+mod engine;
+mod outbox;
+mod poll;
+mod push;
+mod session;
+
+pub use app::run as run_cli;
+pub use applier::{Applier, ApplyError, ApplyReport, ApplyStage, BoxFuture};
+pub use apply::{FileApplier, FileApplierConfig};
+pub use backoff::{Backoff, BackoffConfig};
+pub use desired::{DesiredConfig, FailureMode};
+pub use error::SupervisorError;
+pub use identity::Identity;
+pub use local_policy::LocalPolicy;
+pub use memory::MemoryApplier;
+pub use reload::ReloadSignal;
+pub use status::{SessionState, SupervisorStatus};
+pub use supervisor::{Supervisor, SupervisorOptions, run_session};
+
+/// Reason sent with `RETAINED_LOCAL_OVERRIDE`.
+pub const LOCAL_OVERRIDE_REASON: &str = "local policy file keeps precedence";

@@ -1,0 +1,144 @@
+//! An applier that keeps the active configuration in memory, for tests and for the fleet
+//! benchmark that runs thousands of supervisors in one process.
+//!
+//! It validates exactly like the real applier (same staging checks) and honours
+//! `fail_closed`, so the statuses a gateway sees from it are the ones a real sandbox would send.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::applier::{Applier, ApplyError, ApplyReport, ApplyStage, BoxFuture};
+use crate::apply::stage::validate;
+use crate::desired::{DesiredConfig, FailureMode};
+
+#[derive(Default)]
+struct MemoryState {
+    active: Option<Arc<DesiredConfig>>,
+    applies: u64,
+    failures: u64,
+    injected_failure: Option<String>,
+    quarantined: bool,
+}
+
+/// Keeps the last applied configuration; can be told to fail.
+#[derive(Default)]
+pub struct MemoryApplier {
+    state: Mutex<MemoryState>,
+}
+
+impl MemoryApplier {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An applier whose every apply fails with `reason` until [`MemoryApplier::set_failure`]
+    /// clears it.
+    pub fn failing(reason: impl Into<String>) -> Self {
+        let applier = Self::default();
+        applier.set_failure(Some(reason.into()));
+        applier
+    }
+
+    /// Makes later applies fail (as if the hook refused them), or succeed again with `None`.
+    pub fn set_failure(&self, reason: Option<String>) {
+        self.lock().injected_failure = reason;
+    }
+
+    /// The configuration last applied successfully.
+    pub fn active(&self) -> Option<Arc<DesiredConfig>> {
+        self.lock().active.clone()
+    }
+
+    /// Successful applies so far.
+    pub fn apply_count(&self) -> u64 {
+        self.lock().applies
+    }
+
+    /// Failed applies so far.
+    pub fn failure_count(&self) -> u64 {
+        self.lock().failures
+    }
+
+    pub fn is_quarantined(&self) -> bool {
+        self.lock().quarantined
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MemoryState> {
+        // The state stays consistent across a panic in another thread: every update is a
+        // plain assignment.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn apply_now(&self, desired: &DesiredConfig) -> Result<ApplyReport, ApplyError> {
+        let mut state = self.lock();
+        let result = match validate(desired) {
+            Ok(_) => match &state.injected_failure {
+                Some(reason) => Err(ApplyError::new(ApplyStage::Hook, reason, desired)),
+                None => Ok(()),
+            },
+            Err(err) => Err(err),
+        };
+        match result {
+            Ok(()) => {
+                let first_activation = state.active.is_none();
+                state.active = Some(Arc::new(desired.clone()));
+                state.applies += 1;
+                state.quarantined = false;
+                Ok(ApplyReport {
+                    revisions: desired.revisions(),
+                    first_activation,
+                })
+            }
+            Err(err) => {
+                state.failures += 1;
+                let closed = desired.failure_mode() == FailureMode::FailClosed;
+                state.quarantined |= closed;
+                Err(err.with_failed_closed(closed))
+            }
+        }
+    }
+}
+
+impl Applier for MemoryApplier {
+    fn apply<'a>(
+        &'a self,
+        desired: &'a DesiredConfig,
+    ) -> BoxFuture<'a, Result<ApplyReport, ApplyError>> {
+        Box::pin(std::future::ready(self.apply_now(desired)))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::desired::tests::sample;
+
+    #[tokio::test]
+    async fn keeps_last_good_and_injects_failures() {
+        let a = MemoryApplier::new();
+        let r = a.apply(&sample(1, "e1")).await.unwrap();
+        assert!(r.first_activation);
+        a.set_failure(Some("boom".into()));
+        let err = a.apply(&sample(2, "e1")).await.unwrap_err();
+        assert_eq!(err.reason, "boom");
+        assert_eq!(
+            a.active().unwrap().sandbox_config.policy_revision,
+            1,
+            "last-known-good stays"
+        );
+        a.set_failure(None);
+        let r = a.apply(&sample(3, "e1")).await.unwrap();
+        assert!(!r.first_activation);
+        assert_eq!(a.apply_count(), 2);
+        assert_eq!(a.failure_count(), 1);
+    }
+
+    #[tokio::test]
+    async fn rejects_invalid_policy() {
+        let a = MemoryApplier::new();
+        let mut d = sample(1, "e1");
+        d.sandbox_config.policy_json = "{nope".into();
+        assert!(a.apply(&d).await.is_err());
+        assert!(a.active().is_none());
+    }
+}

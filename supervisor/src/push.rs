@@ -1,0 +1,308 @@
+//! Push mode: the bootstrap in `SessionAccepted` and the `ConfigUpdate` frames after it.
+//!
+//! [`PushState`] is the per-session bookkeeping: the highest sequence seen (older frames are
+//! `STALE`), the fingerprint of each component's active snapshot (`DUPLICATE`), and the latest
+//! snapshot of each component, activated only as a matching pair (`AWAITING_COMPONENT`
+//! meanwhile). It is created fresh for every session, from that session's bootstrap.
+
+use openshell_proto::v1::config_update::Snapshot;
+use openshell_proto::v1::{
+    AppliedRevisions, BootstrapResult, ConfigApplyStatus, ConfigComponent, ConfigUpdate,
+    ConfigUpdateResult, ProviderEnvironmentSnapshot, SandboxConfigSnapshot,
+};
+
+use crate::desired::{
+    DesiredConfig, config_fingerprint, config_revisions, env_fingerprint, env_revisions,
+};
+use crate::engine::{Engine, Origin, Outcome, Verdict};
+
+#[derive(Debug, Clone)]
+struct Latest<T> {
+    snapshot: T,
+    fingerprint: String,
+}
+
+/// What to do with one received `ConfigUpdate`.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Answer right away; nothing to apply.
+    Ack(ConfigUpdateResult),
+    /// The pair is complete: apply it, then [`PushState::finish`] builds the answer.
+    Activate {
+        desired: DesiredConfig,
+        delivery_id: u64,
+        component: ConfigComponent,
+    },
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct PushState {
+    highest_sequence: Option<u64>,
+    config: Option<Latest<SandboxConfigSnapshot>>,
+    env: Option<Latest<ProviderEnvironmentSnapshot>>,
+    active_config: Option<String>,
+    active_env: Option<String>,
+}
+
+impl PushState {
+    /// Starts a session's bookkeeping from its bootstrap. Returns the pair to apply, or why
+    /// the bootstrap is unusable.
+    pub fn from_bootstrap(
+        config: Option<&ConfigUpdate>,
+        env: Option<&ConfigUpdate>,
+    ) -> (Self, Result<DesiredConfig, String>) {
+        let mut state = Self::default();
+        let (Some(config), Some(env)) = (config, env) else {
+            return (
+                state,
+                Err("bootstrap is incomplete: it needs both sandbox_config and provider_environment".into()),
+            );
+        };
+        for update in [config, env] {
+            state.see_sequence(update.sequence);
+        }
+        match (&config.snapshot, &env.snapshot) {
+            (Some(Snapshot::SandboxConfig(c)), Some(Snapshot::ProviderEnvironment(e))) => {
+                state.config = Some(Latest {
+                    snapshot: c.clone(),
+                    fingerprint: fingerprint_of(config),
+                });
+                state.env = Some(Latest {
+                    snapshot: e.clone(),
+                    fingerprint: fingerprint_of(env),
+                });
+                let desired = DesiredConfig::new(c.clone(), e.clone());
+                if desired.pair_matches() {
+                    (state, Ok(desired))
+                } else {
+                    (
+                        state,
+                        Err(format!(
+                            "bootstrap components disagree: sandbox_config expects provider_env_revision {:?}, provider_environment has {:?}",
+                            c.provider_env_revision, e.provider_env_revision
+                        )),
+                    )
+                }
+            }
+            _ => (
+                state,
+                Err("bootstrap components do not carry the expected snapshots".into()),
+            ),
+        }
+    }
+
+    /// Marks the bootstrap pair active after it applied.
+    pub fn bootstrap_applied(&mut self) {
+        self.mark_active();
+    }
+
+    pub fn receive(&mut self, update: &ConfigUpdate) -> Step {
+        let component = update.component();
+        let revisions = update_revisions(update);
+        let ack = |status: ConfigApplyStatus, reason: &str| {
+            Step::Ack(result(
+                update.delivery_id,
+                component,
+                revisions.clone(),
+                status,
+                reason,
+                false,
+            ))
+        };
+        if let Some(highest) = self.highest_sequence
+            && update.sequence <= highest
+        {
+            return ack(ConfigApplyStatus::Stale, "");
+        }
+        self.see_sequence(update.sequence);
+        let fingerprint = fingerprint_of(update);
+        match (component, &update.snapshot) {
+            (ConfigComponent::SandboxConfig, Some(Snapshot::SandboxConfig(c))) => {
+                let duplicate = self.active_config.as_deref() == Some(fingerprint.as_str());
+                self.config = Some(Latest {
+                    snapshot: c.clone(),
+                    fingerprint,
+                });
+                if duplicate {
+                    return ack(ConfigApplyStatus::Duplicate, "");
+                }
+            }
+            (ConfigComponent::ProviderEnvironment, Some(Snapshot::ProviderEnvironment(e))) => {
+                let duplicate = self.active_env.as_deref() == Some(fingerprint.as_str());
+                self.env = Some(Latest {
+                    snapshot: e.clone(),
+                    fingerprint,
+                });
+                if duplicate {
+                    return ack(ConfigApplyStatus::Duplicate, "");
+                }
+            }
+            _ => {
+                return Step::Ack(result(
+                    update.delivery_id,
+                    component,
+                    revisions,
+                    ConfigApplyStatus::Failed,
+                    "update carries no snapshot, or one that does not match its component",
+                    false,
+                ));
+            }
+        }
+        match (&self.config, &self.env) {
+            (Some(c), Some(e))
+                if c.snapshot.provider_env_revision == e.snapshot.provider_env_revision =>
+            {
+                Step::Activate {
+                    desired: DesiredConfig::new(c.snapshot.clone(), e.snapshot.clone()),
+                    delivery_id: update.delivery_id,
+                    component,
+                }
+            }
+            _ => ack(ConfigApplyStatus::AwaitingComponent, ""),
+        }
+    }
+
+    /// Records the outcome of an activation and builds its answer.
+    pub fn finish(
+        &mut self,
+        delivery_id: u64,
+        component: ConfigComponent,
+        outcome: Outcome,
+    ) -> ConfigUpdateResult {
+        let (status, reason, failed_closed) = match outcome.verdict {
+            Verdict::Applied | Verdict::Unchanged => {
+                self.mark_active();
+                (ConfigApplyStatus::Applied, String::new(), false)
+            }
+            Verdict::RetainedLocalOverride => {
+                self.mark_active();
+                (
+                    ConfigApplyStatus::RetainedLocalOverride,
+                    crate::LOCAL_OVERRIDE_REASON.to_string(),
+                    false,
+                )
+            }
+            Verdict::Failed {
+                reason,
+                failed_closed,
+            } => (ConfigApplyStatus::Failed, reason, failed_closed),
+        };
+        result(
+            delivery_id,
+            component,
+            outcome.revisions,
+            status,
+            &reason,
+            failed_closed,
+        )
+    }
+
+    fn see_sequence(&mut self, sequence: u64) {
+        self.highest_sequence = Some(self.highest_sequence.map_or(sequence, |h| h.max(sequence)));
+    }
+
+    fn mark_active(&mut self) {
+        self.active_config = self.config.as_ref().map(|c| c.fingerprint.clone());
+        self.active_env = self.env.as_ref().map(|e| e.fingerprint.clone());
+    }
+}
+
+/// Handles one `ConfigUpdate` end to end and returns the answer to send.
+pub(crate) async fn handle_update(
+    state: &mut PushState,
+    engine: &Engine,
+    update: &ConfigUpdate,
+) -> ConfigUpdateResult {
+    match state.receive(update) {
+        Step::Ack(result) => result,
+        Step::Activate {
+            desired,
+            delivery_id,
+            component,
+        } => {
+            let outcome = engine.offer(desired, Origin::Push).await;
+            state.finish(delivery_id, component, outcome)
+        }
+    }
+}
+
+/// Applies a session's bootstrap and returns the new bookkeeping and the result frame.
+pub(crate) async fn apply_bootstrap(
+    engine: &Engine,
+    config: Option<&ConfigUpdate>,
+    env: Option<&ConfigUpdate>,
+) -> (PushState, BootstrapResult) {
+    let (mut state, desired) = PushState::from_bootstrap(config, env);
+    let desired = match desired {
+        Ok(desired) => desired,
+        Err(reason) => {
+            let revisions = config.map(update_revisions).unwrap_or_default();
+            return (
+                state,
+                BootstrapResult {
+                    applied: false,
+                    revisions: Some(revisions),
+                    reason,
+                },
+            );
+        }
+    };
+    let outcome = engine.offer(desired, Origin::Push).await;
+    let (applied, reason) = match outcome.verdict {
+        Verdict::Applied | Verdict::Unchanged => (true, String::new()),
+        Verdict::RetainedLocalOverride => (true, crate::LOCAL_OVERRIDE_REASON.to_string()),
+        Verdict::Failed { reason, .. } => (false, reason),
+    };
+    if applied {
+        state.bootstrap_applied();
+    }
+    (
+        state,
+        BootstrapResult {
+            applied,
+            revisions: Some(outcome.revisions),
+            reason,
+        },
+    )
+}
+
+fn fingerprint_of(update: &ConfigUpdate) -> String {
+    if !update.fingerprint.is_empty() {
+        return update.fingerprint.clone();
+    }
+    match &update.snapshot {
+        Some(Snapshot::SandboxConfig(c)) => config_fingerprint(c),
+        Some(Snapshot::ProviderEnvironment(e)) => env_fingerprint(e),
+        None => String::new(),
+    }
+}
+
+fn update_revisions(update: &ConfigUpdate) -> AppliedRevisions {
+    match &update.snapshot {
+        Some(Snapshot::SandboxConfig(c)) => config_revisions(c),
+        Some(Snapshot::ProviderEnvironment(e)) => env_revisions(e),
+        None => AppliedRevisions::default(),
+    }
+}
+
+fn result(
+    delivery_id: u64,
+    component: ConfigComponent,
+    revisions: AppliedRevisions,
+    status: ConfigApplyStatus,
+    reason: &str,
+    failed_closed: bool,
+) -> ConfigUpdateResult {
+    ConfigUpdateResult {
+        delivery_id,
+        component: component as i32,
+        revisions: Some(revisions),
+        status: status as i32,
+        reason: reason.to_string(),
+        failed_closed,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

@@ -1,0 +1,193 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use openshell_core::Secret;
+use tokio::sync::watch;
+
+use super::*;
+use crate::MemoryApplier;
+use crate::desired::tests::sample;
+use crate::status::SupervisorStatus;
+
+fn engine(applier: Arc<MemoryApplier>) -> Engine {
+    let (status, _) = watch::channel(SupervisorStatus::default());
+    Engine::new(
+        applier,
+        "sb-1".into(),
+        Secret::new("cred-abcdef"),
+        None,
+        Duration::from_secs(10),
+        status,
+    )
+}
+
+fn config_update(seq: u64, policy_revision: u64, env_rev: &str) -> ConfigUpdate {
+    let d = sample(policy_revision, env_rev);
+    ConfigUpdate {
+        delivery_id: 100 + seq,
+        sequence: seq,
+        component: ConfigComponent::SandboxConfig as i32,
+        fingerprint: format!("cfg-{policy_revision}-{env_rev}"),
+        snapshot: Some(Snapshot::SandboxConfig(d.sandbox_config)),
+    }
+}
+
+fn env_update(seq: u64, env_rev: &str) -> ConfigUpdate {
+    let d = sample(1, env_rev);
+    ConfigUpdate {
+        delivery_id: 100 + seq,
+        sequence: seq,
+        component: ConfigComponent::ProviderEnvironment as i32,
+        fingerprint: format!("env-{env_rev}"),
+        snapshot: Some(Snapshot::ProviderEnvironment(d.provider_env)),
+    }
+}
+
+fn status_of(r: &ConfigUpdateResult) -> ConfigApplyStatus {
+    r.status()
+}
+
+async fn bootstrapped(applier: Arc<MemoryApplier>) -> (Engine, PushState) {
+    let e = engine(applier);
+    let (state, result) = apply_bootstrap(
+        &e,
+        Some(&config_update(1, 1, "e1")),
+        Some(&env_update(2, "e1")),
+    )
+    .await;
+    assert!(result.applied, "{}", result.reason);
+    assert_eq!(result.revisions.as_ref().unwrap().policy_revision, 1);
+    (e, state)
+}
+
+#[tokio::test]
+async fn stale_sequence_is_ignored() {
+    let applier = Arc::new(MemoryApplier::new());
+    let (e, mut state) = bootstrapped(applier.clone()).await;
+    let r = handle_update(&mut state, &e, &config_update(2, 5, "e1")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Stale);
+    assert_eq!(r.delivery_id, 102);
+    assert_eq!(r.revisions.unwrap().policy_revision, 5);
+    assert_eq!(applier.apply_count(), 1);
+
+    let r = handle_update(&mut state, &e, &config_update(3, 5, "e1")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
+    let r = handle_update(&mut state, &e, &config_update(3, 6, "e1")).await;
+    assert_eq!(
+        status_of(&r),
+        ConfigApplyStatus::Stale,
+        "equal sequence is stale too"
+    );
+}
+
+#[tokio::test]
+async fn same_fingerprint_as_active_is_duplicate() {
+    let applier = Arc::new(MemoryApplier::new());
+    let (e, mut state) = bootstrapped(applier.clone()).await;
+    let r = handle_update(&mut state, &e, &config_update(5, 1, "e1")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Duplicate);
+    let r = handle_update(&mut state, &e, &env_update(6, "e1")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Duplicate);
+    assert_eq!(r.component(), ConfigComponent::ProviderEnvironment);
+    assert_eq!(applier.apply_count(), 1);
+}
+
+#[tokio::test]
+async fn waits_for_matching_pair_then_applies() {
+    let applier = Arc::new(MemoryApplier::new());
+    let (e, mut state) = bootstrapped(applier.clone()).await;
+
+    // New provider env first: the active config still expects e1.
+    let r = handle_update(&mut state, &e, &env_update(3, "e2")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::AwaitingComponent);
+    assert_eq!(r.revisions.unwrap().provider_env_revision, "e2");
+    assert_eq!(applier.apply_count(), 1);
+
+    // The config that expects e2 completes the pair.
+    let r = handle_update(&mut state, &e, &config_update(4, 2, "e2")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
+    assert_eq!(r.delivery_id, 104);
+    let revs = r.revisions.unwrap();
+    assert_eq!(revs.policy_revision, 2);
+    assert_eq!(revs.provider_env_revision, "e2");
+    let active = applier.active().unwrap();
+    assert_eq!(active.sandbox_config.policy_revision, 2);
+    assert_eq!(active.provider_env.provider_env_revision, "e2");
+
+    // Config ahead of its env: awaiting, then the env completes it.
+    let r = handle_update(&mut state, &e, &config_update(5, 3, "e3")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::AwaitingComponent);
+    let r = handle_update(&mut state, &e, &env_update(6, "e3")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
+    assert_eq!(r.component(), ConfigComponent::ProviderEnvironment);
+    assert_eq!(r.revisions.unwrap().policy_revision, 3);
+}
+
+#[tokio::test]
+async fn failed_apply_is_acked_failed_and_keeps_last_good() {
+    let applier = Arc::new(MemoryApplier::new());
+    let (e, mut state) = bootstrapped(applier.clone()).await;
+    applier.set_failure(Some("on-apply hook exited with status 3".into()));
+    let r = handle_update(&mut state, &e, &config_update(3, 2, "e1")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Failed);
+    assert_eq!(r.reason, "on-apply hook exited with status 3");
+    assert!(!r.failed_closed);
+    assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 1);
+
+    // Not active, so the same snapshot again is not a duplicate; it is retried.
+    applier.set_failure(None);
+    let r = handle_update(&mut state, &e, &config_update(4, 2, "e1")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
+}
+
+#[tokio::test]
+async fn mismatched_component_is_failed() {
+    let applier = Arc::new(MemoryApplier::new());
+    let (e, mut state) = bootstrapped(applier.clone()).await;
+    let mut u = env_update(3, "e2");
+    u.component = ConfigComponent::SandboxConfig as i32;
+    let r = handle_update(&mut state, &e, &u).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Failed);
+}
+
+#[tokio::test]
+async fn bootstrap_problems_are_reported_not_applied() {
+    let applier = Arc::new(MemoryApplier::new());
+    let e = engine(applier.clone());
+    let (_, r) = apply_bootstrap(&e, Some(&config_update(1, 1, "e1")), None).await;
+    assert!(!r.applied);
+    assert!(r.reason.contains("incomplete"), "{}", r.reason);
+    let (_, r) = apply_bootstrap(
+        &e,
+        Some(&config_update(1, 1, "e1")),
+        Some(&env_update(2, "e9")),
+    )
+    .await;
+    assert!(!r.applied);
+    assert!(r.reason.contains("disagree"), "{}", r.reason);
+    assert_eq!(applier.apply_count(), 0);
+}
+
+#[tokio::test]
+async fn new_session_starts_sequences_fresh() {
+    let applier = Arc::new(MemoryApplier::new());
+    let (e, mut state) = bootstrapped(applier.clone()).await;
+    let r = handle_update(&mut state, &e, &config_update(50, 2, "e1")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
+
+    // Reconnect: the bootstrap restarts at sequence 1 and is not stale.
+    let (mut state, result) = apply_bootstrap(
+        &e,
+        Some(&config_update(1, 2, "e1")),
+        Some(&env_update(2, "e1")),
+    )
+    .await;
+    assert!(result.applied);
+    assert_eq!(
+        applier.apply_count(),
+        2,
+        "unchanged bootstrap is not re-applied"
+    );
+    let r = handle_update(&mut state, &e, &config_update(3, 3, "e1")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
+}

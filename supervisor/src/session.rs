@@ -1,0 +1,334 @@
+//! The ConnectSupervisor session: hello, acceptance or rejection, heartbeats, push-mode
+//! frames, and reconnecting with jittered backoff when the session is lost.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use openshell_proto::v1::gateway_message::Message as Inbound;
+use openshell_proto::v1::startup_config_prepared::Result as Prepared;
+use openshell_proto::v1::supervisor_client::SupervisorClient;
+use openshell_proto::v1::supervisor_message::Message as Outbound;
+use openshell_proto::v1::{
+    GatewayMessage, Heartbeat, SessionAccepted, StartupConfigPrepared, SupervisorMessage,
+};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Streaming;
+use tonic::transport::Channel;
+use tracing::{debug, error, info, warn};
+
+use crate::backoff::Backoff;
+use crate::engine::Engine;
+use crate::poll::{effective_poll_interval, mode_for};
+use crate::push::{apply_bootstrap, handle_update};
+use crate::status::{SessionState, SupervisorStatus};
+use crate::supervisor::SupervisorOptions;
+
+/// Frames queued for the gateway before the sender blocks.
+const OUTBOUND_QUEUE: usize = 32;
+
+/// Why one session ended.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SessionError {
+    #[error("gateway unreachable: {0}")]
+    Transport(String),
+    #[error("gateway rejected the session: {reason}")]
+    Rejected { reason: String, permanent: bool },
+    #[error("gateway closed the session")]
+    Closed,
+    #[error("no answer to the hello within {0:?}")]
+    AcceptTimeout(Duration),
+    #[error("no frame from the gateway for {0:?}")]
+    Idle(Duration),
+}
+
+/// How one session ended, and how long it had been accepted.
+struct Ended {
+    result: Result<(), SessionError>,
+    accepted_for: Option<Duration>,
+}
+
+pub(crate) struct SessionRunner {
+    pub client: SupervisorClient<Channel>,
+    pub options: Arc<SupervisorOptions>,
+    pub engine: Arc<Engine>,
+    pub status: watch::Sender<SupervisorStatus>,
+}
+
+/// Aborts a spawned task when the session that owns it ends.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl SessionRunner {
+    /// Keeps a session up until `shutdown` turns true. Returns an error (the gateway's reason)
+    /// only for a permanent rejection: everything else is retried.
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), String> {
+        let mut backoff = Backoff::new(self.options.reconnect_backoff);
+        loop {
+            let ended = self.run_once(&mut shutdown).await;
+            self.status
+                .send_modify(|s| s.session = SessionState::Disconnected);
+            match ended.result {
+                Ok(()) => return Ok(()),
+                Err(SessionError::Rejected {
+                    reason,
+                    permanent: true,
+                }) => {
+                    error!(reason = %reason, "gateway rejected the session permanently");
+                    return Err(reason);
+                }
+                Err(err) => warn!(error = %err, "session lost"),
+            }
+            // Without a session nothing is pushed, so polling takes over until one is back.
+            let poll_interval = self.engine.mode().borrow().poll_interval;
+            self.engine.set_mode(mode_for(true, poll_interval)).await;
+            if ended
+                .accepted_for
+                .is_some_and(|d| d > self.options.backoff_reset_after)
+            {
+                backoff.reset();
+            }
+            let delay = backoff.next_delay();
+            info!(retry_in = ?delay, attempt = backoff.attempts(), "reconnecting to the gateway");
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+            }
+        }
+    }
+
+    async fn run_once(&self, shutdown: &mut watch::Receiver<bool>) -> Ended {
+        let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
+        let mut accepted_at = None;
+        let result = self.session(tx, rx, &mut accepted_at, shutdown).await;
+        Ended {
+            result,
+            accepted_for: accepted_at.map(|at: Instant| at.elapsed()),
+        }
+    }
+
+    /// One session. Shutdown is honoured while waiting, never in the middle of an apply, so
+    /// the state directory and the acks stay consistent.
+    async fn session(
+        &self,
+        tx: mpsc::Sender<SupervisorMessage>,
+        rx: mpsc::Receiver<SupervisorMessage>,
+        accepted_at: &mut Option<Instant>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<(), SessionError> {
+        send(&tx, Outbound::Hello(self.options.hello())).await?;
+        let handshake = async {
+            let mut client = self.client.clone();
+            let response = client
+                .connect_supervisor(ReceiverStream::new(rx))
+                .await
+                .map_err(|status| SessionError::Transport(status_text(&status)))?;
+            let mut inbound = response.into_inner();
+            let accepted = self.await_acceptance(&tx, &mut inbound).await?;
+            Ok::<_, SessionError>((inbound, accepted))
+        };
+        let (inbound, accepted) = tokio::select! {
+            r = handshake => r?,
+            _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+        };
+        *accepted_at = Some(Instant::now());
+        self.on_accepted(tx, inbound, accepted, shutdown).await
+    }
+
+    async fn await_acceptance(
+        &self,
+        tx: &mpsc::Sender<SupervisorMessage>,
+        inbound: &mut Streaming<GatewayMessage>,
+    ) -> Result<SessionAccepted, SessionError> {
+        let deadline = Instant::now() + self.options.accept_timeout;
+        loop {
+            let frame = tokio::time::timeout_at(deadline, inbound.message())
+                .await
+                .map_err(|_| SessionError::AcceptTimeout(self.options.accept_timeout))?;
+            match next_message(frame)? {
+                Inbound::Accepted(accepted) => return Ok(accepted),
+                Inbound::Rejected(rejected) => {
+                    return Err(SessionError::Rejected {
+                        reason: rejected.reason,
+                        permanent: rejected.permanent,
+                    });
+                }
+                Inbound::StartupCandidate(candidate) => {
+                    // This supervisor offers no image policy, so it has nothing to enrich the
+                    // candidate with.
+                    debug!(origin = %candidate.origin, "startup candidate accepted unchanged");
+                    send(
+                        tx,
+                        Outbound::StartupPrepared(StartupConfigPrepared {
+                            result: Some(Prepared::Unchanged(true)),
+                        }),
+                    )
+                    .await?;
+                }
+                Inbound::Heartbeat(_) => {}
+                Inbound::ConfigUpdate(_) => {
+                    warn!("configuration frame before SessionAccepted ignored");
+                }
+            }
+        }
+    }
+
+    async fn on_accepted(
+        &self,
+        tx: mpsc::Sender<SupervisorMessage>,
+        mut inbound: Streaming<GatewayMessage>,
+        accepted: SessionAccepted,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<(), SessionError> {
+        let heartbeat = if accepted.heartbeat_interval_ms > 0 {
+            Duration::from_millis(u64::from(accepted.heartbeat_interval_ms))
+        } else {
+            self.options.heartbeat_interval
+        };
+        let poll_interval =
+            effective_poll_interval(accepted.poll_interval_ms, self.options.poll_interval);
+        let push_apply = accepted.config_apply_enabled && self.options.supports_config_apply();
+        if accepted.config_apply_enabled && !push_apply {
+            warn!(
+                "gateway enabled config apply although this supervisor did not offer it; polling"
+            );
+        }
+        info!(
+            session_id = %accepted.session_id,
+            replica = %accepted.replica_id,
+            push = accepted.config_push_enabled,
+            apply = push_apply,
+            heartbeat = ?heartbeat,
+            "session accepted"
+        );
+        self.status.send_modify(|s| {
+            s.session = SessionState::Accepted {
+                session_id: accepted.session_id.clone(),
+                push_apply,
+            };
+            s.sessions_accepted += 1;
+        });
+        let _heartbeats = AbortOnDrop(tokio::spawn(send_heartbeats(tx.clone(), heartbeat)));
+        self.engine
+            .set_mode(mode_for(!push_apply, poll_interval))
+            .await;
+
+        let mut push = None;
+        if push_apply {
+            let (state, result) = apply_bootstrap(
+                &self.engine,
+                accepted.bootstrap_config.as_ref(),
+                accepted.bootstrap_provider_environment.as_ref(),
+            )
+            .await;
+            info!(applied = result.applied, reason = %result.reason, "bootstrap result");
+            send(&tx, Outbound::BootstrapResult(result)).await?;
+            self.status.send_modify(|s| s.acks_sent += 1);
+            push = Some(state);
+        }
+
+        let idle_limit = self
+            .options
+            .idle_timeout
+            .unwrap_or_else(|| (heartbeat * 4).max(Duration::from_secs(20)));
+        // Armed by the first gateway heartbeat, so a gateway that sends none is not cut off.
+        let mut idle_deadline: Option<Instant> = None;
+        loop {
+            let idle = async {
+                match idle_deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            // Biased: frames that queued up during a long apply count as heard before the idle
+            // deadline is judged.
+            let frame = tokio::select! {
+                biased;
+                _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+                frame = inbound.message() => frame,
+                () = idle => return Err(SessionError::Idle(idle_limit)),
+            };
+            match next_message(frame)? {
+                Inbound::Heartbeat(_) => {
+                    idle_deadline = Some(Instant::now() + idle_limit);
+                }
+                Inbound::ConfigUpdate(update) => {
+                    if idle_deadline.is_some() {
+                        idle_deadline = Some(Instant::now() + idle_limit);
+                    }
+                    let Some(state) = push.as_mut() else {
+                        debug!(
+                            sequence = update.sequence,
+                            "pushed snapshot ignored: apply not negotiated, polling"
+                        );
+                        continue;
+                    };
+                    let result = handle_update(state, &self.engine, &update).await;
+                    debug!(
+                        delivery_id = result.delivery_id,
+                        status = result.status().as_str_name(),
+                        "config update answered"
+                    );
+                    send(&tx, Outbound::ConfigUpdateResult(result)).await?;
+                    self.status.send_modify(|s| s.acks_sent += 1);
+                }
+                Inbound::Rejected(rejected) => {
+                    return Err(SessionError::Rejected {
+                        reason: rejected.reason,
+                        permanent: rejected.permanent,
+                    });
+                }
+                Inbound::Accepted(_) | Inbound::StartupCandidate(_) => {
+                    warn!("unexpected handshake frame in an accepted session ignored");
+                }
+            }
+        }
+    }
+}
+
+fn next_message(
+    frame: Result<Option<GatewayMessage>, tonic::Status>,
+) -> Result<Inbound, SessionError> {
+    match frame {
+        Ok(Some(GatewayMessage {
+            message: Some(message),
+        })) => Ok(message),
+        // An empty frame from a newer gateway: a message kind this supervisor does not know.
+        Ok(Some(GatewayMessage { message: None })) => Ok(Inbound::Heartbeat(Heartbeat::default())),
+        Ok(None) => Err(SessionError::Closed),
+        Err(status) => Err(SessionError::Transport(status_text(&status))),
+    }
+}
+
+async fn send(tx: &mpsc::Sender<SupervisorMessage>, message: Outbound) -> Result<(), SessionError> {
+    tx.send(SupervisorMessage {
+        message: Some(message),
+    })
+    .await
+    .map_err(|_| SessionError::Closed)
+}
+
+async fn send_heartbeats(tx: mpsc::Sender<SupervisorMessage>, every: Duration) {
+    let mut interval = tokio::time::interval_at(Instant::now() + every, every);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let beat = Outbound::Heartbeat(Heartbeat {
+            sent_at: Some(SystemTime::now().into()),
+        });
+        if send(&tx, beat).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn status_text(status: &tonic::Status) -> String {
+    format!("{:?}: {}", status.code(), status.message())
+}

@@ -1,0 +1,246 @@
+//! The workload process: started once the first configuration is active, given the provider
+//! environment, signalled on live changes, sent the supervisor's termination signals, and its
+//! exit code becomes the supervisor's.
+
+use std::future::Future;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use openshell_core::ProviderValue;
+use tokio::process::{Child, Command};
+use tracing::{info, warn};
+
+use crate::error::SupervisorError;
+use crate::reload::ReloadReceiver;
+use crate::signals::Signals;
+
+/// How long the workload gets between SIGTERM and SIGKILL when the supervisor must stop it.
+pub const TERMINATE_GRACE: Duration = Duration::from_secs(10);
+
+/// A running workload.
+pub struct Workload {
+    child: Child,
+    pid: Option<Pid>,
+    program: String,
+}
+
+impl Workload {
+    /// Starts `command` with the inherited environment plus the provider values and the
+    /// state-directory variables (which win over a provider value of the same name).
+    pub fn spawn(
+        command: &[String],
+        provider_env: &[(String, ProviderValue)],
+        state_env: &[(&'static str, String)],
+    ) -> Result<Self, SupervisorError> {
+        let Some((program, args)) = command.split_first() else {
+            return Err(SupervisorError::Usage(
+                "no workload command given; add `-- CMD ARGS`".into(),
+            ));
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        for (name, value) in provider_env {
+            cmd.env(name, value.expose());
+        }
+        for (name, value) in state_env {
+            cmd.env(name, value);
+        }
+        let child = cmd.spawn().map_err(|source| SupervisorError::Workload {
+            program: program.clone(),
+            source,
+        })?;
+        let pid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw);
+        info!(
+            program = %program,
+            pid = pid.map(|p| p.as_raw()),
+            provider_values = provider_env.len(),
+            "workload started"
+        );
+        Ok(Self {
+            child,
+            pid,
+            program: program.clone(),
+        })
+    }
+
+    pub fn pid(&self) -> Option<Pid> {
+        self.pid
+    }
+
+    /// Sends `signal`; a workload that already exited is not an error worth more than a log.
+    pub fn signal(&self, signal: Signal) {
+        let Some(pid) = self.pid else { return };
+        if let Err(err) = kill(pid, signal) {
+            warn!(signal = %signal, error = %err, "signalling the workload failed");
+        }
+    }
+
+    async fn wait(&mut self) -> i32 {
+        match self.child.wait().await {
+            Ok(status) => exit_code(status),
+            Err(err) => {
+                warn!(error = %err, program = %self.program, "waiting for the workload failed");
+                1
+            }
+        }
+    }
+
+    /// SIGTERM, then SIGKILL after `grace`; returns the exit code.
+    async fn terminate(&mut self, grace: Duration) -> i32 {
+        self.signal(Signal::SIGTERM);
+        match tokio::time::timeout(grace, self.wait()).await {
+            Ok(code) => code,
+            Err(_) => {
+                warn!("workload ignored SIGTERM; killing it");
+                self.signal(Signal::SIGKILL);
+                self.wait().await
+            }
+        }
+    }
+}
+
+/// The exit code a shell would show: the process's own code, or 128 + the signal that ended it.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        (None, None) => 1,
+    }
+}
+
+/// Runs until the workload exits and returns its exit code. Meanwhile forwards termination
+/// signals, sends the reload signal for every live change, and terminates the workload when
+/// `stop` completes (the supervisor cannot go on).
+pub async fn supervise(
+    mut workload: Workload,
+    mut reload: ReloadReceiver,
+    signals: &mut Signals,
+    stop: impl Future<Output = ()>,
+) -> i32 {
+    // Activations before the start are in the environment and files the workload starts with.
+    reload.borrow_and_update();
+    let mut reload_open = true;
+    tokio::pin!(stop);
+    let code = loop {
+        tokio::select! {
+            code = workload.wait() => break code,
+            signal = signals.recv() => {
+                info!(signal = %signal, "forwarding signal to the workload");
+                workload.signal(signal);
+            }
+            changed = reload.changed(), if reload_open => {
+                if changed.is_err() {
+                    reload_open = false;
+                    continue;
+                }
+                let notice = *reload.borrow_and_update();
+                match notice.signal.to_nix() {
+                    Some(signal) => {
+                        info!(signal = %signal, generation = notice.generation, "configuration changed; signalling the workload");
+                        workload.signal(signal);
+                    }
+                    None => info!(generation = notice.generation, "configuration changed; reload signal disabled"),
+                }
+            }
+            () = &mut stop => break workload.terminate(TERMINATE_GRACE).await,
+        }
+    };
+    info!(code, "workload exited");
+    code
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::reload::{ReloadSignal, notify, reload_channel};
+
+    #[tokio::test]
+    async fn env_and_exit_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("env.txt");
+        let command = vec![
+            "sh".to_string(),
+            "-c".to_string(),
+            format!(
+                "echo \"$TOKEN|$PLAIN|$OPENSHELL_SANDBOX_ID\" > {}; exit 7",
+                out.display()
+            ),
+        ];
+        let env = vec![
+            (
+                "TOKEN".to_string(),
+                ProviderValue::Credential("tok-secret".into()),
+            ),
+            ("PLAIN".to_string(), ProviderValue::Plain("plain".into())),
+        ];
+        let mut w = Workload::spawn(
+            &command,
+            &env,
+            &[("OPENSHELL_SANDBOX_ID", "sb-1".to_string())],
+        )
+        .unwrap();
+        assert_eq!(w.wait().await, 7);
+        assert_eq!(
+            std::fs::read_to_string(&out).unwrap().trim(),
+            "tok-secret|plain|sb-1"
+        );
+    }
+
+    #[tokio::test]
+    async fn reload_notice_signals_and_stop_terminates() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("hup");
+        let ready = dir.path().join("ready");
+        let script = format!(
+            "trap 'touch {m}' HUP; trap 'exit 42' TERM; touch {r}; while true; do sleep 0.05; done",
+            m = marker.display(),
+            r = ready.display()
+        );
+        let command = vec!["sh".to_string(), "-c".to_string(), script];
+        let w = Workload::spawn(&command, &[], &[]).unwrap();
+        let (tx, rx) = reload_channel();
+        notify(&tx, ReloadSignal::Hup); // before the start: absorbed, not signalled
+        let mut signals = Signals::install().unwrap();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let marker2 = marker.clone();
+        let driver = async move {
+            wait_for_path(&ready).await;
+            assert!(!marker2.exists(), "first activation must not be signalled");
+            notify(&tx, ReloadSignal::Hup);
+            wait_for_path(&marker2).await;
+            let _ = stop_tx.send(());
+            tx
+        };
+        let stop = async {
+            let _ = stop_rx.await;
+        };
+        let (code, _tx) = tokio::join!(supervise(w, rx, &mut signals, stop), driver);
+        assert_eq!(code, 42);
+    }
+
+    async fn wait_for_path(path: &std::path::Path) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !path.exists() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} never appeared",
+                path.display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[test]
+    fn signal_exit_codes() {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
+        assert_eq!(exit_code(ExitStatus::from_raw(15)), 143);
+    }
+}

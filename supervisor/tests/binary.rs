@@ -1,0 +1,159 @@
+//! The `openshell-supervisor` binary against the in-process fake gateway: the workload starts
+//! after the bootstrap with the provider environment, gets the reload signal on a live change,
+//! receives forwarded signals, and its exit code becomes the supervisor's.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use openshell_proto::v1::ConfigApplyStatus;
+use openshell_proto::v1::gateway_message::Message as Out;
+use tokio::process::{Child, Command};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn accept_push() -> Answer {
+    Answer::Accept {
+        apply: true,
+        heartbeat_ms: 0,
+        poll_ms: 0,
+    }
+}
+
+fn supervisor(gateway: &FakeGateway, dir: &Path, workload: &str) -> Child {
+    let credential = dir.join("credential");
+    std::fs::write(&credential, format!("{CREDENTIAL}\n")).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_openshell-supervisor"))
+        .current_dir(dir)
+        .env_remove("OPENSHELL_GATEWAY")
+        .args(["--gateway", &gateway.url(), "--sandbox", SANDBOX])
+        .arg("--credential-file")
+        .arg(&credential)
+        .args(["--state-dir", "state", "--heartbeat-interval", "100ms"])
+        .args(["--poll-interval", "100ms", "--log", "debug"])
+        .args(["--", "sh", "-c", workload])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+async fn finish(child: Child) -> (i32, String) {
+    let out = tokio::time::timeout(DEADLINE, child.wait_with_output())
+        .await
+        .expect("supervisor did not exit")
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn wait_for_file(path: &Path) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !path.exists() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn workload_runs_after_bootstrap_with_provider_env_and_exit_code() {
+    let gateway = FakeGateway::start(accept_push()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let child = supervisor(
+        &gateway,
+        dir.path(),
+        "echo \"$GITHUB_TOKEN|$OPENSHELL_SANDBOX_ID|$OPENSHELL_POLICY_FILE\" > seen; exit 5",
+    );
+    let (code, stderr) = finish(child).await;
+    assert_eq!(code, 5, "{stderr}");
+    let seen = std::fs::read_to_string(dir.path().join("seen")).unwrap();
+    let state = std::fs::canonicalize(dir.path().join("state")).unwrap();
+    assert_eq!(
+        seen.trim(),
+        format!(
+            "{PROVIDER_SECRET}|{SANDBOX}|{}",
+            state.join("active/policy.json").display()
+        )
+    );
+    let bootstrap = gateway.recorded(|r| r.bootstrap_results());
+    assert!(bootstrap[0].applied);
+    let env_file = state.join("active/provider-env.json");
+    assert_eq!(
+        std::fs::metadata(&env_file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(stderr.contains("workload exited"), "{stderr}");
+    assert!(
+        !stderr.contains(PROVIDER_SECRET),
+        "logs leak a provider value"
+    );
+    assert!(!stderr.contains(CREDENTIAL), "logs leak the credential");
+}
+
+#[tokio::test]
+async fn live_change_signals_workload_and_sigterm_is_forwarded() {
+    let gateway = FakeGateway::start(accept_push()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let child = supervisor(
+        &gateway,
+        dir.path(),
+        "trap 'touch hup' HUP; trap 'exit 42' TERM; touch started; \
+         while true; do sleep 0.05; done",
+    );
+    let pid = Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap());
+    wait_for_file(&dir.path().join("started")).await;
+    assert!(
+        !dir.path().join("hup").exists(),
+        "the first activation is not signalled"
+    );
+
+    let (config, _) = snapshot_pair(2, "env-1");
+    gateway
+        .push(Out::ConfigUpdate(config_update(20, 3, config)))
+        .await;
+    gateway
+        .wait_until("an ack", |r| !r.update_results().is_empty())
+        .await;
+    assert_eq!(
+        gateway.recorded(|r| r.update_results()[0].status()),
+        ConfigApplyStatus::Applied
+    );
+    wait_for_file(&dir.path().join("hup")).await;
+
+    kill(pid, Signal::SIGTERM).unwrap();
+    let (code, stderr) = finish(child).await;
+    assert_eq!(code, 42, "{stderr}");
+}
+
+#[tokio::test]
+async fn permanent_rejection_exits_1_with_error_line() {
+    let gateway = FakeGateway::start(Answer::Reject {
+        reason: "sandbox deleted".into(),
+        permanent: true,
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let child = supervisor(&gateway, dir.path(), "touch ran");
+    let (code, stderr) = finish(child).await;
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("error: gateway rejected the session permanently: sandbox deleted"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("ran").exists(), "workload never starts");
+}

@@ -1,0 +1,461 @@
+//! The supervisor against an in-process fake gateway: hello contents, rejection, poll mode and
+//! push mode over real gRPC.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use openshell_proto::v1::gateway_message::Message as Out;
+use openshell_proto::v1::{ConfigApplyStatus, Heartbeat, PolicyLoadStatus, SupervisorHello};
+use openshell_supervisor::{
+    LocalPolicy, MemoryApplier, SessionState, Supervisor, SupervisorError, SupervisorOptions,
+    run_session,
+};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+fn accept(apply: bool) -> Answer {
+    Answer::Accept {
+        apply,
+        heartbeat_ms: 0,
+        poll_ms: 0,
+    }
+}
+
+/// A running supervisor and the means to stop it.
+struct Running {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), SupervisorError>>,
+    supervisor: Supervisor,
+}
+
+impl Running {
+    fn start(options: SupervisorOptions, applier: Arc<MemoryApplier>) -> Self {
+        let supervisor = Supervisor::new(options, applier);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let runner = supervisor.clone();
+        let task = tokio::spawn(async move {
+            runner
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        Self {
+            stop: Some(stop),
+            task,
+            supervisor,
+        }
+    }
+
+    async fn stop(mut self) -> Result<(), SupervisorError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(20), self.task)
+            .await
+            .expect("supervisor did not stop")
+            .unwrap()
+    }
+}
+
+async fn first_hello(options: SupervisorOptions, gateway: &FakeGateway) -> SupervisorHello {
+    let running = Running::start(options, Arc::new(MemoryApplier::new()));
+    gateway
+        .wait_until("a hello", |r| !r.hellos.is_empty())
+        .await;
+    running.stop().await.unwrap();
+    gateway.recorded(|r| r.hellos[0].clone())
+}
+
+#[tokio::test]
+async fn hello_default_advertises_apply() {
+    let gateway = FakeGateway::start(accept(false)).await;
+    let hello = first_hello(fast_options(&gateway), &gateway).await;
+    let identity = hello.identity.unwrap();
+    assert_eq!(identity.sandbox_id, SANDBOX);
+    assert_eq!(identity.credential, CREDENTIAL);
+    assert_eq!(hello.protocol_revision, 1);
+    assert_eq!(hello.supervisor_version, env!("CARGO_PKG_VERSION"));
+    assert!(hello.supports_config_snapshots);
+    assert!(hello.supports_config_apply);
+    assert_eq!(hello.image_policy, "");
+    assert!(!hello.local_policy_override);
+}
+
+#[tokio::test]
+async fn hello_legacy_protocol_revision_zero() {
+    let gateway = FakeGateway::start(accept(false)).await;
+    let mut options = fast_options(&gateway);
+    options.protocol_revision = 0;
+    let hello = first_hello(options, &gateway).await;
+    assert_eq!(hello.protocol_revision, 0);
+    assert!(!hello.supports_config_snapshots);
+    assert!(!hello.supports_config_apply);
+}
+
+#[tokio::test]
+async fn hello_no_config_apply_is_snapshots_only() {
+    let gateway = FakeGateway::start(accept(false)).await;
+    let mut options = fast_options(&gateway);
+    options.config_apply = false;
+    let hello = first_hello(options, &gateway).await;
+    assert_eq!(hello.protocol_revision, 1);
+    assert!(hello.supports_config_snapshots);
+    assert!(!hello.supports_config_apply);
+}
+
+#[tokio::test]
+async fn hello_announces_local_policy_override() {
+    let gateway = FakeGateway::start(accept(false)).await;
+    let mut options = fast_options(&gateway);
+    options.local_policy =
+        Some(LocalPolicy::parse(Path::new("local.yaml"), "version: 1\n").unwrap());
+    let hello = first_hello(options, &gateway).await;
+    assert!(hello.local_policy_override);
+}
+
+#[tokio::test]
+async fn permanent_rejection_stops_the_supervisor() {
+    let gateway = FakeGateway::start(Answer::Reject {
+        reason: "credential does not match".into(),
+        permanent: true,
+    })
+    .await;
+    let options = fast_options(&gateway);
+    let result = tokio::time::timeout(
+        Duration::from_secs(20),
+        run_session(
+            options,
+            Arc::new(MemoryApplier::new()),
+            std::future::pending(),
+        ),
+    )
+    .await
+    .expect("a permanent rejection must end the session loop");
+    match result {
+        Err(SupervisorError::Rejected { reason }) => {
+            assert!(reason.contains("credential does not match"), "{reason}")
+        }
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+    assert_eq!(
+        gateway.recorded(|r| r.hellos.len()),
+        1,
+        "no retry after a permanent rejection"
+    );
+}
+
+#[tokio::test]
+async fn transient_rejection_is_retried_and_polling_goes_on() {
+    let gateway = FakeGateway::start(Answer::Reject {
+        reason: "replica draining".into(),
+        permanent: false,
+    })
+    .await;
+    let applier = Arc::new(MemoryApplier::new());
+    let running = Running::start(fast_options(&gateway), applier.clone());
+    gateway
+        .wait_until("three hellos", |r| r.hellos.len() >= 3)
+        .await;
+    // With no session at all, the unary poll still delivers configuration.
+    gateway
+        .wait_until("a LOADED report", |r| {
+            r.reports
+                .iter()
+                .any(|p| p.status() == PolicyLoadStatus::Loaded)
+        })
+        .await;
+    assert!(applier.active().is_some());
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn poll_mode_applies_and_reports_loaded_with_snapshot_revisions() {
+    let gateway = FakeGateway::start(accept(false)).await;
+    gateway.set_config(snapshot_pair(7, "env-a"));
+    let applier = Arc::new(MemoryApplier::new());
+    let running = Running::start(fast_options(&gateway), applier.clone());
+
+    gateway
+        .wait_until("a report", |r| !r.reports.is_empty())
+        .await;
+    let report = gateway.recorded(|r| r.reports[0].clone());
+    assert_eq!(report.status(), PolicyLoadStatus::Loaded);
+    assert_eq!(report.identity.as_ref().unwrap().sandbox_id, SANDBOX);
+    assert!(!report.failed_closed);
+    let revisions = report.revisions.unwrap();
+    let (config, _) = snapshot_pair(7, "env-a");
+    assert_eq!(revisions.policy_revision, 7);
+    assert_eq!(revisions.policy_hash, config.policy_hash);
+    assert_eq!(revisions.global_settings_revision, 3);
+    assert_eq!(revisions.sandbox_settings_revision, 4);
+    assert_eq!(revisions.provider_env_revision, "env-a");
+    let active = applier.active().unwrap();
+    assert_eq!(active.sandbox_config.policy_revision, 7);
+    assert_eq!(active.provider_env.values[0].value, PROVIDER_SECRET);
+
+    // Several more polls of the same configuration: no new report, no provider refetch.
+    gateway
+        .wait_until("five more polls", |r| r.get_config_calls >= 6)
+        .await;
+    gateway.recorded(|r| {
+        assert_eq!(r.reports.len(), 1, "unchanged config is not reported again");
+        assert_eq!(
+            r.get_env_calls, 1,
+            "provider env fetched only when its revision moves"
+        );
+    });
+
+    // A policy change is applied and reported; the provider env is still not refetched.
+    gateway.set_config(snapshot_pair(8, "env-a"));
+    gateway
+        .wait_until("a report for revision 8", |r| {
+            r.reports
+                .iter()
+                .any(|p| p.revisions.as_ref().unwrap().policy_revision == 8)
+        })
+        .await;
+    assert_eq!(gateway.recorded(|r| r.get_env_calls), 1);
+
+    // A provider env change is fetched.
+    gateway.set_config(snapshot_pair(8, "env-b"));
+    gateway
+        .wait_until("a report for env-b", |r| {
+            r.reports
+                .iter()
+                .any(|p| p.revisions.as_ref().unwrap().provider_env_revision == "env-b")
+        })
+        .await;
+    assert_eq!(gateway.recorded(|r| r.get_env_calls), 2);
+    assert_eq!(applier.apply_count(), 3);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn poll_mode_reports_a_failure_once_without_retrying() {
+    let gateway = FakeGateway::start(accept(false)).await;
+    let applier = Arc::new(MemoryApplier::failing(format!(
+        "hook printed {PROVIDER_SECRET} and {CREDENTIAL}"
+    )));
+    let running = Running::start(fast_options(&gateway), applier.clone());
+    gateway
+        .wait_until("a FAILED report", |r| !r.reports.is_empty())
+        .await;
+    let report = gateway.recorded(|r| r.reports[0].clone());
+    assert_eq!(report.status(), PolicyLoadStatus::Failed);
+    assert!(
+        !report.reason.contains(PROVIDER_SECRET),
+        "{}",
+        report.reason
+    );
+    assert!(!report.reason.contains(CREDENTIAL), "{}", report.reason);
+    assert!(
+        report.reason.starts_with("hook printed"),
+        "{}",
+        report.reason
+    );
+
+    let calls = gateway.recorded(|r| r.get_config_calls);
+    gateway
+        .wait_until("five more polls", |r| r.get_config_calls >= calls + 5)
+        .await;
+    assert_eq!(gateway.recorded(|r| r.reports.len()), 1);
+    assert_eq!(
+        applier.failure_count(),
+        1,
+        "the same desired config is not retried"
+    );
+
+    // A new desired configuration is tried again.
+    applier.set_failure(None);
+    gateway.set_config(snapshot_pair(2, "env-1"));
+    gateway
+        .wait_until("a LOADED report", |r| {
+            r.reports
+                .iter()
+                .any(|p| p.status() == PolicyLoadStatus::Loaded)
+        })
+        .await;
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn local_policy_retains_override_in_poll_mode() {
+    let gateway = FakeGateway::start(accept(false)).await;
+    let applier = Arc::new(MemoryApplier::new());
+    let mut options = fast_options(&gateway);
+    let local = LocalPolicy::parse(Path::new("local.yaml"), "version: 1\n").unwrap();
+    options.local_policy = Some(local.clone());
+    let running = Running::start(options, applier.clone());
+
+    gateway
+        .wait_until("a report", |r| !r.reports.is_empty())
+        .await;
+    let report = gateway.recorded(|r| r.reports[0].clone());
+    assert_eq!(report.status(), PolicyLoadStatus::RetainedLocalOverride);
+    assert_eq!(report.reason, "local policy file keeps precedence");
+    assert_eq!(report.revisions.unwrap().policy_revision, 1);
+    assert_eq!(
+        applier.active().unwrap().sandbox_config.policy_hash,
+        local.hash()
+    );
+
+    // Only the provider environment changes: LOADED.
+    gateway.set_config(snapshot_pair(1, "env-2"));
+    gateway
+        .wait_until("a second report", |r| r.reports.len() >= 2)
+        .await;
+    assert_eq!(
+        gateway.recorded(|r| r.reports[1].status()),
+        PolicyLoadStatus::Loaded
+    );
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn push_mode_bootstraps_acks_updates_and_does_not_poll() {
+    let gateway = FakeGateway::start(accept(true)).await;
+    gateway.set_config(snapshot_pair(1, "env-1"));
+    let applier = Arc::new(MemoryApplier::new());
+    let running = Running::start(fast_options(&gateway), applier.clone());
+
+    gateway
+        .wait_until("a bootstrap result", |r| !r.bootstrap_results().is_empty())
+        .await;
+    let bootstrap = gateway.recorded(|r| r.bootstrap_results()[0].clone());
+    assert!(bootstrap.applied, "{}", bootstrap.reason);
+    assert_eq!(bootstrap.revisions.unwrap().policy_revision, 1);
+    assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 1);
+
+    let mut status = running.supervisor.status();
+    status
+        .wait_for(|s| {
+            matches!(
+                s.session,
+                SessionState::Accepted {
+                    push_apply: true,
+                    ..
+                }
+            )
+        })
+        .await
+        .unwrap();
+
+    // A live update is applied and acknowledged.
+    let (config2, _) = snapshot_pair(2, "env-1");
+    gateway
+        .push(Out::ConfigUpdate(config_update(10, 3, config2.clone())))
+        .await;
+    gateway
+        .wait_until("an APPLIED ack", |r| !r.update_results().is_empty())
+        .await;
+    let ack = gateway.recorded(|r| r.update_results()[0].clone());
+    assert_eq!(ack.delivery_id, 10);
+    assert_eq!(ack.status(), ConfigApplyStatus::Applied);
+    assert_eq!(ack.revisions.unwrap().policy_revision, 2);
+    assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 2);
+
+    // An old sequence is stale; the same snapshot again is a duplicate.
+    let (config9, _) = snapshot_pair(9, "env-1");
+    gateway
+        .push(Out::ConfigUpdate(config_update(11, 2, config9)))
+        .await;
+    gateway
+        .push(Out::ConfigUpdate(config_update(12, 4, config2)))
+        .await;
+    // A new provider env alone waits for its config.
+    let (_, env2) = snapshot_pair(2, "env-2");
+    gateway
+        .push(Out::ConfigUpdate(env_update(13, 5, env2)))
+        .await;
+    let (config3, _) = snapshot_pair(3, "env-2");
+    gateway
+        .push(Out::ConfigUpdate(config_update(14, 6, config3)))
+        .await;
+    gateway
+        .push(Out::Heartbeat(Heartbeat { sent_at: None }))
+        .await;
+    gateway
+        .wait_until("five acks", |r| r.update_results().len() >= 5)
+        .await;
+    let statuses: Vec<(u64, ConfigApplyStatus)> = gateway.recorded(|r| {
+        r.update_results()
+            .iter()
+            .map(|a| (a.delivery_id, a.status()))
+            .collect()
+    });
+    assert_eq!(
+        statuses,
+        [
+            (10, ConfigApplyStatus::Applied),
+            (11, ConfigApplyStatus::Stale),
+            (12, ConfigApplyStatus::Duplicate),
+            (13, ConfigApplyStatus::AwaitingComponent),
+            (14, ConfigApplyStatus::Applied),
+        ]
+    );
+    let active = applier.active().unwrap();
+    assert_eq!(active.sandbox_config.policy_revision, 3);
+    assert_eq!(active.provider_env.provider_env_revision, "env-2");
+
+    gateway
+        .wait_until("two heartbeats", |r| r.heartbeats() >= 2)
+        .await;
+    gateway.recorded(|r| {
+        assert_eq!(r.get_config_calls, 0, "push mode does not poll");
+        assert!(r.reports.is_empty(), "push mode acks instead of reporting");
+    });
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn polling_resumes_when_a_new_session_disables_apply() {
+    let gateway = FakeGateway::start(accept(true)).await;
+    let applier = Arc::new(MemoryApplier::new());
+    let running = Running::start(fast_options(&gateway), applier.clone());
+    gateway
+        .wait_until("a bootstrap result", |r| !r.bootstrap_results().is_empty())
+        .await;
+    assert_eq!(gateway.recorded(|r| r.get_config_calls), 0);
+
+    // The gateway rolls back to poll mode and drops the session.
+    gateway.set_answer(accept(false));
+    gateway.set_config(snapshot_pair(5, "env-1"));
+    gateway.close_session();
+    gateway
+        .wait_until("a second hello", |r| r.hellos.len() >= 2)
+        .await;
+    gateway
+        .wait_until("a LOADED report for revision 5", |r| {
+            r.reports.iter().any(|p| {
+                p.status() == PolicyLoadStatus::Loaded
+                    && p.revisions.as_ref().unwrap().policy_revision == 5
+            })
+        })
+        .await;
+    assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 5);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn gateway_heartbeat_interval_is_honoured() {
+    let gateway = FakeGateway::start(Answer::Accept {
+        apply: false,
+        heartbeat_ms: 20,
+        poll_ms: 0,
+    })
+    .await;
+    let mut options = fast_options(&gateway);
+    options.heartbeat_interval = Duration::from_secs(3600);
+    let running = Running::start(options, Arc::new(MemoryApplier::new()));
+    gateway
+        .wait_until("three heartbeats", |r| r.heartbeats() >= 3)
+        .await;
+    running.stop().await.unwrap();
+}
