@@ -1,0 +1,174 @@
+//! Policies and settings: reading them, and writing them as one durable operation.
+
+use openshell_proto::v1 as pb;
+
+use crate::retry::Idempotency;
+use crate::types::{
+    PolicyRevision, SandboxPolicy, SandboxRef, ScopeSettings, Setting, SettingDefinition,
+    SettingScope, UpdateMode, UpdateResult,
+};
+use crate::update::{DEFAULT_SERVER_WAIT, Target, UpdateConfig};
+use crate::{Client, SdkError};
+
+impl Client {
+    /// Reads a sandbox's policy: the latest revision, or `revision` when given.
+    pub async fn get_sandbox_policy(
+        &self,
+        sandbox: &SandboxRef,
+        revision: Option<u64>,
+    ) -> Result<SandboxPolicy, SdkError> {
+        let request = pb::GetSandboxPolicyRequest {
+            sandbox: Some(sandbox.to_proto()),
+            revision: revision.unwrap_or(0),
+        };
+        let response = self
+            .unary(Idempotency::Safe, request, |mut c, r| async move {
+                c.get_sandbox_policy(r).await
+            })
+            .await?;
+        Ok(SandboxPolicy {
+            policy: response
+                .policy
+                .ok_or_else(|| SdkError::missing("policy"))?
+                .into(),
+            effective_source: response.effective_source.into(),
+            global_policy_revision: response.global_policy_revision,
+        })
+    }
+
+    /// Lists policy revisions, newest first, without their YAML; `limit` 0
+    /// means the gateway's default page.
+    pub async fn list_sandbox_policies(
+        &self,
+        sandbox: &SandboxRef,
+        limit: u32,
+    ) -> Result<Vec<PolicyRevision>, SdkError> {
+        let request = pb::ListSandboxPoliciesRequest {
+            sandbox: Some(sandbox.to_proto()),
+            limit,
+        };
+        let response = self
+            .unary(Idempotency::Safe, request, |mut c, r| async move {
+                c.list_sandbox_policies(r).await
+            })
+            .await?;
+        Ok(response.revisions.into_iter().map(Into::into).collect())
+    }
+
+    /// Reads the settings stored at a scope; for a sandbox also every
+    /// registry key's effective value and the scope it comes from.
+    pub async fn get_settings(&self, target: &Target) -> Result<ScopeSettings, SdkError> {
+        let (scope, request) = match target {
+            Target::Sandbox(sandbox) => (
+                SettingScope::Sandbox,
+                pb::GetSettingsRequest {
+                    scope: pb::SettingScope::Sandbox.into(),
+                    sandbox: Some(sandbox.to_proto()),
+                    workspace: String::new(),
+                },
+            ),
+            Target::Workspace(name) => (
+                SettingScope::Workspace,
+                pb::GetSettingsRequest {
+                    scope: pb::SettingScope::Workspace.into(),
+                    sandbox: None,
+                    workspace: name.clone(),
+                },
+            ),
+            Target::Global => (
+                SettingScope::Global,
+                pb::GetSettingsRequest {
+                    scope: pb::SettingScope::Global.into(),
+                    sandbox: None,
+                    workspace: String::new(),
+                },
+            ),
+        };
+        let response = self
+            .unary(Idempotency::Safe, request, |mut c, r| async move {
+                c.get_settings(r).await
+            })
+            .await?;
+        Ok(ScopeSettings {
+            scope,
+            values: response.values.into_iter().map(Setting::from).collect(),
+            revision: response.revision,
+            effective: response.effective.into_iter().map(Setting::from).collect(),
+        })
+    }
+
+    /// Lists the settings registry: every known key, its type and default.
+    pub async fn list_setting_definitions(&self) -> Result<Vec<SettingDefinition>, SdkError> {
+        let response = self
+            .unary(
+                Idempotency::Safe,
+                pb::ListSettingDefinitionsRequest {},
+                |mut c, r| async move { c.list_setting_definitions(r).await },
+            )
+            .await?;
+        Ok(response.definitions.into_iter().map(Into::into).collect())
+    }
+
+    /// Writes policy and/or settings as one durable operation.
+    ///
+    /// With [`UpdateMode::CommitOnly`] this returns right after commit; with
+    /// [`UpdateMode::WaitForApply`] the gateway waits until the operation is
+    /// terminal or `wait_timeout` passes, and a passed deadline is *not* an
+    /// error: the operation comes back still live with `wait_timed_out` set.
+    /// A failed apply is not an error either; inspect `operation.state`.
+    ///
+    /// The request is retried on UNAVAILABLE only when it carries an
+    /// idempotency key, because only then can the gateway recognise a repeat.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use openshell_sdk::{Client, OperationState, SandboxRef, Target, UpdateConfig, UpdateMode};
+    ///
+    /// # async fn demo(client: Client) -> Result<(), openshell_sdk::SdkError> {
+    /// let result = client
+    ///     .update_config(
+    ///         UpdateConfig::new(Target::Sandbox(SandboxRef::from("team/demo")))
+    ///             .policy(std::fs::read_to_string("policy.yaml").unwrap_or_default())
+    ///             .set("log_level", "debug")
+    ///             .mode(UpdateMode::WaitForApply)
+    ///             .wait_timeout(Duration::from_secs(120))
+    ///             .idempotency_key("deploy-42"),
+    ///     )
+    ///     .await?;
+    /// match result.operation.state {
+    ///     OperationState::Applied => println!("in effect"),
+    ///     state if !state.is_terminal() => println!("still {state}; wait again later"),
+    ///     state => println!("ended {state}: {:?}", result.operation.error),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn update_config(&self, update: UpdateConfig) -> Result<UpdateResult, SdkError> {
+        let request = update.to_proto()?;
+        let idempotency = if update.is_idempotent() {
+            Idempotency::Safe
+        } else {
+            Idempotency::Unsafe
+        };
+        // The server-side wait happens before the answer, so the client's
+        // per-call budget must cover it.
+        let timeout = match update.mode {
+            UpdateMode::CommitOnly => self.request_timeout(),
+            UpdateMode::WaitForApply => self
+                .request_timeout()
+                .map(|t| t + update.wait_timeout.unwrap_or(DEFAULT_SERVER_WAIT)),
+        };
+        let response = self
+            .unary_within(idempotency, timeout, request, |mut c, r| async move {
+                c.update_config(r).await
+            })
+            .await?;
+        Ok(UpdateResult {
+            operation: response
+                .operation
+                .ok_or_else(|| SdkError::missing("operation"))?
+                .into(),
+            idempotent_replay: response.idempotent_replay,
+        })
+    }
+}

@@ -1,0 +1,401 @@
+//! The SDK's error type and its one mapping from gRPC status codes.
+//!
+//! Bindings expose [`SdkError::code`] as a stable string, so those codes are
+//! part of the public contract and must not change.
+
+use serde::{Deserialize, Serialize};
+use tonic::{Code, Status};
+
+use crate::types::Operation;
+
+/// One validation finding reported by the gateway, addressed by field path
+/// (e.g. `network_policies.github.endpoints[2].ports[0]`). `field` is empty for
+/// problems with a document as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldViolation {
+    pub field: String,
+    pub message: String,
+}
+
+/// Everything an SDK call can fail with.
+///
+/// A failed *operation* is not an error here: a call that returns an
+/// [`Operation`] succeeded, and the caller inspects its state.
+#[derive(Debug, thiserror::Error)]
+pub enum SdkError {
+    /// The named object does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The request was rejected as invalid; `violations` names each bad field.
+    #[error("{message}")]
+    InvalidArgument {
+        message: String,
+        violations: Vec<FieldViolation>,
+    },
+    /// A name is already taken.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// The current state forbids the write.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// No operator token, or a wrong one.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The gateway cannot be reached or asked to retry later.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A deadline passed before the gateway answered.
+    #[error("{0}")]
+    DeadlineExceeded(String),
+    /// A wait helper's deadline passed while the operation was still live; the
+    /// operation keeps going and can be waited on again.
+    #[error("operation {} is still {} after the wait deadline", operation.id, operation.state)]
+    WaitTimedOut { operation: Box<Operation> },
+    /// Connection setup failed (bad CA, TLS or endpoint configuration).
+    #[error("{0}")]
+    Transport(String),
+    /// Any other gRPC status; `code` is its canonical name (e.g. `INTERNAL`).
+    #[error("{message}")]
+    Other { code: String, message: String },
+}
+
+impl SdkError {
+    /// A stable, machine-readable code for this error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotFound(_) => "NOT_FOUND",
+            Self::InvalidArgument { .. } => "INVALID_ARGUMENT",
+            Self::AlreadyExists(_) => "ALREADY_EXISTS",
+            Self::FailedPrecondition(_) => "FAILED_PRECONDITION",
+            Self::Unauthenticated(_) => "UNAUTHENTICATED",
+            Self::Unavailable(_) => "UNAVAILABLE",
+            Self::DeadlineExceeded(_) => "DEADLINE_EXCEEDED",
+            Self::WaitTimedOut { .. } => "WAIT_TIMED_OUT",
+            Self::Transport(_) => "TRANSPORT",
+            Self::Other { code, .. } => static_code_name(code),
+        }
+    }
+
+    /// The violations of an `InvalidArgument`, empty for every other error.
+    pub fn violations(&self) -> &[FieldViolation] {
+        match self {
+            Self::InvalidArgument { violations, .. } => violations,
+            _ => &[],
+        }
+    }
+
+    /// Whether retrying the same idempotent request may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Unavailable(_))
+    }
+
+    /// A client-side input error that never reached the gateway.
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::InvalidArgument {
+            message: message.into(),
+            violations: Vec::new(),
+        }
+    }
+
+    /// The gateway answered with a message missing a field the contract promises.
+    pub(crate) fn missing(what: &str) -> Self {
+        Self::Other {
+            code: "INTERNAL".to_owned(),
+            message: format!("gateway response is missing {what}"),
+        }
+    }
+}
+
+impl From<Status> for SdkError {
+    fn from(status: Status) -> Self {
+        let message = status.message().to_owned();
+        match status.code() {
+            Code::NotFound => Self::NotFound(message),
+            Code::InvalidArgument => {
+                let (message, violations) = parse_violations(&message);
+                Self::InvalidArgument {
+                    message,
+                    violations,
+                }
+            }
+            Code::AlreadyExists => Self::AlreadyExists(message),
+            Code::FailedPrecondition => Self::FailedPrecondition(message),
+            Code::Unauthenticated => Self::Unauthenticated(message),
+            Code::Unavailable => Self::Unavailable(message),
+            Code::DeadlineExceeded => Self::DeadlineExceeded(message),
+            other => Self::Other {
+                code: code_name(other).to_owned(),
+                message,
+            },
+        }
+    }
+}
+
+impl From<tonic::transport::Error> for SdkError {
+    fn from(err: tonic::transport::Error) -> Self {
+        Self::Transport(error_chain(&err))
+    }
+}
+
+/// Joins an error with its sources, since tonic's transport errors say only
+/// "transport error" at the top and keep the useful part in the chain.
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Splits the gateway's INVALID_ARGUMENT message into summary and violations.
+///
+/// The gateway writes one `field: message` line for a single problem, or a
+/// summary line followed by one `field: message` line per problem.
+fn parse_violations(message: &str) -> (String, Vec<FieldViolation>) {
+    let mut lines = message.lines();
+    let summary = lines.next().unwrap_or_default().trim().to_owned();
+    let rest: Vec<&str> = lines.filter(|l| !l.trim().is_empty()).collect();
+    if rest.is_empty() {
+        // A lone line is a violation only when it starts with a field path;
+        // otherwise it is plain prose such as "policy is empty".
+        let violations = split_field(&summary)
+            .filter(|v| !v.field.is_empty())
+            .into_iter()
+            .collect();
+        return (summary, violations);
+    }
+    let violations = rest
+        .into_iter()
+        .map(|line| {
+            let line = line.trim().trim_start_matches("- ");
+            split_field(line).unwrap_or_else(|| FieldViolation {
+                field: String::new(),
+                message: line.to_owned(),
+            })
+        })
+        .collect();
+    (summary, violations)
+}
+
+fn split_field(line: &str) -> Option<FieldViolation> {
+    let (field, message) = line.split_once(": ")?;
+    if !is_field_path(field) {
+        return None;
+    }
+    Some(FieldViolation {
+        field: field.to_owned(),
+        message: message.trim().to_owned(),
+    })
+}
+
+fn is_field_path(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '[' | ']' | '*' | '/')
+        })
+}
+
+fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// Maps a stored code name back to a `'static` one so `code()` can stay allocation-free.
+fn static_code_name(code: &str) -> &'static str {
+    const NAMES: [&str; 17] = [
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    ];
+    NAMES
+        .iter()
+        .find(|name| **name == code)
+        .copied()
+        .unwrap_or("UNKNOWN")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn map(status: Status) -> SdkError {
+        SdkError::from(status)
+    }
+
+    #[test]
+    fn simple_codes_map_to_variants() {
+        let cases: Vec<(Status, &str)> = vec![
+            (Status::not_found("sandbox demo not found"), "NOT_FOUND"),
+            (Status::already_exists("name taken"), "ALREADY_EXISTS"),
+            (
+                Status::failed_precondition("provider is attached"),
+                "FAILED_PRECONDITION",
+            ),
+            (Status::unauthenticated("bad token"), "UNAUTHENTICATED"),
+            (Status::unavailable("store down"), "UNAVAILABLE"),
+            (Status::deadline_exceeded("slow"), "DEADLINE_EXCEEDED"),
+            (Status::internal("boom"), "INTERNAL"),
+            (Status::permission_denied("no"), "PERMISSION_DENIED"),
+            (Status::unimplemented("later"), "UNIMPLEMENTED"),
+            (Status::unknown("?"), "UNKNOWN"),
+        ];
+        for (status, code) in cases {
+            let message = status.message().to_owned();
+            let err = map(status);
+            assert_eq!(err.code(), code);
+            assert_eq!(err.to_string(), message);
+        }
+    }
+
+    #[test]
+    fn variants_are_the_expected_ones() {
+        assert!(matches!(map(Status::not_found("x")), SdkError::NotFound(m) if m == "x"));
+        assert!(matches!(
+            map(Status::already_exists("x")),
+            SdkError::AlreadyExists(_)
+        ));
+        assert!(matches!(
+            map(Status::failed_precondition("x")),
+            SdkError::FailedPrecondition(_)
+        ));
+        assert!(matches!(
+            map(Status::unauthenticated("x")),
+            SdkError::Unauthenticated(_)
+        ));
+        assert!(matches!(
+            map(Status::unavailable("x")),
+            SdkError::Unavailable(_)
+        ));
+        assert!(matches!(
+            map(Status::internal("x")),
+            SdkError::Other { code, message } if code == "INTERNAL" && message == "x"
+        ));
+    }
+
+    #[test]
+    fn only_unavailable_is_retryable() {
+        assert!(map(Status::unavailable("x")).is_retryable());
+        assert!(!map(Status::internal("x")).is_retryable());
+        assert!(!map(Status::invalid_argument("x")).is_retryable());
+    }
+
+    #[test]
+    fn multi_line_invalid_argument_yields_violations() {
+        let err = map(Status::invalid_argument(
+            "2 problems found\nnetwork_policies.github.endpoints[2].ports[0]: must be 1-65535\nfilesystem_policy.read_write[0]: / is never writable",
+        ));
+        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert_eq!(err.to_string(), "2 problems found");
+        assert_eq!(
+            err.violations(),
+            &[
+                FieldViolation {
+                    field: "network_policies.github.endpoints[2].ports[0]".into(),
+                    message: "must be 1-65535".into(),
+                },
+                FieldViolation {
+                    field: "filesystem_policy.read_write[0]".into(),
+                    message: "/ is never writable".into(),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn single_field_line_is_one_violation() {
+        let err = map(Status::invalid_argument("version: must be 1"));
+        assert_eq!(err.to_string(), "version: must be 1");
+        assert_eq!(
+            err.violations(),
+            &[FieldViolation {
+                field: "version".into(),
+                message: "must be 1".into(),
+            }]
+        );
+    }
+
+    #[test]
+    fn prose_message_has_no_violations() {
+        let err = map(Status::invalid_argument("policy is empty"));
+        assert_eq!(err.to_string(), "policy is empty");
+        assert!(err.violations().is_empty());
+
+        let err = map(Status::invalid_argument("unknown setting key: foo"));
+        assert!(err.violations().is_empty());
+    }
+
+    #[test]
+    fn document_level_lines_keep_empty_field() {
+        let err = map(Status::invalid_argument(
+            "2 problems found\npolicy is larger than 256 KiB\nversion: must be 1",
+        ));
+        assert_eq!(
+            err.violations(),
+            &[
+                FieldViolation {
+                    field: String::new(),
+                    message: "policy is larger than 256 KiB".into(),
+                },
+                FieldViolation {
+                    field: "version".into(),
+                    message: "must be 1".into(),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn message_with_colon_in_value_splits_at_first_separator() {
+        let err = map(Status::invalid_argument(
+            "1 problem\nnetwork_policies.a.endpoints[0].host: bad host: *.com covers a TLD",
+        ));
+        assert_eq!(err.violations()[0].message, "bad host: *.com covers a TLD");
+    }
+
+    #[test]
+    fn unknown_other_code_name_falls_back() {
+        let err = SdkError::Other {
+            code: "SOMETHING_NEW".into(),
+            message: "m".into(),
+        };
+        assert_eq!(err.code(), "UNKNOWN");
+    }
+}

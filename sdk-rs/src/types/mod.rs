@@ -1,0 +1,34 @@
+//! Serde view types: the stable JSON/YAML shape of every object the API
+//! returns, shared by the CLI's `-o json|yaml` and the language bindings.
+//!
+//! Conventions: snake_case fields; enums as their `SCREAMING_SNAKE_CASE`
+//! names; timestamps as RFC 3339 strings with milliseconds; strings the wire
+//! leaves empty to mean "none" become `null`, so absence is explicit.
+
+mod enums;
+mod gateway;
+mod operation;
+mod policy;
+mod provider;
+mod sandbox;
+mod session;
+mod settings;
+
+pub use enums::{
+    ApplyOutcome, DeliveryMode, OperationState, ParseEnumError, PolicySource, SandboxLifecycle,
+    SettingScope, TargetKind, UpdateMode,
+};
+pub use gateway::GatewayInfo;
+pub use operation::{FleetProgress, Operation, UpdateResult};
+pub use policy::{PolicyRevision, SandboxPolicy};
+pub use provider::{Provider, ProviderWrite};
+pub use sandbox::{
+    Attachment, CreatedSandbox, DeletedSandbox, Sandbox, SandboxRef, SupervisorCredential,
+};
+pub use session::{ComponentDelivery, DeliveryEvent, SessionInspection, SessionSummary};
+pub use settings::{ScopeSettings, Setting, SettingDefinition, SettingValue};
+
+/// The wire uses empty strings for "not set"; views say so with `None`.
+pub(crate) fn non_empty(value: String) -> Option<String> {
+    if value.is_empty() { None } else { Some(value) }
+}

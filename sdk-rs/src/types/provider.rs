@@ -1,0 +1,51 @@
+//! Providers as the operator API shows them: credential names, never values.
+
+use std::collections::BTreeMap;
+
+use openshell_proto::v1 as pb;
+use serde::{Deserialize, Serialize};
+
+use super::Operation;
+use crate::timefmt;
+
+/// A provider record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provider {
+    /// `pv-…`.
+    pub id: String,
+    pub name: String,
+    pub workspace: String,
+    #[serde(rename = "type")]
+    pub provider_type: String,
+    /// Plain (non-secret) environment values.
+    pub env: BTreeMap<String, String>,
+    /// Names of the credential values; the values are never returned.
+    pub credential_names: Vec<String>,
+    pub revision: u64,
+    pub expires_at: Option<String>,
+    pub attached_sandbox_ids: Vec<String>,
+}
+
+impl From<pb::Provider> for Provider {
+    fn from(p: pb::Provider) -> Self {
+        Self {
+            id: p.id,
+            name: p.name,
+            workspace: p.workspace,
+            provider_type: p.r#type,
+            env: p.env.into_iter().collect(),
+            credential_names: p.credential_names,
+            revision: p.revision,
+            expires_at: timefmt::timestamp(p.expires_at),
+            attached_sandbox_ids: p.attached_sandbox_ids,
+        }
+    }
+}
+
+/// Result of creating or updating a provider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderWrite {
+    pub provider: Provider,
+    /// Fleet operation over the attaching sandboxes, when any attach it.
+    pub operation: Option<Operation>,
+}

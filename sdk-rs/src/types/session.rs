@@ -1,0 +1,154 @@
+//! Supervisor sessions and the delivery diagnostics of one sandbox.
+
+use openshell_proto::v1 as pb;
+use serde::{Deserialize, Serialize};
+
+use super::{DeliveryMode, Operation, Sandbox, non_empty};
+use crate::timefmt;
+
+/// One connected supervisor session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    pub sandbox_id: String,
+    pub sandbox_name: String,
+    pub session_id: String,
+    /// Negotiated delivery mode.
+    pub mode: DeliveryMode,
+    pub supervisor_version: String,
+    pub protocol_revision: u32,
+    /// Replica owning the session.
+    pub replica_id: String,
+    pub connected_at: Option<String>,
+    pub last_heartbeat_at: Option<String>,
+}
+
+impl From<pb::SessionSummary> for SessionSummary {
+    fn from(p: pb::SessionSummary) -> Self {
+        Self {
+            sandbox_id: p.sandbox_id,
+            sandbox_name: p.sandbox_name,
+            session_id: p.session_id,
+            mode: p.mode.into(),
+            supervisor_version: p.supervisor_version,
+            protocol_revision: p.protocol_revision,
+            replica_id: p.replica_id,
+            connected_at: timefmt::timestamp(p.connected_at),
+            last_heartbeat_at: timefmt::timestamp(p.last_heartbeat_at),
+        }
+    }
+}
+
+/// Delivery state of one component (`sandbox_config` or `provider_environment`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentDelivery {
+    pub component: String,
+    /// Revision summary the store wants delivered.
+    pub desired: String,
+    /// Revision summary last sent.
+    pub sent: String,
+    pub sent_at: Option<String>,
+    /// Revision summary last acknowledged, with its status.
+    pub acked: String,
+    pub ack_status: String,
+    pub acked_at: Option<String>,
+    /// Marked dirty and waiting for a build.
+    pub dirty: bool,
+    /// `"sandbox"` or `"fanout"` while dirty.
+    pub lane: Option<String>,
+    /// A built snapshot waits for the previous one's ack.
+    pub held: bool,
+    pub last_failure: Option<String>,
+    /// Current build backoff, e.g. `"4s"`.
+    pub backoff: Option<String>,
+}
+
+impl From<pb::ComponentDelivery> for ComponentDelivery {
+    fn from(p: pb::ComponentDelivery) -> Self {
+        Self {
+            component: p.component,
+            desired: p.desired,
+            sent: p.sent,
+            sent_at: timefmt::timestamp(p.sent_at),
+            acked: p.acked,
+            ack_status: p.ack_status,
+            acked_at: timefmt::timestamp(p.acked_at),
+            dirty: p.dirty,
+            lane: non_empty(p.lane),
+            held: p.held,
+            last_failure: non_empty(p.last_failure),
+            backoff: timefmt::duration(p.backoff),
+        }
+    }
+}
+
+/// One recent delivery event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryEvent {
+    pub at: Option<String>,
+    pub text: String,
+}
+
+impl From<pb::DeliveryEvent> for DeliveryEvent {
+    fn from(p: pb::DeliveryEvent) -> Self {
+        Self {
+            at: timefmt::timestamp(p.at),
+            text: p.text,
+        }
+    }
+}
+
+/// How configuration reaches one sandbox, and what is wrong with it if anything.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionInspection {
+    pub sandbox: Option<Sandbox>,
+    /// The gateway's configured mode (`"poll"` or `"push"`).
+    pub gateway_mode: String,
+    /// Whether a supervisor is connected.
+    pub connected: bool,
+    pub negotiated_mode: DeliveryMode,
+    /// Why that mode was negotiated.
+    pub negotiated_reason: String,
+    pub supervisor_version: String,
+    pub protocol_revision: u32,
+    pub supports_config_snapshots: bool,
+    pub supports_config_apply: bool,
+    pub owner_replica: Option<String>,
+    pub session_id: Option<String>,
+    pub connected_at: Option<String>,
+    pub last_heartbeat_at: Option<String>,
+    pub components: Vec<ComponentDelivery>,
+    /// Operations of this sandbox that are not terminal yet.
+    pub pending_operations: Vec<Operation>,
+    pub recent_events: Vec<DeliveryEvent>,
+    /// Plain-language hints for each abnormal state found.
+    pub hints: Vec<String>,
+    /// Last status the supervisor reported.
+    pub last_report: Option<String>,
+    pub last_report_at: Option<String>,
+}
+
+impl From<pb::SessionInspection> for SessionInspection {
+    fn from(p: pb::SessionInspection) -> Self {
+        Self {
+            sandbox: p.sandbox.map(Sandbox::from),
+            gateway_mode: p.gateway_mode,
+            connected: p.connected,
+            negotiated_mode: p.negotiated_mode.into(),
+            negotiated_reason: p.negotiated_reason,
+            supervisor_version: p.supervisor_version,
+            protocol_revision: p.protocol_revision,
+            supports_config_snapshots: p.supports_config_snapshots,
+            supports_config_apply: p.supports_config_apply,
+            owner_replica: non_empty(p.owner_replica),
+            session_id: non_empty(p.session_id),
+            connected_at: timefmt::timestamp(p.connected_at),
+            last_heartbeat_at: timefmt::timestamp(p.last_heartbeat_at),
+            components: p.components.into_iter().map(Into::into).collect(),
+            pending_operations: p.pending_operations.into_iter().map(Into::into).collect(),
+            recent_events: p.recent_events.into_iter().map(Into::into).collect(),
+            hints: p.hints,
+            last_report: non_empty(p.last_report),
+            last_report_at: timefmt::timestamp(p.last_report_at),
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The request side of `UpdateConfig`: what to change, where, and how long
+//! to wait for it.
+
+use std::time::Duration;
+
+use openshell_proto::v1 as pb;
+
+use crate::timefmt::to_proto_duration;
+use crate::{SandboxRef, SdkError, UpdateMode};
+
+/// The gateway's wait when the caller names none (DESIGN §7).
+pub(crate) const DEFAULT_SERVER_WAIT: Duration = Duration::from_secs(60);
+
+/// Where a configuration change applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// One sandbox: its policy and/or sandbox-scope settings.
+    Sandbox(SandboxRef),
+    /// Every sandbox of a workspace: workspace-scope settings.
+    Workspace(String),
+    /// Everything: global settings and/or the global policy.
+    Global,
+}
+
+impl Target {
+    pub(crate) fn to_proto(&self) -> pb::ConfigTarget {
+        use pb::config_target::Target as T;
+        let target = match self {
+            Self::Sandbox(sandbox) => T::Sandbox(sandbox.to_proto()),
+            Self::Workspace(name) => T::Workspace(name.clone()),
+            Self::Global => T::Global(true),
+        };
+        pb::ConfigTarget {
+            target: Some(target),
+        }
+    }
+}
+
+/// One setting change; values are sent as text and typed by the gateway's
+/// registry, so every binding parses `"true"`, `"42"` or `"info"` alike.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingChange {
+    Set {
+        key: String,
+        raw: String,
+    },
+    /// Removes the key from the scope so a lower scope or the default applies.
+    Delete {
+        key: String,
+    },
+}
+
+impl SettingChange {
+    pub fn set(key: impl Into<String>, raw: impl Into<String>) -> Self {
+        Self::Set {
+            key: key.into(),
+            raw: raw.into(),
+        }
+    }
+
+    pub fn delete(key: impl Into<String>) -> Self {
+        Self::Delete { key: key.into() }
+    }
+
+    fn to_proto(&self) -> pb::SettingChange {
+        use pb::setting_change::Change;
+        match self {
+            Self::Set { key, raw } => pb::SettingChange {
+                key: key.clone(),
+                change: Some(Change::Raw(raw.clone())),
+            },
+            Self::Delete { key } => pb::SettingChange {
+                key: key.clone(),
+                change: Some(Change::Delete(true)),
+            },
+        }
+    }
+}
+
+/// A policy and/or settings write, committed as one durable operation.
+///
+/// Build one with [`UpdateConfig::new`] and the chainable setters, or with
+/// struct-update syntax over `UpdateConfig::new(target)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateConfig {
+    pub target: Target,
+    /// New policy text (YAML or JSON); `None` leaves the policy unchanged.
+    pub policy: Option<String>,
+    /// Global target only: remove the global policy so sandbox policies apply again.
+    pub clear_global_policy: bool,
+    pub settings: Vec<SettingChange>,
+    pub mode: UpdateMode,
+    /// Makes the write safe to retry: unique per target and caller for 24 h.
+    pub idempotency_key: Option<String>,
+    /// Server-side wait for `WaitForApply` (gateway default 60 s, at most 10 min).
+    pub wait_timeout: Option<Duration>,
+    /// Fleet targets: finish the wait once this fraction (0, 1] of targets applied.
+    pub threshold: Option<f64>,
+}
+
+impl UpdateConfig {
+    /// An empty commit-only change of `target`.
+    pub fn new(target: Target) -> Self {
+        Self {
+            target,
+            policy: None,
+            clear_global_policy: false,
+            settings: Vec::new(),
+            mode: UpdateMode::CommitOnly,
+            idempotency_key: None,
+            wait_timeout: None,
+            threshold: None,
+        }
+    }
+
+    pub fn policy(mut self, text: impl Into<String>) -> Self {
+        self.policy = Some(text.into());
+        self
+    }
+
+    pub fn clear_global_policy(mut self) -> Self {
+        self.clear_global_policy = true;
+        self
+    }
+
+    pub fn set(mut self, key: impl Into<String>, raw: impl Into<String>) -> Self {
+        self.settings.push(SettingChange::set(key, raw));
+        self
+    }
+
+    pub fn delete(mut self, key: impl Into<String>) -> Self {
+        self.settings.push(SettingChange::delete(key));
+        self
+    }
+
+    pub fn mode(mut self, mode: UpdateMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    pub fn wait_timeout(mut self, timeout: Duration) -> Self {
+        self.wait_timeout = Some(timeout);
+        self
+    }
+
+    pub fn threshold(mut self, fraction: f64) -> Self {
+        self.threshold = Some(fraction);
+        self
+    }
+
+    /// True when a repeat of this request cannot write twice.
+    pub(crate) fn is_idempotent(&self) -> bool {
+        self.idempotency_key
+            .as_deref()
+            .is_some_and(|k| !k.is_empty())
+    }
+
+    pub(crate) fn to_proto(&self) -> Result<pb::UpdateConfigRequest, SdkError> {
+        let wait = wait_options(self.wait_timeout, self.threshold)?;
+        Ok(pb::UpdateConfigRequest {
+            target: Some(self.target.to_proto()),
+            policy: self.policy.clone().unwrap_or_default(),
+            clear_global_policy: self.clear_global_policy,
+            settings: self.settings.iter().map(SettingChange::to_proto).collect(),
+            mode: self.mode.into(),
+            idempotency_key: self.idempotency_key.clone().unwrap_or_default(),
+            wait,
+        })
+    }
+}
+
+/// Checks the threshold here so a bad value fails before anything is sent.
+pub(crate) fn wait_options(
+    timeout: Option<Duration>,
+    threshold: Option<f64>,
+) -> Result<Option<pb::WaitOptions>, SdkError> {
+    if let Some(t) = threshold
+        && !(t > 0.0 && t <= 1.0)
+    {
+        return Err(SdkError::InvalidArgument {
+            message: format!("threshold {t} must be in (0, 1]"),
+            violations: vec![crate::FieldViolation {
+                field: "wait.threshold".to_owned(),
+                message: "must be greater than 0 and at most 1".to_owned(),
+            }],
+        });
+    }
+    if timeout.is_none() && threshold.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(pb::WaitOptions {
+        timeout: timeout.map(to_proto_duration),
+        threshold: threshold.unwrap_or(0.0),
+    }))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_wire_request() {
+        let update = UpdateConfig::new(Target::Sandbox(SandboxRef::from("team/demo")))
+            .policy("version: 1")
+            .set("log_level", "debug")
+            .delete("old_key")
+            .mode(UpdateMode::WaitForApply)
+            .idempotency_key("k1")
+            .wait_timeout(Duration::from_secs(120));
+        let req = update.to_proto().unwrap();
+        assert_eq!(req.policy, "version: 1");
+        assert_eq!(req.mode, pb::UpdateMode::WaitForApply as i32);
+        assert_eq!(req.idempotency_key, "k1");
+        assert_eq!(req.settings.len(), 2);
+        assert_eq!(
+            req.settings[1].change,
+            Some(pb::setting_change::Change::Delete(true))
+        );
+        let Some(pb::ConfigTarget {
+            target: Some(pb::config_target::Target::Sandbox(sb)),
+        }) = req.target
+        else {
+            panic!("wrong target");
+        };
+        assert_eq!(sb.workspace, "team");
+        assert_eq!(req.wait.unwrap().timeout.unwrap().seconds, 120);
+        assert!(update.is_idempotent());
+    }
+
+    #[test]
+    fn global_and_workspace_targets() {
+        let req = UpdateConfig::new(Target::Global)
+            .clear_global_policy()
+            .to_proto()
+            .unwrap();
+        assert!(req.clear_global_policy);
+        assert_eq!(
+            req.target.unwrap().target,
+            Some(pb::config_target::Target::Global(true))
+        );
+        assert_eq!(req.mode, pb::UpdateMode::CommitOnly as i32);
+        assert!(req.wait.is_none());
+        let req = UpdateConfig::new(Target::Workspace("team".into()))
+            .to_proto()
+            .unwrap();
+        assert_eq!(
+            req.target.unwrap().target,
+            Some(pb::config_target::Target::Workspace("team".into()))
+        );
+    }
+
+    #[test]
+    fn rejects_bad_threshold() {
+        for bad in [0.0, -0.5, 1.5, f64::NAN] {
+            let err = UpdateConfig::new(Target::Global)
+                .threshold(bad)
+                .to_proto()
+                .unwrap_err();
+            assert_eq!(err.code(), "INVALID_ARGUMENT");
+            assert_eq!(err.violations()[0].field, "wait.threshold");
+        }
+        assert!(
+            UpdateConfig::new(Target::Global)
+                .threshold(1.0)
+                .to_proto()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn empty_key_is_not_idempotent() {
+        assert!(
+            !UpdateConfig::new(Target::Global)
+                .idempotency_key("")
+                .is_idempotent()
+        );
+        assert!(!UpdateConfig::new(Target::Global).is_idempotent());
+    }
+}

@@ -1,0 +1,527 @@
+//! The SDK against an in-process fake of the OpenShell service: checks what
+//! actually crosses the wire (token header, retries, paging, wait streams)
+//! without needing the real gateway.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use futures::Stream;
+use openshell_proto::v1 as pb;
+use openshell_proto::v1::open_shell_server::{OpenShell, OpenShellServer};
+use openshell_sdk::{
+    Client, ClientOptions, OperationState, SandboxRef, SdkError, Target, UpdateConfig, UpdateMode,
+};
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::{Request, Response, Status};
+
+const TOKEN: &str = "operator-token";
+
+#[derive(Default)]
+struct Fake {
+    /// Calls per RPC name.
+    calls: Mutex<HashMap<&'static str, u32>>,
+    /// How many more calls answer UNAVAILABLE, per RPC name.
+    unavailable: Mutex<HashMap<&'static str, u32>>,
+    wait_calls: AtomicU32,
+}
+
+impl Fake {
+    fn enter<T>(&self, name: &'static str, request: &Request<T>) -> Result<(), Status> {
+        *self.calls.lock().unwrap().entry(name).or_default() += 1;
+        let auth = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        if auth != Some(&format!("Bearer {TOKEN}")) {
+            return Err(Status::unauthenticated("missing or wrong operator token"));
+        }
+        let mut unavailable = self.unavailable.lock().unwrap();
+        if let Some(left) = unavailable.get_mut(name)
+            && *left > 0
+        {
+            *left -= 1;
+            return Err(Status::unavailable("store restarting"));
+        }
+        Ok(())
+    }
+
+    fn calls(&self, name: &str) -> u32 {
+        self.calls.lock().unwrap().get(name).copied().unwrap_or(0)
+    }
+
+    fn fail_next(&self, name: &'static str, times: u32) {
+        self.unavailable.lock().unwrap().insert(name, times);
+    }
+}
+
+fn sandbox(name: &str) -> pb::Sandbox {
+    pb::Sandbox {
+        id: format!("sb-{name}"),
+        name: name.to_owned(),
+        workspace: "default".into(),
+        lifecycle: pb::SandboxLifecycle::Running as i32,
+        ..Default::default()
+    }
+}
+
+fn op(id: &str, state: pb::OperationState) -> pb::Operation {
+    pb::Operation {
+        id: id.to_owned(),
+        target_kind: pb::TargetKind::Sandbox as i32,
+        target: "sb-demo".into(),
+        state: state as i32,
+        ..Default::default()
+    }
+}
+
+type OpStream = Pin<Box<dyn Stream<Item = Result<pb::Operation, Status>> + Send>>;
+
+fn unimplemented<T>() -> Result<Response<T>, Status> {
+    Err(Status::unimplemented("not in the fake"))
+}
+
+#[tonic::async_trait]
+impl OpenShell for Fake {
+    async fn create_sandbox(
+        &self,
+        request: Request<pb::CreateSandboxRequest>,
+    ) -> Result<Response<pb::CreateSandboxResponse>, Status> {
+        self.enter("create_sandbox", &request)?;
+        let name = request.into_inner().name;
+        Ok(Response::new(pb::CreateSandboxResponse {
+            sandbox: Some(sandbox(&name)),
+            supervisor_credential: "cred-123".into(),
+            operation: None,
+        }))
+    }
+
+    async fn get_sandbox(
+        &self,
+        request: Request<pb::GetSandboxRequest>,
+    ) -> Result<Response<pb::Sandbox>, Status> {
+        self.enter("get_sandbox", &request)?;
+        let sb = request.into_inner().sandbox.unwrap_or_default();
+        if sb.id_or_name == "missing" {
+            return Err(Status::not_found("sandbox missing not found"));
+        }
+        let mut found = sandbox(&sb.id_or_name);
+        found.workspace = sb.workspace;
+        Ok(Response::new(found))
+    }
+
+    async fn list_sandboxes(
+        &self,
+        request: Request<pb::ListSandboxesRequest>,
+    ) -> Result<Response<pb::ListSandboxesResponse>, Status> {
+        self.enter("list_sandboxes", &request)?;
+        let token = request.into_inner().page_token;
+        let (names, next) = match token.as_str() {
+            "" => (vec!["a", "b"], "page-2"),
+            "page-2" => (vec!["c"], ""),
+            _ => return Err(Status::invalid_argument("bad page token")),
+        };
+        Ok(Response::new(pb::ListSandboxesResponse {
+            sandboxes: names.into_iter().map(sandbox).collect(),
+            next_page_token: next.into(),
+        }))
+    }
+
+    async fn delete_sandbox(
+        &self,
+        _: Request<pb::DeleteSandboxRequest>,
+    ) -> Result<Response<pb::DeleteSandboxResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn set_sandbox_lifecycle(
+        &self,
+        _: Request<pb::SetSandboxLifecycleRequest>,
+    ) -> Result<Response<pb::Sandbox>, Status> {
+        unimplemented()
+    }
+
+    async fn create_provider(
+        &self,
+        _: Request<pb::CreateProviderRequest>,
+    ) -> Result<Response<pb::ProviderWriteResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn update_provider(
+        &self,
+        _: Request<pb::UpdateProviderRequest>,
+    ) -> Result<Response<pb::ProviderWriteResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn delete_provider(
+        &self,
+        _: Request<pb::DeleteProviderRequest>,
+    ) -> Result<Response<pb::DeleteProviderResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn get_provider(
+        &self,
+        _: Request<pb::GetProviderRequest>,
+    ) -> Result<Response<pb::Provider>, Status> {
+        unimplemented()
+    }
+
+    async fn list_providers(
+        &self,
+        _: Request<pb::ListProvidersRequest>,
+    ) -> Result<Response<pb::ListProvidersResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn attach_provider(
+        &self,
+        _: Request<pb::AttachProviderRequest>,
+    ) -> Result<Response<pb::AttachmentResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn detach_provider(
+        &self,
+        _: Request<pb::DetachProviderRequest>,
+    ) -> Result<Response<pb::AttachmentResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn get_sandbox_policy(
+        &self,
+        _: Request<pb::GetSandboxPolicyRequest>,
+    ) -> Result<Response<pb::GetSandboxPolicyResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn list_sandbox_policies(
+        &self,
+        _: Request<pb::ListSandboxPoliciesRequest>,
+    ) -> Result<Response<pb::ListSandboxPoliciesResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn get_settings(
+        &self,
+        _: Request<pb::GetSettingsRequest>,
+    ) -> Result<Response<pb::GetSettingsResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn list_setting_definitions(
+        &self,
+        _: Request<pb::ListSettingDefinitionsRequest>,
+    ) -> Result<Response<pb::ListSettingDefinitionsResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn update_config(
+        &self,
+        request: Request<pb::UpdateConfigRequest>,
+    ) -> Result<Response<pb::UpdateConfigResponse>, Status> {
+        self.enter("update_config", &request)?;
+        let req = request.into_inner();
+        if req.policy.contains("port: 0") {
+            return Err(Status::invalid_argument(
+                "2 problems found\nnetwork_policies.gh.endpoints[0].port: must be 1-65535\nversion: must be 1",
+            ));
+        }
+        let state = if req.mode == pb::UpdateMode::WaitForApply as i32 {
+            pb::OperationState::Applied
+        } else {
+            pb::OperationState::Pending
+        };
+        let mut operation = op("op-upd", state);
+        operation.idempotency_key = req.idempotency_key;
+        Ok(Response::new(pb::UpdateConfigResponse {
+            operation: Some(operation),
+            idempotent_replay: false,
+        }))
+    }
+
+    async fn get_operation(
+        &self,
+        request: Request<pb::GetOperationRequest>,
+    ) -> Result<Response<pb::Operation>, Status> {
+        self.enter("get_operation", &request)?;
+        let id = request.into_inner().id;
+        Ok(Response::new(op(&id, pb::OperationState::Pending)))
+    }
+
+    type WaitForApplyStream = OpStream;
+
+    async fn wait_for_apply(
+        &self,
+        request: Request<pb::WaitForApplyRequest>,
+    ) -> Result<Response<Self::WaitForApplyStream>, Status> {
+        self.enter("wait_for_apply", &request)?;
+        let attempt = self.wait_calls.fetch_add(1, Ordering::SeqCst);
+        let id = request.into_inner().id;
+        use pb::OperationState::{Applied, Delivered, Pending};
+        let items: Vec<Result<pb::Operation, Status>> = match id.as_str() {
+            "op-ok" => vec![
+                Ok(op(&id, Pending)),
+                Ok(op(&id, Delivered)),
+                Ok(op(&id, Applied)),
+            ],
+            "op-slow" => {
+                let mut last = op(&id, Pending);
+                last.wait_timed_out = true;
+                vec![Ok(op(&id, Pending)), Ok(last)]
+            }
+            "op-flaky" if attempt == 0 => vec![
+                Ok(op(&id, Pending)),
+                Err(Status::unavailable("replica going away")),
+            ],
+            "op-flaky" => vec![Ok(op(&id, Applied))],
+            _ => vec![Err(Status::not_found("no such operation"))],
+        };
+        Ok(Response::new(Box::pin(futures::stream::iter(items))))
+    }
+
+    async fn list_operations(
+        &self,
+        request: Request<pb::ListOperationsRequest>,
+    ) -> Result<Response<pb::ListOperationsResponse>, Status> {
+        self.enter("list_operations", &request)?;
+        let req = request.into_inner();
+        let ops = req
+            .states
+            .iter()
+            .map(|s| {
+                op(
+                    "op-x",
+                    pb::OperationState::try_from(*s).unwrap_or(pb::OperationState::Unspecified),
+                )
+            })
+            .collect();
+        Ok(Response::new(pb::ListOperationsResponse {
+            operations: ops,
+            next_page_token: String::new(),
+        }))
+    }
+
+    async fn list_sessions(
+        &self,
+        _: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        unimplemented()
+    }
+
+    async fn inspect_session(
+        &self,
+        _: Request<pb::InspectSessionRequest>,
+    ) -> Result<Response<pb::SessionInspection>, Status> {
+        unimplemented()
+    }
+
+    async fn get_gateway_info(
+        &self,
+        request: Request<pb::GetGatewayInfoRequest>,
+    ) -> Result<Response<pb::GatewayInfo>, Status> {
+        self.enter("get_gateway_info", &request)?;
+        Ok(Response::new(pb::GatewayInfo {
+            version: "0.1.0".into(),
+            config_delivery_mode: "push".into(),
+            ..Default::default()
+        }))
+    }
+}
+
+/// Starts the fake on a loopback port and returns it with the endpoint URL.
+async fn start() -> (std::sync::Arc<Fake>, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let fake = std::sync::Arc::new(Fake::default());
+    let service = OpenShellServer::from_arc(fake.clone());
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(TcpListenerStream::new(listener))
+            .await
+    });
+    (fake, format!("http://{addr}"))
+}
+
+async fn client(endpoint: &str) -> Client {
+    Client::connect(
+        ClientOptions::new(endpoint)
+            .with_token(TOKEN)
+            .with_request_timeout(Duration::from_secs(5)),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn token_travels_as_bearer_header() {
+    let (_fake, endpoint) = start().await;
+    let info = client(&endpoint).await.gateway_info().await.unwrap();
+    assert_eq!(info.config_delivery_mode, "push");
+
+    let anonymous = Client::connect(ClientOptions::new(&endpoint))
+        .await
+        .unwrap();
+    let err = anonymous.gateway_info().await.unwrap_err();
+    assert_eq!(err.code(), "UNAUTHENTICATED");
+}
+
+#[tokio::test]
+async fn reads_retry_unavailable() {
+    let (fake, endpoint) = start().await;
+    let client = client(&endpoint).await;
+    fake.fail_next("get_sandbox", 2);
+    let sb = client
+        .get_sandbox(&SandboxRef::from("team/demo"))
+        .await
+        .unwrap();
+    assert_eq!(sb.name, "demo");
+    assert_eq!(sb.workspace, "team");
+    assert_eq!(fake.calls("get_sandbox"), 3);
+
+    fake.fail_next("get_sandbox", 5);
+    let err = client.get_sandbox(&"demo".into()).await.unwrap_err();
+    assert_eq!(err.code(), "UNAVAILABLE");
+    assert_eq!(fake.calls("get_sandbox"), 6);
+
+    let err = client.get_sandbox(&"missing".into()).await.unwrap_err();
+    assert!(matches!(err, SdkError::NotFound(_)));
+}
+
+#[tokio::test]
+async fn writes_without_key_are_sent_once() {
+    let (fake, endpoint) = start().await;
+    let client = client(&endpoint).await;
+    fake.fail_next("create_sandbox", 1);
+    let err = client.create_sandbox("demo", None, None).await.unwrap_err();
+    assert_eq!(err.code(), "UNAVAILABLE");
+    assert_eq!(fake.calls("create_sandbox"), 1);
+
+    let created = client.create_sandbox("demo", None, None).await.unwrap();
+    assert_eq!(created.supervisor_credential.expose(), "cred-123");
+
+    fake.fail_next("update_config", 1);
+    let plain = UpdateConfig::new(Target::Global).set("log_level", "debug");
+    assert!(client.update_config(plain).await.is_err());
+    assert_eq!(fake.calls("update_config"), 1);
+}
+
+#[tokio::test]
+async fn keyed_updates_retry_and_wait_mode_is_sent() {
+    let (fake, endpoint) = start().await;
+    let client = client(&endpoint).await;
+    fake.fail_next("update_config", 1);
+    let update = UpdateConfig::new(Target::Sandbox("demo".into()))
+        .policy("version: 1")
+        .mode(UpdateMode::WaitForApply)
+        .idempotency_key("deploy-1");
+    let result = client.update_config(update).await.unwrap();
+    assert_eq!(fake.calls("update_config"), 2);
+    assert_eq!(result.operation.state, OperationState::Applied);
+    assert_eq!(
+        result.operation.idempotency_key.as_deref(),
+        Some("deploy-1")
+    );
+}
+
+#[tokio::test]
+async fn violations_survive_the_wire() {
+    let (_fake, endpoint) = start().await;
+    let client = client(&endpoint).await;
+    let err = client
+        .update_config(UpdateConfig::new(Target::Sandbox("demo".into())).policy("port: 0"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "INVALID_ARGUMENT");
+    assert_eq!(err.to_string(), "2 problems found");
+    let fields: Vec<&str> = err.violations().iter().map(|v| v.field.as_str()).collect();
+    assert_eq!(fields, ["network_policies.gh.endpoints[0].port", "version"]);
+}
+
+#[tokio::test]
+async fn lists_follow_page_tokens() {
+    let (fake, endpoint) = start().await;
+    let client = client(&endpoint).await;
+    let names: Vec<String> = client
+        .list_sandboxes(None, false)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert_eq!(fake.calls("list_sandboxes"), 2);
+
+    let ops = client
+        .list_operations(None, &[OperationState::Failed], 10)
+        .await
+        .unwrap();
+    assert_eq!(ops[0].state, OperationState::Failed);
+}
+
+#[tokio::test]
+async fn wait_final_reports_every_update_and_the_end() {
+    let (_fake, endpoint) = start().await;
+    let client = client(&endpoint).await;
+    let mut seen = Vec::new();
+    let op = client
+        .wait_for_apply_final("op-ok", Some(Duration::from_secs(5)), None, |op| {
+            seen.push(op.state)
+        })
+        .await
+        .unwrap();
+    assert_eq!(op.state, OperationState::Applied);
+    assert_eq!(
+        seen,
+        [
+            OperationState::Pending,
+            OperationState::Delivered,
+            OperationState::Applied
+        ]
+    );
+}
+
+#[tokio::test]
+async fn wait_final_times_out_with_the_live_operation() {
+    let (_fake, endpoint) = start().await;
+    let client = client(&endpoint).await;
+    let err = client
+        .wait_for_apply_final("op-slow", Some(Duration::from_secs(1)), None, |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "WAIT_TIMED_OUT");
+    let SdkError::WaitTimedOut { operation } = err else {
+        panic!("expected WaitTimedOut");
+    };
+    assert_eq!(operation.id, "op-slow");
+    assert!(operation.wait_timed_out);
+}
+
+#[tokio::test]
+async fn wait_final_resubscribes_after_a_broken_stream() {
+    let (fake, endpoint) = start().await;
+    let client = client(&endpoint).await;
+    let op = client
+        .wait_for_apply_final("op-flaky", Some(Duration::from_secs(5)), None, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(op.state, OperationState::Applied);
+    assert_eq!(fake.calls("wait_for_apply"), 2);
+}
+
+#[tokio::test]
+async fn raw_wait_stream_yields_errors() {
+    let (_fake, endpoint) = start().await;
+    let client = client(&endpoint).await;
+    let mut stream = client.wait_for_apply("op-none", None, None).await.unwrap();
+    let first = futures::StreamExt::next(&mut stream).await.unwrap();
+    assert_eq!(first.unwrap_err().code(), "NOT_FOUND");
+    assert!(futures::StreamExt::next(&mut stream).await.is_none());
+}
