@@ -1,0 +1,649 @@
+//! The command tree: every flag, argument and subcommand of `openshell`.
+//!
+//! Parsing only; what each command does lives in `commands/`.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use openshell_sdk::OperationState;
+
+use crate::exit::EXIT_CODES_HELP;
+use crate::parse;
+
+/// Default gateway address, the gateway's default listener.
+pub const DEFAULT_GATEWAY: &str = "http://127.0.0.1:7070";
+
+const SANDBOX_HELP: &str = "Sandbox id, name, or WORKSPACE/NAME";
+
+/// Operate OpenShell sandboxes: their policies, settings, providers and the
+/// operations that deliver changes to them.
+#[derive(Debug, Parser)]
+#[command(name = "openshell", version, after_help = EXIT_CODES_HELP)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags accepted by every command.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Gateway address, http://HOST:PORT or https://HOST:PORT.
+    #[arg(long, global = true, env = "OPENSHELL_GATEWAY", default_value = DEFAULT_GATEWAY)]
+    pub gateway: String,
+    /// Operator token, sent as a bearer token.
+    #[arg(long, global = true, env = "OPENSHELL_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// PEM file of the CA to trust for an https gateway.
+    #[arg(long, global = true, env = "OPENSHELL_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// Output format.
+    #[arg(short, long, global = true, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+    /// Print no progress or notes on stderr (warnings and errors still print).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Answer yes to confirmation prompts; required to delete when not on a terminal.
+    #[arg(short, long, global = true)]
+    pub yes: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create, inspect, stop, start and delete sandboxes.
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+    /// Set and read sandbox and global policies.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// Set and read typed settings at global, workspace or sandbox scope.
+    #[command(subcommand)]
+    Settings(SettingsCommand),
+    /// Manage providers (environment and credentials) and attach them to sandboxes.
+    #[command(subcommand)]
+    Provider(ProviderCommand),
+    /// Read, wait for and list the durable operations of configuration writes.
+    #[command(subcommand, alias = "operation", alias = "ops")]
+    Operations(OperationsCommand),
+    /// Diagnose configuration delivery to supervisors.
+    #[command(subcommand, alias = "session")]
+    Sessions(SessionsCommand),
+    /// Describe the gateway.
+    #[command(subcommand)]
+    Gateway(GatewayCommand),
+    /// Print a shell completion script to stdout.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Create a sandbox and print its supervisor credential (shown only once).
+    Create {
+        /// Sandbox name (a DNS label).
+        name: String,
+        /// Workspace to create it in (default: the gateway's default workspace).
+        #[arg(long, value_name = "W")]
+        workspace: Option<String>,
+        /// First policy, YAML or JSON; `-` reads stdin.
+        #[arg(short = 'f', long = "file", value_name = "POLICY")]
+        policy: Option<String>,
+        /// Write the supervisor credential to this file (mode 0600) instead of printing it.
+        #[arg(long, value_name = "PATH")]
+        credential_file: Option<PathBuf>,
+    },
+    /// Show one sandbox.
+    Get {
+        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        sandbox: String,
+    },
+    /// List sandboxes.
+    #[command(alias = "ls")]
+    List {
+        /// Only this workspace.
+        #[arg(long, value_name = "W")]
+        workspace: Option<String>,
+        /// Include deleted sandboxes.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Delete a sandbox; its pending operations end CANCELLED.
+    #[command(alias = "rm")]
+    Delete {
+        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        sandbox: String,
+    },
+    /// Stop a sandbox; its pending operations end INACTIVE.
+    Stop {
+        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        sandbox: String,
+    },
+    /// Start a stopped sandbox again.
+    Start {
+        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        sandbox: String,
+    },
+}
+
+/// How a write returns: right after commit, or after the change is applied.
+///
+/// Without `--commit-only` or `--wait`, the CLI waits when stdout is a
+/// terminal and returns right after commit otherwise (scripts, pipes).
+#[derive(Debug, Clone, Default, Args)]
+pub struct WaitArgs {
+    /// Return right after the write is committed.
+    #[arg(long, conflicts_with_all = ["wait", "timeout"])]
+    pub commit_only: bool,
+    /// Wait until the change is applied, failed, or the timeout passes.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long to wait, e.g. 90s or 2m (gateway default 60s, at most 10m); implies --wait.
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    pub timeout: Option<Duration>,
+    /// Fleet writes: stop waiting once this fraction (0-1] of sandboxes applied.
+    #[arg(long, value_name = "FRACTION", value_parser = parse::threshold)]
+    pub threshold: Option<f64>,
+    /// Makes the write safe to retry: repeating it returns the original operation.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Set a sandbox's policy, or the global policy with --global.
+    Set {
+        #[arg(
+            value_name = "SB",
+            help = SANDBOX_HELP,
+            required_unless_present = "global",
+            conflicts_with = "global"
+        )]
+        sandbox: Option<String>,
+        /// Set the global policy, which replaces every sandbox's policy while set.
+        #[arg(long)]
+        global: bool,
+        /// Policy file, YAML or JSON; `-` reads stdin.
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Remove the global policy so sandbox policies apply again.
+    ClearGlobal {
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Show a sandbox's policy revision; `-o yaml` prints the policy itself.
+    Get {
+        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        sandbox: String,
+        /// Revision to show (default: the latest).
+        #[arg(long, value_name = "N")]
+        revision: Option<u64>,
+    },
+    /// List a sandbox's policy revisions, newest first.
+    History {
+        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        sandbox: String,
+        /// At most this many revisions.
+        #[arg(long, value_name = "N", default_value_t = 20)]
+        limit: u32,
+    },
+}
+
+/// Exactly one scope for a settings command.
+#[derive(Debug, Clone, Args)]
+#[group(required = true, multiple = false)]
+pub struct ScopeArgs {
+    /// Sandbox scope.
+    #[arg(long, value_name = "SB")]
+    pub sandbox: Option<String>,
+    /// Workspace scope.
+    #[arg(long, value_name = "W")]
+    pub workspace: Option<String>,
+    /// Global scope: overrides every other scope.
+    #[arg(long)]
+    pub global: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SettingsCommand {
+    /// Set settings at a scope, as one operation.
+    Set {
+        #[command(flatten)]
+        scope: ScopeArgs,
+        /// Settings to set; values are typed by the registry (see `settings keys`).
+        #[arg(required = true, value_name = "KEY=VALUE", value_parser = parse::key_value)]
+        pairs: Vec<(String, String)>,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Remove settings from a scope so a lower scope or the default applies.
+    Delete {
+        #[command(flatten)]
+        scope: ScopeArgs,
+        #[arg(required = true, value_name = "KEY")]
+        keys: Vec<String>,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Show settings at a scope; for a sandbox, every effective value and its source.
+    Get {
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// List the settings registry: every key, its type and default.
+    Keys,
+}
+
+/// Values of a provider. Credentials are never echoed back.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ProviderValues {
+    /// Plain environment value.
+    #[arg(long = "env", value_name = "K=V", value_parser = parse::key_value)]
+    pub env: Vec<(String, String)>,
+    /// Credential value (visible in the process list; prefer --credential-from-env).
+    // Split after parsing: clap would quote a malformed value, a secret, in its error.
+    #[arg(long = "credential", value_name = "K=V")]
+    pub credentials: Vec<String>,
+    /// Credential K taken from this CLI's environment variable K.
+    #[arg(long = "credential-from-env", value_name = "K")]
+    pub credentials_from_env: Vec<String>,
+    /// Credential expiry, RFC 3339 (e.g. 2027-01-31T00:00:00Z).
+    #[arg(long, value_name = "TIME", value_parser = parse::timestamp)]
+    pub expires_at: Option<SystemTime>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProviderCommand {
+    /// Create a provider.
+    Create {
+        /// Provider name (a DNS label).
+        name: String,
+        /// Provider type, e.g. github or openai.
+        #[arg(long = "type", value_name = "T")]
+        provider_type: String,
+        /// Workspace (default: the gateway's default workspace).
+        #[arg(long, value_name = "W")]
+        workspace: Option<String>,
+        #[command(flatten)]
+        values: ProviderValues,
+    },
+    /// Replace a provider's values; the given set replaces the old one whole.
+    Update {
+        /// Provider id or name.
+        provider: String,
+        /// Workspace to resolve a name in.
+        #[arg(long, value_name = "W")]
+        workspace: Option<String>,
+        #[command(flatten)]
+        values: ProviderValues,
+    },
+    /// Delete a provider that no sandbox attaches.
+    #[command(alias = "rm")]
+    Delete {
+        provider: String,
+        #[arg(long, value_name = "W")]
+        workspace: Option<String>,
+    },
+    /// Show a provider (credential names only).
+    Get {
+        provider: String,
+        #[arg(long, value_name = "W")]
+        workspace: Option<String>,
+    },
+    /// List providers.
+    #[command(alias = "ls")]
+    List {
+        /// Only this workspace.
+        #[arg(long, value_name = "W")]
+        workspace: Option<String>,
+    },
+    /// Attach a provider to a sandbox.
+    Attach {
+        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        sandbox: String,
+        /// Provider id or name, resolved in the sandbox's workspace.
+        provider: String,
+    },
+    /// Detach a provider from a sandbox.
+    Detach {
+        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        sandbox: String,
+        provider: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OperationsCommand {
+    /// Show one operation.
+    Get {
+        /// Operation id (op-…).
+        id: String,
+    },
+    /// Follow an operation until it is terminal or the timeout passes.
+    Wait {
+        /// Operation id (op-…).
+        id: String,
+        /// How long to wait, e.g. 90s or 2m (gateway default 60s, at most 10m).
+        #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+        timeout: Option<Duration>,
+        /// Fleet operations: stop once this fraction (0-1] of sandboxes applied.
+        #[arg(long, value_name = "FRACTION", value_parser = parse::threshold)]
+        threshold: Option<f64>,
+    },
+    /// List operations, newest first.
+    #[command(alias = "ls")]
+    List {
+        /// Only operations targeting this sandbox.
+        #[arg(long, value_name = "SB")]
+        sandbox: Option<String>,
+        /// Only operations in this state (repeatable), e.g. pending.
+        #[arg(long = "state", value_name = "S", value_parser = parse::operation_state)]
+        states: Vec<OperationState>,
+        /// At most this many.
+        #[arg(long, value_name = "N", default_value_t = 50)]
+        limit: u32,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// List connected supervisor sessions.
+    #[command(alias = "ls")]
+    List,
+    /// Explain configuration delivery for one sandbox, with hints.
+    Inspect {
+        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        sandbox: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GatewayCommand {
+    /// Show the gateway's version, delivery mode, store and replicas.
+    Info,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use clap::CommandFactory;
+    use clap::error::ErrorKind;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("openshell").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn command_tree_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_flags_work_after_subcommands() {
+        let cli = parse(&[
+            "sandbox",
+            "list",
+            "-o",
+            "json",
+            "--gateway",
+            "http://gw:1",
+            "--quiet",
+            "--yes",
+        ])
+        .unwrap();
+        assert_eq!(cli.global.output, OutputFormat::Json);
+        assert_eq!(cli.global.gateway, "http://gw:1");
+        assert!(cli.global.quiet && cli.global.yes);
+    }
+
+    #[test]
+    fn policy_set_flags() {
+        let cli = parse(&[
+            "policy",
+            "set",
+            "team/demo",
+            "-f",
+            "p.yaml",
+            "--commit-only",
+            "--idempotency-key",
+            "k1",
+        ])
+        .unwrap();
+        let Command::Policy(PolicyCommand::Set {
+            sandbox,
+            global,
+            file,
+            wait,
+        }) = cli.command
+        else {
+            panic!("wrong command");
+        };
+        assert_eq!(sandbox.as_deref(), Some("team/demo"));
+        assert!(!global);
+        assert_eq!(file, "p.yaml");
+        assert!(wait.commit_only);
+        assert_eq!(wait.idempotency_key.as_deref(), Some("k1"));
+
+        let cli = parse(&[
+            "policy",
+            "set",
+            "sb",
+            "-f",
+            "-",
+            "--wait",
+            "--timeout",
+            "2m",
+        ])
+        .unwrap();
+        let Command::Policy(PolicyCommand::Set { wait, .. }) = cli.command else {
+            panic!("wrong command");
+        };
+        assert!(wait.wait);
+        assert_eq!(wait.timeout, Some(Duration::from_secs(120)));
+    }
+
+    #[test]
+    fn policy_set_needs_exactly_one_target() {
+        assert!(parse(&["policy", "set", "--global", "-f", "p.yaml"]).is_ok());
+        let err = parse(&["policy", "set", "-f", "p.yaml"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
+        let err = parse(&["policy", "set", "sb", "--global", "-f", "p.yaml"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
+        let err = parse(&["policy", "set", "sb"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
+    }
+
+    #[test]
+    fn wait_flags_conflict() {
+        let err =
+            parse(&["policy", "set", "sb", "-f", "p", "--wait", "--commit-only"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
+        let err = parse(&[
+            "policy",
+            "set",
+            "sb",
+            "-f",
+            "p",
+            "--timeout",
+            "1m",
+            "--commit-only",
+        ])
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
+        let err = parse(&["policy", "set", "sb", "-f", "p", "--timeout", "soon"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ValueValidation);
+        assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn settings_scope_is_required_and_exclusive() {
+        let cli = parse(&["settings", "set", "--global", "log_level=debug", "a=b"]).unwrap();
+        let Command::Settings(SettingsCommand::Set { scope, pairs, .. }) = cli.command else {
+            panic!("wrong command");
+        };
+        assert!(scope.global);
+        assert_eq!(
+            pairs,
+            vec![
+                ("log_level".to_string(), "debug".to_string()),
+                ("a".to_string(), "b".to_string())
+            ]
+        );
+        let err = parse(&["settings", "set", "log_level=debug"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
+        let err = parse(&["settings", "get", "--global", "--sandbox", "sb"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
+        assert!(parse(&["settings", "get", "--workspace", "team"]).is_ok());
+        assert!(parse(&["settings", "delete", "--sandbox", "sb", "log_level"]).is_ok());
+    }
+
+    #[test]
+    fn settings_set_rejects_bad_pairs_as_usage() {
+        let err = parse(&["settings", "set", "--global", "log_level"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ValueValidation);
+        assert_eq!(err.exit_code(), 2);
+        let err = parse(&["settings", "set", "--global", "=x"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn settings_threshold_is_validated() {
+        assert!(
+            parse(&[
+                "settings",
+                "set",
+                "--global",
+                "a=b",
+                "--wait",
+                "--threshold",
+                "0.95"
+            ])
+            .is_ok()
+        );
+        let err = parse(&["settings", "set", "--global", "a=b", "--threshold", "1.5"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn provider_create_collects_values() {
+        let cli = parse(&[
+            "provider",
+            "create",
+            "gh",
+            "--type",
+            "github",
+            "--env",
+            "GH_HOST=github.com",
+            "--credential",
+            "GITHUB_TOKEN=ghp_x",
+            "--credential-from-env",
+            "OTHER",
+            "--expires-at",
+            "2027-01-31T00:00:00Z",
+        ])
+        .unwrap();
+        let Command::Provider(ProviderCommand::Create {
+            name,
+            provider_type,
+            values,
+            ..
+        }) = cli.command
+        else {
+            panic!("wrong command");
+        };
+        assert_eq!(name, "gh");
+        assert_eq!(provider_type, "github");
+        assert_eq!(values.env.len(), 1);
+        assert_eq!(values.credentials[0], "GITHUB_TOKEN=ghp_x");
+        assert_eq!(values.credentials_from_env, vec!["OTHER".to_string()]);
+        assert!(values.expires_at.is_some());
+    }
+
+    #[test]
+    fn malformed_credential_reaches_the_command_unechoed() {
+        // Validation happens in the provider command, where errors never quote the value.
+        assert!(
+            parse(&[
+                "provider",
+                "create",
+                "gh",
+                "--type",
+                "t",
+                "--credential",
+                "sk-secret"
+            ])
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn operations_list_parses_states() {
+        let cli = parse(&[
+            "operations",
+            "list",
+            "--state",
+            "pending",
+            "--state",
+            "DELIVERED",
+        ])
+        .unwrap();
+        let Command::Operations(OperationsCommand::List { states, .. }) = cli.command else {
+            panic!("wrong command");
+        };
+        assert_eq!(
+            states,
+            vec![OperationState::Pending, OperationState::Delivered]
+        );
+        let err = parse(&["operations", "list", "--state", "done"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ValueValidation);
+        assert!(parse(&["ops", "wait", "op-1", "--timeout", "30s"]).is_ok());
+    }
+
+    #[test]
+    fn sandbox_commands_parse() {
+        assert!(
+            parse(&[
+                "sandbox",
+                "create",
+                "demo",
+                "--workspace",
+                "team",
+                "-f",
+                "p.yaml"
+            ])
+            .is_ok()
+        );
+        assert!(parse(&["sandbox", "create", "demo", "--credential-file", "/tmp/c"]).is_ok());
+        assert!(parse(&["sandbox", "delete", "demo", "--yes"]).is_ok());
+        assert!(parse(&["sandbox", "list", "--all"]).is_ok());
+        assert!(parse(&["sandbox", "stop", "demo"]).is_ok());
+        assert!(parse(&["sandbox", "start", "demo"]).is_ok());
+        assert!(parse(&["sessions", "inspect", "demo"]).is_ok());
+        assert!(parse(&["gateway", "info"]).is_ok());
+        assert!(parse(&["completions", "bash"]).is_ok());
+        let err = parse(&["sandbox", "get"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn help_lists_exit_codes() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("124"), "{help}");
+        assert!(help.contains("Exit codes"), "{help}");
+    }
+}

@@ -1,0 +1,125 @@
+//! Exit codes (DESIGN §12), so scripts can tell "applied" from "not in
+//! effect" from "still pending" without parsing output.
+
+use std::fmt;
+
+use openshell_sdk::{Operation, OperationState};
+
+/// Applied or unchanged; superseded (with a warning); commit-only success.
+pub const SUCCESS: u8 = 0;
+/// An error, or the change failed to apply.
+pub const FAILURE: u8 = 1;
+/// Bad usage; clap uses the same code for its own errors.
+pub const USAGE: u8 = 2;
+/// The change is not in effect: INACTIVE or CANCELLED.
+pub const NOT_IN_EFFECT: u8 = 3;
+/// The wait deadline passed with the operation still pending, as `timeout(1)` does.
+pub const WAIT_TIMED_OUT: u8 = 124;
+
+/// Shown at the end of `openshell --help`.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0    applied or unchanged; superseded (with a warning); committed with --commit-only
+  1    error, or the change failed to apply (FAILED)
+  2    usage error
+  3    the change is not in effect: INACTIVE (sandbox stopped, local policy) or CANCELLED
+  124  wait timed out; the operation is still pending (`openshell operations wait ID`)";
+
+/// The exit code for an operation a command waited on.
+///
+/// A live operation counts as timed out unless a fleet `threshold` it was
+/// waited with is already met.
+pub fn for_waited(op: &Operation, threshold: Option<f64>) -> u8 {
+    match op.state {
+        OperationState::Applied | OperationState::Superseded => SUCCESS,
+        OperationState::Failed => FAILURE,
+        OperationState::Inactive | OperationState::Cancelled => NOT_IN_EFFECT,
+        OperationState::Pending | OperationState::Delivered | OperationState::Unspecified => {
+            if threshold.is_some_and(|t| op.threshold_met(t)) {
+                SUCCESS
+            } else {
+                WAIT_TIMED_OUT
+            }
+        }
+    }
+}
+
+/// A mistake in how the command was used, found after parsing (exit 2).
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+pub(crate) mod tests {
+    use openshell_sdk::{ApplyOutcome, FleetProgress, TargetKind};
+
+    use super::*;
+
+    pub(crate) fn operation(state: OperationState) -> Operation {
+        Operation {
+            id: "op-0193".into(),
+            target_kind: TargetKind::Sandbox,
+            target: "sb-1".into(),
+            state,
+            outcome: ApplyOutcome::Unspecified,
+            error: None,
+            policy_revision: 2,
+            settings_revision: 0,
+            global_policy_revision: 0,
+            no_op: false,
+            idempotency_key: None,
+            created_at: Some("2026-11-29T09:30:00.000Z".into()),
+            updated_at: None,
+            completed_at: None,
+            wait_timed_out: false,
+            fleet: None,
+            caller: "ops".into(),
+        }
+    }
+
+    #[test]
+    fn maps_every_state() {
+        let cases = [
+            (OperationState::Applied, SUCCESS),
+            (OperationState::Superseded, SUCCESS),
+            (OperationState::Failed, FAILURE),
+            (OperationState::Inactive, NOT_IN_EFFECT),
+            (OperationState::Cancelled, NOT_IN_EFFECT),
+            (OperationState::Pending, WAIT_TIMED_OUT),
+            (OperationState::Delivered, WAIT_TIMED_OUT),
+            (OperationState::Unspecified, WAIT_TIMED_OUT),
+        ];
+        for (state, code) in cases {
+            assert_eq!(for_waited(&operation(state), None), code, "{state}");
+        }
+    }
+
+    #[test]
+    fn met_fleet_threshold_is_success() {
+        let mut op = operation(OperationState::Pending);
+        op.fleet = Some(FleetProgress {
+            targets: 20,
+            applied: 19,
+            pending: 1,
+            ..FleetProgress::default()
+        });
+        assert_eq!(for_waited(&op, Some(0.95)), SUCCESS);
+        assert_eq!(for_waited(&op, Some(1.0)), WAIT_TIMED_OUT);
+        assert_eq!(for_waited(&op, None), WAIT_TIMED_OUT);
+    }
+
+    #[test]
+    fn help_text_names_every_code() {
+        for code in ["0 ", "1 ", "2 ", "3 ", "124"] {
+            assert!(EXIT_CODES_HELP.contains(code));
+        }
+    }
+}
