@@ -121,8 +121,25 @@ impl TestGateway {
     }
 
     pub async fn start_on(store: TestStore, mode: DeliveryMode) -> Self {
+        Self::start_with(store, mode, |_| {}).await
+    }
+
+    /// Starts with short reconcile and heartbeat intervals, as delivery tests want.
+    pub async fn start_for_delivery(mode: DeliveryMode) -> Self {
+        Self::start_with(TestStore::new(Backend::Sqlite).await, mode, |_| {}).await
+    }
+
+    pub async fn start_with(
+        store: TestStore,
+        mode: DeliveryMode,
+        tweak: impl FnOnce(&mut GatewayConfig),
+    ) -> Self {
         let mut config = store.config();
         config.config_delivery_mode = mode;
+        config.heartbeat_interval = Duration::from_millis(500);
+        config.delivery.reconcile_interval = Duration::from_secs(1);
+        config.delivery.reconcile_first_min = Duration::from_secs(1);
+        tweak(&mut config);
         let handle = openshell_gateway::start(config).await.unwrap();
         Self { handle, store }
     }
@@ -149,8 +166,15 @@ impl TestGateway {
     pub async fn restart(self) -> Self {
         let Self { handle, store } = self;
         let mode = handle.state.config.config_delivery_mode;
+        Self::restart_in(Self { handle, store }, mode).await
+    }
+
+    /// Stops the gateway and starts it again on the same store and address in `mode`.
+    pub async fn restart_in(self, mode: DeliveryMode) -> Self {
+        let Self { handle, store } = self;
+        let addr = handle.addr;
         handle.shutdown().await;
-        Self::start_on(store, mode).await
+        Self::start_with(store, mode, |config| config.listen = addr).await
     }
 
     pub fn state(&self) -> &openshell_gateway::state::GatewayState {
@@ -175,4 +199,52 @@ where
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Creates a sandbox over the API and returns (id, supervisor credential).
+pub async fn create_sandbox(api: &mut Api, name: &str, policy: &str) -> (String, String) {
+    let created = api
+        .create_sandbox(openshell_proto::v1::CreateSandboxRequest {
+            name: name.into(),
+            workspace: String::new(),
+            policy: policy.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    (created.sandbox.unwrap().id, created.supervisor_credential)
+}
+
+/// Reads one metric's value from the gateway's `/metrics` text (0 when absent).
+pub async fn metric(gateway: &TestGateway, series: &str) -> f64 {
+    let text = gateway.handle.state.metrics.render();
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            (name == series).then(|| value.parse().ok())?
+        })
+        .unwrap_or(0.0)
+}
+
+/// Waits until an operation is terminal and returns it.
+pub async fn terminal_operation(api: &Api, id: &str) -> openshell_proto::v1::Operation {
+    use openshell_proto::v1::OperationState as S;
+    eventually(
+        &format!("operation {id} to end"),
+        Duration::from_secs(30),
+        || {
+            let mut api = api.clone();
+            let id = id.to_string();
+            async move {
+                let op = api
+                    .get_operation(openshell_proto::v1::GetOperationRequest { id })
+                    .await
+                    .ok()?
+                    .into_inner();
+                (!matches!(S::try_from(op.state), Ok(S::Pending | S::Delivered))).then_some(op)
+            }
+        },
+    )
+    .await
 }

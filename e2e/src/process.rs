@@ -60,3 +60,92 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// A supervisor process with its state dir and its workload's output file.
+pub struct SupervisorProcess {
+    pub guard: ChildGuard,
+    pub state_dir: PathBuf,
+    /// Lines the sample workload writes: `started …` once, `reload` per signal.
+    pub workload_out: PathBuf,
+}
+
+impl SupervisorProcess {
+    pub fn workload_lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.workload_out)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    pub fn reloads(&self) -> usize {
+        self.workload_lines()
+            .iter()
+            .filter(|l| l.as_str() == "reload")
+            .count()
+    }
+
+    pub fn active_file(&self, name: &str) -> Option<String> {
+        std::fs::read_to_string(self.state_dir.join("active").join(name)).ok()
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.guard.child.try_wait(), Ok(None))
+    }
+
+    /// Stops with SIGKILL, like a crash.
+    pub fn kill(mut self) -> PathBuf {
+        let _ = self.guard.child.kill();
+        let _ = self.guard.child.wait();
+        self.state_dir.clone()
+    }
+}
+
+/// A workload that records its start (and the provider env it got) and every SIGHUP.
+pub const SAMPLE_WORKLOAD: &str = r#"echo "started org=${GITHUB_ORG:-none} token_len=${#GITHUB_TOKEN}" >> "$WORKLOAD_OUT"; trap 'echo reload >> "$WORKLOAD_OUT"' HUP; trap 'exit 0' TERM; while :; do sleep 0.05; done"#;
+
+/// Starts `openshell-supervisor` for one sandbox with the sample workload.
+pub fn spawn_supervisor(
+    gateway: &str,
+    sandbox_id: &str,
+    credential: &str,
+    dir: &std::path::Path,
+    extra: &[&str],
+) -> SupervisorProcess {
+    std::fs::create_dir_all(dir).unwrap();
+    let credential_file = dir.join("credential");
+    std::fs::write(&credential_file, credential).unwrap();
+    let state_dir = dir.join("state");
+    let workload_out = dir.join("workload.out");
+    let log = dir.join("supervisor.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut cmd = Command::new(binary("openshell-supervisor"));
+    cmd.arg("--gateway")
+        .arg(gateway)
+        .arg("--sandbox")
+        .arg(sandbox_id)
+        .arg("--credential-file")
+        .arg(&credential_file)
+        .arg("--state-dir")
+        .arg(&state_dir)
+        .arg("--poll-interval")
+        .arg("200ms")
+        .arg("--heartbeat-interval")
+        .arg("500ms")
+        .arg("--log")
+        .arg("debug")
+        .args(extra)
+        .arg("--")
+        .arg("sh")
+        .arg("-c")
+        .arg(SAMPLE_WORKLOAD)
+        .env("WORKLOAD_OUT", &workload_out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(file));
+    let child = cmd.spawn().unwrap();
+    SupervisorProcess {
+        guard: ChildGuard { child, log },
+        state_dir,
+        workload_out,
+    }
+}

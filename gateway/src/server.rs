@@ -27,6 +27,8 @@ use openshell_proto::v1::supervisor_server::SupervisorServer;
 
 /// Largest gRPC message accepted: a 256 KiB policy plus headroom.
 pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+/// How long shutdown waits for in-flight calls.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often expired idempotency keys are released.
 const IDEMPOTENCY_GC_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -62,6 +64,7 @@ pub struct GatewayHandle {
     pub metrics_addr: Option<SocketAddr>,
     pub state: Arc<GatewayState>,
     shutdown: Option<oneshot::Sender<()>>,
+    stopping: tokio::sync::watch::Sender<bool>,
     server: JoinHandle<Result<(), tonic::transport::Error>>,
     housekeeping: JoinHandle<()>,
     metrics_task: Option<JoinHandle<()>>,
@@ -70,6 +73,8 @@ pub struct GatewayHandle {
 impl GatewayHandle {
     /// Stops accepting, lets in-flight calls finish, and closes the store.
     pub async fn shutdown(mut self) {
+        // End long-lived streams first so the server can drain.
+        let _ = self.stopping.send(true);
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -77,10 +82,16 @@ impl GatewayHandle {
         if let Some(task) = &self.metrics_task {
             task.abort();
         }
-        match self.server.await {
-            Ok(Err(e)) => tracing::warn!(error = %e, "server ended with an error"),
-            Err(e) => tracing::warn!(error = %e, "server task failed"),
-            Ok(Ok(())) => {}
+        match tokio::time::timeout(DRAIN_TIMEOUT, &mut self.server).await {
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "server ended with an error"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "server task failed"),
+            Ok(Ok(Ok(()))) => {}
+            Err(_) => {
+                tracing::warn!(
+                    "in-flight calls did not finish within {DRAIN_TIMEOUT:?}; stopping anyway"
+                );
+                self.server.abort();
+            }
         }
         self.state.store.close().await;
     }
@@ -145,7 +156,9 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         None => None,
     };
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+    let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
     let state = Arc::new(GatewayState {
+        stopping: stopping_rx,
         store,
         sessions: SessionRegistry::default(),
         metrics: Arc::new(Metrics::default()),
@@ -198,6 +211,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         metrics_task,
         state,
         shutdown: Some(shutdown_tx),
+        stopping: stopping_tx,
         server,
         housekeeping,
     })

@@ -19,9 +19,18 @@ pub struct GatewayState {
     pub publisher: Publisher,
     pub permits: Arc<Permits>,
     pub tuning: DeliveryTuning,
+    /// Flips to true when the gateway stops: sessions and waits end so the
+    /// server can drain.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 impl GatewayState {
+    /// Resolves once the gateway is stopping.
+    pub async fn stopped(&self) {
+        let mut stopping = self.stopping.clone();
+        let _ = stopping.wait_for(|s| *s).await;
+    }
+
     /// Tells the affected push sessions about a committed write. Never
     /// fails the write: a missed mark is repaired by reconcile.
     pub async fn publish(&self, publication: Publication) {

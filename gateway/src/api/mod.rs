@@ -624,8 +624,14 @@ impl OpenShell for OpenShellApi {
             .await?;
         let mut wait_timed_out = false;
         if mode == pb::UpdateMode::WaitForApply && !operation.state.is_terminal() {
-            let (op, timed_out) =
-                wait_for_terminal(&self.state.store, &operation.id, wait, threshold).await?;
+            let (op, timed_out) = wait_for_terminal(
+                &self.state.store,
+                &operation.id,
+                wait,
+                threshold,
+                self.state.stopping.clone(),
+            )
+            .await?;
             operation = op;
             wait_timed_out = timed_out;
         }
@@ -662,7 +668,8 @@ impl OpenShell for OpenShellApi {
         let (wait, threshold) = wait_options(req.wait.as_ref())?;
         // Fail fast on an unknown id rather than with an empty stream.
         self.state.store.get_operation(&req.id).await?;
-        let watch = OperationWatch::new(self.state.store.clone(), req.id, wait, threshold);
+        let watch = OperationWatch::new(self.state.store.clone(), req.id, wait, threshold)
+            .until_stopping(self.state.stopping.clone());
         let stream = futures::stream::unfold(watch, move |mut watch| async move {
             let item = watch.next().await?;
             let item = item.map_err(Status::from).map(|op| {

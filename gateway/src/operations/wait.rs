@@ -46,6 +46,7 @@ pub struct OperationWatch {
     threshold: f64,
     last: Option<OperationRecord>,
     done: bool,
+    stopping: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl OperationWatch {
@@ -57,7 +58,18 @@ impl OperationWatch {
             threshold,
             last: None,
             done: false,
+            stopping: None,
         }
+    }
+
+    /// Ends the watch early (with the current state) when the gateway stops.
+    pub fn until_stopping(mut self, stopping: tokio::sync::watch::Receiver<bool>) -> Self {
+        self.stopping = Some(stopping);
+        self
+    }
+
+    fn is_stopping(&self) -> bool {
+        self.stopping.as_ref().is_some_and(|s| *s.borrow())
     }
 
     /// True once the watch has yielded its last item.
@@ -86,7 +98,7 @@ impl OperationWatch {
                 self.last = Some(current.clone());
                 return Some(Ok(current));
             }
-            if Instant::now() >= self.deadline {
+            if Instant::now() >= self.deadline || self.is_stopping() {
                 // The last item of a timed-out watch is always sent, so the
                 // caller sees the live state it is giving up on.
                 self.done = true;
@@ -115,8 +127,10 @@ pub async fn wait_for_terminal(
     id: &str,
     wait: Duration,
     threshold: f64,
+    stopping: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(OperationRecord, bool)> {
-    let mut watch = OperationWatch::new(store.clone(), id.to_string(), wait, threshold);
+    let mut watch = OperationWatch::new(store.clone(), id.to_string(), wait, threshold)
+        .until_stopping(stopping);
     let mut last = None;
     while let Some(item) = watch.next().await {
         last = Some(item?);

@@ -517,6 +517,10 @@ impl LiveSession<'_> {
                         return;
                     }
                 }
+                () = self.state.stopped() => {
+                    tracing::debug!(sandbox = %self.sandbox_id, "gateway stopping; ending session");
+                    return;
+                }
                 () = sleep_until_opt(bootstrap_deadline) => {
                     self.state.metrics.bootstraps.get_or_create(&OutcomeLabel { outcome: "timed_out" }).inc();
                     self.close_with("no bootstrap result within the bootstrap timeout".into()).await;

@@ -1,0 +1,659 @@
+//! Configuration delivery end to end, with real supervisor processes and a
+//! small workload, in poll and in push mode: apply and reload, failed
+//! apply with last-known-good, local override, provider environment,
+//! credentials, the compatibility matrix, restarts and rollback.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use openshell_e2e::process::{SupervisorProcess, spawn_supervisor};
+use openshell_e2e::{Api, TestGateway, create_sandbox, eventually, metric, terminal_operation};
+use openshell_gateway::DeliveryMode;
+use openshell_proto::v1 as pb;
+
+const POLICY: &str = include_str!("../../examples/policy.yaml");
+const DEADLINE: Duration = Duration::from_secs(30);
+
+macro_rules! in_both_modes {
+    ($($name:ident),+ $(,)?) => {
+        $(mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn poll() { super::$name(openshell_gateway::DeliveryMode::Poll).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn push() { super::$name(openshell_gateway::DeliveryMode::Push).await }
+        })+
+    };
+}
+
+in_both_modes!(
+    a_committed_change_is_applied_signalled_and_resolved,
+    a_rejected_apply_keeps_last_known_good,
+    a_local_policy_file_keeps_precedence_but_settings_apply,
+    provider_environment_reaches_the_workload_and_credentials_stay_private,
+);
+
+fn policy_with_port(port: u32) -> String {
+    POLICY.replacen("port: 443", &format!("port: {port}"), 1)
+}
+
+fn sandbox_target(id: &str) -> Option<pb::ConfigTarget> {
+    Some(pb::ConfigTarget {
+        target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
+            id_or_name: id.into(),
+            workspace: String::new(),
+        })),
+    })
+}
+
+async fn commit_policy(api: &mut Api, sandbox: &str, policy: &str) -> pb::Operation {
+    api.update_config(pb::UpdateConfigRequest {
+        target: sandbox_target(sandbox),
+        policy: policy.into(),
+        mode: pb::UpdateMode::CommitOnly as i32,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .operation
+    .unwrap()
+}
+
+async fn commit_setting(api: &mut Api, sandbox: &str, key: &str, raw: &str) -> pb::Operation {
+    api.update_config(pb::UpdateConfigRequest {
+        target: sandbox_target(sandbox),
+        settings: vec![pb::SettingChange {
+            key: key.into(),
+            change: Some(pb::setting_change::Change::Raw(raw.into())),
+        }],
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .operation
+    .unwrap()
+}
+
+async fn wait_started(supervisor: &SupervisorProcess) {
+    eventually("the workload to start", DEADLINE, || async {
+        supervisor
+            .workload_lines()
+            .iter()
+            .any(|l| l.starts_with("started"))
+            .then_some(())
+    })
+    .await;
+}
+
+async fn wait_running(api: &Api, sandbox: &str) {
+    eventually("the sandbox to be RUNNING", DEADLINE, || {
+        let mut api = api.clone();
+        let sandbox = sandbox.to_string();
+        async move {
+            let sb = api
+                .get_sandbox(pb::GetSandboxRequest {
+                    sandbox: Some(pb::SandboxRef {
+                        id_or_name: sandbox,
+                        workspace: String::new(),
+                    }),
+                })
+                .await
+                .ok()?
+                .into_inner();
+            (sb.lifecycle == pb::SandboxLifecycle::Running as i32).then_some(())
+        }
+    })
+    .await;
+}
+
+fn state(op: &pb::Operation) -> pb::OperationState {
+    pb::OperationState::try_from(op.state).unwrap()
+}
+
+async fn a_committed_change_is_applied_signalled_and_resolved(mode: DeliveryMode) {
+    let gw = TestGateway::start_for_delivery(mode).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "web", POLICY).await;
+    let dir = gw.store.dir.path().join("web");
+    let supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir, &[]);
+    wait_started(&supervisor).await;
+    wait_running(&api, &id).await;
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("api.github.com")
+    );
+    let polls_before = metric(
+        &gw,
+        "openshell_config_poll_requests_total{rpc=\"GetSandboxConfig\"}",
+    )
+    .await;
+
+    let op = commit_policy(&mut api, &id, &policy_with_port(8443)).await;
+    assert_eq!(op.policy_revision, 2);
+    let done = terminal_operation(&api, &op.id).await;
+    assert_eq!(state(&done), pb::OperationState::Applied, "{done:?}");
+    assert_eq!(done.outcome, pb::ApplyOutcome::Applied as i32);
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("8443")
+    );
+    eventually("the workload's reload signal", DEADLINE, || async {
+        (supervisor.reloads() >= 1).then_some(())
+    })
+    .await;
+
+    let polls_after = metric(
+        &gw,
+        "openshell_config_poll_requests_total{rpc=\"GetSandboxConfig\"}",
+    )
+    .await;
+    match mode {
+        DeliveryMode::Push => {
+            assert_eq!(polls_before, 0.0, "a push supervisor never polls");
+            assert_eq!(polls_after, 0.0, "a push supervisor never polls");
+            assert_eq!(
+                metric(
+                    &gw,
+                    "openshell_config_bootstraps_total{outcome=\"applied\"}"
+                )
+                .await,
+                1.0
+            );
+        }
+        DeliveryMode::Poll => assert!(polls_after > polls_before),
+    }
+    // The config the supervisor reports back is exactly what was committed.
+    let inspect = api
+        .inspect_session(pb::InspectSessionRequest {
+            sandbox: Some(pb::SandboxRef {
+                id_or_name: id.clone(),
+                workspace: String::new(),
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(inspect.connected);
+    assert!(
+        inspect.last_report.starts_with("APPLIED"),
+        "{}",
+        inspect.last_report
+    );
+    assert!(
+        inspect.last_report.contains("\"policy_revision\":2"),
+        "{}",
+        inspect.last_report
+    );
+}
+
+async fn a_rejected_apply_keeps_last_known_good(mode: DeliveryMode) {
+    let gw = TestGateway::start_for_delivery(mode).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "picky", POLICY).await;
+    let dir = gw.store.dir.path().join("picky");
+    // The hook refuses any policy that opens port 9999.
+    let mut supervisor = spawn_supervisor(
+        &gw.endpoint(),
+        &id,
+        &credential,
+        &dir,
+        &[
+            "--on-apply",
+            "if grep -q 9999 \"$OPENSHELL_POLICY_FILE\"; then echo 'port 9999 is forbidden here' >&2; exit 3; fi",
+        ],
+    );
+    wait_started(&supervisor).await;
+    wait_running(&api, &id).await;
+    let good = supervisor.active_file("policy.json").unwrap();
+
+    let op = commit_policy(&mut api, &id, &policy_with_port(9999)).await;
+    let done = terminal_operation(&api, &op.id).await;
+    assert_eq!(state(&done), pb::OperationState::Failed, "{done:?}");
+    assert_eq!(
+        done.outcome,
+        pb::ApplyOutcome::FailedRetainedLastKnownGood as i32
+    );
+    assert!(done.error.contains("on-apply"), "{}", done.error);
+    assert_eq!(
+        supervisor.active_file("policy.json").unwrap(),
+        good,
+        "last-known-good stays active"
+    );
+    assert!(supervisor.is_running());
+    let starts = supervisor
+        .workload_lines()
+        .iter()
+        .filter(|l| l.starts_with("started"))
+        .count();
+    assert_eq!(starts, 1, "the workload was not restarted");
+
+    if mode == DeliveryMode::Push {
+        // Reconcile rebuilds the same rejected content every second; it is not resent.
+        eventually("suppressed resends", DEADLINE, || async {
+            (metric(&gw, "openshell_config_suppressed_resends_total").await >= 2.0).then_some(())
+        })
+        .await;
+        assert_eq!(
+            metric(&gw, "openshell_config_acks_total{status=\"FAILED\"}").await,
+            1.0
+        );
+    }
+
+    // A fix in the store is picked up and applied.
+    let fixed = commit_policy(&mut api, &id, &policy_with_port(8443)).await;
+    let done = terminal_operation(&api, &fixed.id).await;
+    assert_eq!(state(&done), pb::OperationState::Applied, "{done:?}");
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("8443")
+    );
+}
+
+async fn a_local_policy_file_keeps_precedence_but_settings_apply(mode: DeliveryMode) {
+    let gw = TestGateway::start_for_delivery(mode).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "local", POLICY).await;
+    let dir = gw.store.dir.path().join("local");
+    std::fs::create_dir_all(&dir).unwrap();
+    let local = dir.join("local-policy.yaml");
+    std::fs::write(&local, policy_with_port(7443)).unwrap();
+    let supervisor = spawn_supervisor(
+        &gw.endpoint(),
+        &id,
+        &credential,
+        &dir,
+        &["--policy-file", local.to_str().unwrap()],
+    );
+    wait_started(&supervisor).await;
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("7443")
+    );
+
+    let op = commit_policy(&mut api, &id, &policy_with_port(8443)).await;
+    let done = terminal_operation(&api, &op.id).await;
+    assert_eq!(state(&done), pb::OperationState::Inactive, "{done:?}");
+    assert_eq!(done.outcome, pb::ApplyOutcome::RetainedLocalOverride as i32);
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("7443")
+    );
+
+    let op = commit_setting(&mut api, &id, "log_level", "debug").await;
+    let done = terminal_operation(&api, &op.id).await;
+    assert_eq!(state(&done), pb::OperationState::Applied, "{done:?}");
+    let settings = supervisor.active_file("settings.json").unwrap();
+    assert!(settings.contains("debug"), "{settings}");
+}
+
+async fn provider_environment_reaches_the_workload_and_credentials_stay_private(
+    mode: DeliveryMode,
+) {
+    const TOKEN: &str = "ghp_e2e_SECRET_value_0123456789";
+    let gw = TestGateway::start_for_delivery(mode).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "env", POLICY).await;
+    api.create_provider(pb::CreateProviderRequest {
+        name: "github".into(),
+        r#type: "github".into(),
+        values: vec![
+            pb::ProviderValueInput {
+                name: "GITHUB_TOKEN".into(),
+                value: TOKEN.into(),
+                class: pb::ValueClass::Credential as i32,
+            },
+            pb::ProviderValueInput {
+                name: "GITHUB_ORG".into(),
+                value: "acme".into(),
+                class: pb::ValueClass::NonSecret as i32,
+            },
+        ],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    api.attach_provider(pb::AttachProviderRequest {
+        sandbox: Some(pb::SandboxRef {
+            id_or_name: id.clone(),
+            workspace: String::new(),
+        }),
+        provider: "github".into(),
+    })
+    .await
+    .unwrap();
+    let dir = gw.store.dir.path().join("env");
+    let supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir, &[]);
+    wait_started(&supervisor).await;
+    let started = supervisor
+        .workload_lines()
+        .into_iter()
+        .find(|l| l.starts_with("started"))
+        .unwrap();
+    assert_eq!(
+        started,
+        format!("started org=acme token_len={}", TOKEN.len())
+    );
+
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let env_file = supervisor
+            .state_dir
+            .join("active")
+            .join("provider-env.json");
+        let mode = std::fs::metadata(&env_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "credential file must be private");
+    }
+    // A credential rotation reaches the supervisor's files.
+    api.update_provider(pb::UpdateProviderRequest {
+        provider: "github".into(),
+        values: vec![pb::ProviderValueInput {
+            name: "GITHUB_TOKEN".into(),
+            value: format!("{TOKEN}-rotated"),
+            class: pb::ValueClass::Credential as i32,
+        }],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    eventually("the rotated credential", DEADLINE, || async {
+        supervisor
+            .active_file("provider-env.json")
+            .filter(|t| t.contains("-rotated"))
+            .map(|_| ())
+    })
+    .await;
+    let log = supervisor.guard.log_text();
+    assert!(
+        log.contains("configuration applied"),
+        "the supervisor log is captured"
+    );
+    assert!(
+        !log.contains(TOKEN),
+        "the supervisor log leaks the credential"
+    );
+    assert!(
+        !log.contains(&credential),
+        "the supervisor log leaks its own credential"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_mode_reloads_on_file_change_without_a_gateway() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, POLICY).unwrap();
+    let state_dir = dir.path().join("state");
+    let out = dir.path().join("workload.out");
+    let log = dir.path().join("supervisor.log");
+    let child = std::process::Command::new(openshell_e2e::process::binary("openshell-supervisor"))
+        .args(["--standalone", "--policy-file"])
+        .arg(&policy)
+        .arg("--state-dir")
+        .arg(&state_dir)
+        .args([
+            "--watch-interval",
+            "100ms",
+            "--",
+            "sh",
+            "-c",
+            openshell_e2e::process::SAMPLE_WORKLOAD,
+        ])
+        .env("WORKLOAD_OUT", &out)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let supervisor = SupervisorProcess {
+        guard: openshell_e2e::process::ChildGuard { child, log },
+        state_dir,
+        workload_out: out,
+    };
+    wait_started(&supervisor).await;
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("api.github.com")
+    );
+    std::fs::write(&policy, policy_with_port(8443)).unwrap();
+    eventually("the edited file to be active", DEADLINE, || async {
+        supervisor
+            .active_file("policy.json")
+            .filter(|p| p.contains("8443"))
+            .map(|_| ())
+    })
+    .await;
+    eventually("the reload signal", DEADLINE, || async {
+        (supervisor.reloads() >= 1).then_some(())
+    })
+    .await;
+    // An invalid edit keeps last-known-good.
+    std::fs::write(&policy, "version: 1\nnetwork_policies:\n  x:\n    endpoints:\n      - host: '*.com'\n        port: 1\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("8443")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_and_foreign_credentials_are_rejected_and_legacy_supervisors_poll() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (id, _credential) = create_sandbox(&mut api, "guarded", POLICY).await;
+    let (_other_id, other_credential) = create_sandbox(&mut api, "other", POLICY).await;
+    for (name, credential) in [
+        ("wrong", "osc_not-the-credential".to_string()),
+        ("foreign", other_credential.clone()),
+    ] {
+        let dir = gw.store.dir.path().join(name);
+        let mut supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir, &[]);
+        let status = eventually("the rejected supervisor to exit", DEADLINE, || {
+            let status = supervisor.guard.child.try_wait().unwrap();
+            async move { status }
+        })
+        .await;
+        assert!(
+            !status.success(),
+            "{name}: a rejected supervisor exits with an error"
+        );
+        assert!(
+            supervisor.active_file("policy.json").is_none(),
+            "{name}: received nothing"
+        );
+        assert!(
+            supervisor.workload_lines().is_empty(),
+            "{name}: no workload started"
+        );
+        let log = supervisor.guard.log_text();
+        assert!(
+            log.contains("not valid"),
+            "{name}: the reason is logged: {log}"
+        );
+    }
+    assert!(metric(&gw, "openshell_supervisor_sessions_rejected_total").await >= 2.0);
+
+    let dir = gw.store.dir.path().join("legacy");
+    let (legacy_id, legacy_credential) = create_sandbox(&mut api, "legacy", POLICY).await;
+    let supervisor = spawn_supervisor(
+        &gw.endpoint(),
+        &legacy_id,
+        &legacy_credential,
+        &dir,
+        &["--protocol-revision", "0"],
+    );
+    wait_started(&supervisor).await;
+    assert_eq!(
+        metric(&gw, "openshell_supervisor_protocol_legacy_sessions_total").await,
+        1.0
+    );
+    let op = commit_policy(&mut api, &legacy_id, &policy_with_port(8443)).await;
+    assert_eq!(
+        state(&terminal_operation(&api, &op.id).await),
+        pb::OperationState::Applied
+    );
+    assert!(
+        metric(
+            &gw,
+            "openshell_config_poll_requests_total{rpc=\"GetSandboxConfig\"}"
+        )
+        .await
+            > 0.0
+    );
+}
+
+async fn session_mode(api: &Api, sandbox: &str) -> pb::DeliveryMode {
+    eventually(&format!("a session for {sandbox}"), DEADLINE, || {
+        let mut api = api.clone();
+        let sandbox = sandbox.to_string();
+        async move {
+            let sessions = api
+                .list_sessions(pb::ListSessionsRequest {})
+                .await
+                .ok()?
+                .into_inner();
+            sessions
+                .sessions
+                .iter()
+                .find(|s| s.sandbox_id == sandbox)
+                .map(|s| pb::DeliveryMode::try_from(s.mode).unwrap())
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compatibility_matrix() {
+    for (gateway_mode, flags, expected) in [
+        (DeliveryMode::Poll, &[][..], pb::DeliveryMode::Poll),
+        (
+            DeliveryMode::Push,
+            &["--protocol-revision", "0"][..],
+            pb::DeliveryMode::Poll,
+        ),
+        (
+            DeliveryMode::Push,
+            &["--no-config-apply"][..],
+            pb::DeliveryMode::ShadowPush,
+        ),
+        (DeliveryMode::Push, &[][..], pb::DeliveryMode::Push),
+    ] {
+        let gw = TestGateway::start_for_delivery(gateway_mode).await;
+        let mut api = gw.api().await;
+        let (id, credential) = create_sandbox(&mut api, "matrix", POLICY).await;
+        let dir = gw.store.dir.path().join("matrix");
+        let supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir, flags);
+        wait_started(&supervisor).await;
+        assert_eq!(
+            session_mode(&api, &id).await,
+            expected,
+            "{gateway_mode:?} {flags:?}"
+        );
+        // Every pairing applies changes and resolves operations.
+        let op = commit_policy(&mut api, &id, &policy_with_port(8443)).await;
+        let done = terminal_operation(&api, &op.id).await;
+        assert_eq!(
+            state(&done),
+            pb::OperationState::Applied,
+            "{gateway_mode:?} {flags:?}: {done:?}"
+        );
+        let polled = metric(
+            &gw,
+            "openshell_config_poll_requests_total{rpc=\"GetSandboxConfig\"}",
+        )
+        .await;
+        assert_eq!(
+            polled > 0.0,
+            expected != pb::DeliveryMode::Push,
+            "{gateway_mode:?} {flags:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_supervisor_gets_a_fresh_bootstrap_with_changes_made_while_it_was_down() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "phoenix", POLICY).await;
+    let dir = gw.store.dir.path().join("phoenix");
+    let supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir, &[]);
+    wait_started(&supervisor).await;
+    wait_running(&api, &id).await;
+    supervisor.kill();
+    eventually("the session to end", DEADLINE, || {
+        let mut api = api.clone();
+        async move {
+            let sessions = api
+                .list_sessions(pb::ListSessionsRequest {})
+                .await
+                .ok()?
+                .into_inner();
+            sessions.sessions.is_empty().then_some(())
+        }
+    })
+    .await;
+    let op = commit_policy(&mut api, &id, &policy_with_port(8443)).await;
+    let supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir, &[]);
+    let done = terminal_operation(&api, &op.id).await;
+    assert_eq!(state(&done), pb::OperationState::Applied, "{done:?}");
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("8443")
+    );
+    assert_eq!(
+        metric(
+            &gw,
+            "openshell_config_bootstraps_total{outcome=\"applied\"}"
+        )
+        .await,
+        2.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_the_gateway_back_to_poll_mode_loses_no_change() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "rollback", POLICY).await;
+    let dir = gw.store.dir.path().join("rollback");
+    let supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir, &[]);
+    wait_started(&supervisor).await;
+    assert_eq!(session_mode(&api, &id).await, pb::DeliveryMode::Push);
+
+    let gw = gw.restart_in(DeliveryMode::Poll).await;
+    let mut api = gw.api().await;
+    assert_eq!(session_mode(&api, &id).await, pb::DeliveryMode::Poll);
+    let op = commit_policy(&mut api, &id, &policy_with_port(8443)).await;
+    let done = terminal_operation(&api, &op.id).await;
+    assert_eq!(state(&done), pb::OperationState::Applied, "{done:?}");
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("8443")
+    );
+    assert!(
+        metric(
+            &gw,
+            "openshell_config_poll_requests_total{rpc=\"GetSandboxConfig\"}"
+        )
+        .await
+            > 0.0
+    );
+}
