@@ -91,6 +91,9 @@ pub struct Flags {
     /// How long an idempotency key stays reserved, e.g. `24h`.
     #[arg(long, env = "OPENSHELL_IDEMPOTENCY_RETENTION", value_parser = humantime::parse_duration)]
     pub idempotency_retention: Option<Duration>,
+    /// How long terminal operations are kept, e.g. `30d`.
+    #[arg(long, env = "OPENSHELL_OPERATION_RETENTION", value_parser = humantime::parse_duration)]
+    pub operation_retention: Option<Duration>,
     /// Address of the Prometheus `/metrics` listener (`off` disables it).
     #[arg(long, env = "OPENSHELL_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
@@ -120,6 +123,8 @@ pub struct FileConfig {
     pub metrics_listen: Option<String>,
     #[serde(default, with = "humantime_serde_opt")]
     pub heartbeat_interval: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub operation_retention: Option<Duration>,
 }
 
 /// One named operator token in the file.
@@ -162,6 +167,8 @@ pub struct GatewayConfig {
     pub log: String,
     pub replica_id: String,
     pub idempotency_retention: Duration,
+    /// Terminal operations older than this are removed.
+    pub operation_retention: Duration,
     /// Address of the Prometheus `/metrics` listener; None disables it.
     pub metrics_listen: Option<SocketAddr>,
     /// Heartbeat interval of supervisor sessions.
@@ -194,6 +201,7 @@ pub enum ConfigError {
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7070";
+pub const DEFAULT_OPERATION_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const DEFAULT_DB_POOL_SIZE: u32 = 8;
 pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9464";
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
@@ -259,6 +267,10 @@ impl GatewayConfig {
             })?),
         };
         Ok(Self {
+            operation_retention: flags
+                .operation_retention
+                .or(file.operation_retention)
+                .unwrap_or(DEFAULT_OPERATION_RETENTION),
             delivery: crate::delivery::DeliveryTuning::default(),
             db_pool_size: DEFAULT_DB_POOL_SIZE,
             metrics_listen,
@@ -315,6 +327,7 @@ impl GatewayConfig {
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             delivery: crate::delivery::DeliveryTuning::default(),
             db_pool_size: DEFAULT_DB_POOL_SIZE,
+            operation_retention: DEFAULT_OPERATION_RETENTION,
         }
     }
 }

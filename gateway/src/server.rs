@@ -29,7 +29,7 @@ use openshell_proto::v1::supervisor_server::SupervisorServer;
 pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 /// How long shutdown waits for in-flight calls.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often expired idempotency keys are released.
+/// How often expired idempotency keys and old operations are cleaned up.
 const IDEMPOTENCY_GC_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Why the gateway could not start.
@@ -225,6 +225,17 @@ async fn housekeeping(state: Arc<GatewayState>) {
             Ok(0) => {}
             Ok(n) => tracing::debug!(released = n, "expired idempotency keys released"),
             Err(e) => tracing::warn!(error = %e, "idempotency key expiry failed"),
+        }
+        let retention =
+            i64::try_from(state.config.operation_retention.as_millis()).unwrap_or(i64::MAX);
+        match state
+            .store
+            .remove_operations_completed_before(now_ms().saturating_sub(retention))
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(removed = n, "operations past retention removed"),
+            Err(e) => tracing::warn!(error = %e, "operation retention failed"),
         }
     }
 }

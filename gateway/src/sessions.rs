@@ -7,8 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use openshell_proto::v1 as pb;
 
 use crate::api::convert::timestamp;
-use crate::error::Result;
-use crate::store::{Store, now_ms};
+use crate::store::now_ms;
 
 /// What a session negotiated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +40,7 @@ impl NegotiatedMode {
 pub struct SessionInfo {
     pub session_id: String,
     pub sandbox_id: String,
+    pub sandbox_name: String,
     pub mode: NegotiatedMode,
     pub mode_reason: String,
     pub supervisor_version: String,
@@ -98,29 +98,24 @@ impl SessionRegistry {
         self.lock().len()
     }
 
-    /// Sessions with their sandbox names, ordered by sandbox name.
-    pub async fn list(&self, store: &Store) -> Result<Vec<pb::SessionSummary>> {
-        let sessions: Vec<SessionInfo> = self.lock().values().cloned().collect();
-        let mut out = Vec::with_capacity(sessions.len());
-        for s in sessions {
-            let name = store
-                .get_sandbox(&s.sandbox_id)
-                .await
-                .map(|sb| sb.name)
-                .unwrap_or_default();
-            out.push(pb::SessionSummary {
+    /// Sessions ordered by sandbox name.
+    pub fn list(&self, replica_id: &str) -> Vec<pb::SessionSummary> {
+        let mut out: Vec<pb::SessionSummary> = self
+            .lock()
+            .values()
+            .map(|s| pb::SessionSummary {
                 sandbox_id: s.sandbox_id.clone(),
-                sandbox_name: name,
+                sandbox_name: s.sandbox_name.clone(),
                 session_id: s.session_id.clone(),
                 mode: s.mode.to_pb() as i32,
                 supervisor_version: s.supervisor_version.clone(),
                 protocol_revision: s.protocol_revision,
-                replica_id: String::new(),
+                replica_id: replica_id.to_string(),
                 connected_at: Some(timestamp(s.connected_at_ms)),
                 last_heartbeat_at: Some(timestamp(s.last_heartbeat_ms)),
-            });
-        }
+            })
+            .collect();
         out.sort_by(|a, b| a.sandbox_name.cmp(&b.sandbox_name));
-        Ok(out)
+        out
     }
 }

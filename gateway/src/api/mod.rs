@@ -722,7 +722,7 @@ impl OpenShell for OpenShellApi {
         &self,
         _request: Request<pb::ListSessionsRequest>,
     ) -> Result<Response<pb::ListSessionsResponse>, Status> {
-        let sessions = self.state.sessions.list(&self.state.store).await?;
+        let sessions = self.state.sessions.list(&self.state.config.replica_id);
         Ok(Response::new(pb::ListSessionsResponse { sessions }))
     }
 

@@ -5,6 +5,9 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::Result;
@@ -15,8 +18,9 @@ pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
 /// Longest server-side wait a caller may ask for.
 pub const MAX_WAIT: Duration = Duration::from_secs(600);
 
-/// How often a waiter re-reads its operation.
-const RECHECK_INTERVAL: Duration = Duration::from_millis(100);
+/// Waiters are woken on change; this slow re-read only covers missed
+/// wake-ups and changes committed by another replica.
+const FALLBACK_RECHECK: Duration = Duration::from_secs(1);
 
 /// Clamps a requested wait into (0, MAX_WAIT]; zero means the default.
 pub fn wait_deadline(requested: Option<Duration>) -> Duration {
@@ -47,11 +51,14 @@ pub struct OperationWatch {
     last: Option<OperationRecord>,
     done: bool,
     stopping: Option<tokio::sync::watch::Receiver<bool>>,
+    wake: Arc<Notify>,
 }
 
 impl OperationWatch {
     pub fn new(store: Store, id: String, wait: Duration, threshold: f64) -> Self {
+        let wake = store.operation_events().subscribe(&id);
         Self {
+            wake,
             store,
             id,
             deadline: Instant::now() + wait,
@@ -83,6 +90,11 @@ impl OperationWatch {
             return None;
         }
         loop {
+            // Armed before the read, so a change committed in between still wakes us.
+            let wake = self.wake.clone();
+            let woken = wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
             let current = match self.store.get_operation(&self.id).await {
                 Ok(op) => op,
                 Err(e) => {
@@ -110,8 +122,18 @@ impl OperationWatch {
                 return Some(Ok(current));
             }
             let sleep_for =
-                RECHECK_INTERVAL.min(self.deadline.saturating_duration_since(Instant::now()));
-            tokio::time::sleep(sleep_for).await;
+                FALLBACK_RECHECK.min(self.deadline.saturating_duration_since(Instant::now()));
+            let mut stopping = self.stopping.clone();
+            tokio::select! {
+                () = &mut woken => {}
+                () = tokio::time::sleep(sleep_for) => {}
+                _ = async {
+                    match stopping.as_mut() {
+                        Some(s) => s.wait_for(|v| *v).await.map(|_| ()),
+                        None => std::future::pending().await,
+                    }
+                } => {}
+            }
         }
     }
 }

@@ -7,6 +7,7 @@
 //! time, so writes take an in-process lock there instead of failing with
 //! SQLITE_BUSY; PostgreSQL relies on row locks.
 
+mod events;
 mod operations;
 mod policies;
 mod providers;
@@ -26,6 +27,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 use crate::crypto::CredentialCipher;
 use crate::error::{GatewayError, Result};
 
+pub use events::OperationEvents;
 pub use operations::{IdempotentMatch, NewOperation, OperationFilter};
 pub use providers::ProviderValues;
 pub use records::*;
@@ -59,6 +61,7 @@ pub struct Store {
     backend: Backend,
     write_lock: Arc<Mutex<()>>,
     cipher: CredentialCipher,
+    events: OperationEvents,
 }
 
 /// A write transaction. Dropping it without [`commit`](WriteTx::commit) rolls back.
@@ -66,12 +69,21 @@ pub struct WriteTx {
     tx: Transaction<'static, Any>,
     backend: Backend,
     _sqlite_writer: Option<OwnedMutexGuard<()>>,
+    events: OperationEvents,
+    changed_operations: Vec<String>,
 }
 
 impl WriteTx {
+    /// Commits, then wakes the waiters of every operation this transaction changed.
     pub async fn commit(self) -> Result<()> {
         self.tx.commit().await?;
+        self.events.notify(&self.changed_operations);
         Ok(())
+    }
+
+    /// Remembers that an operation row changed, to wake its waiters after commit.
+    pub(crate) fn operation_changed(&mut self, id: impl Into<String>) {
+        self.changed_operations.push(id.into());
     }
 
     pub(crate) fn conn(&mut self) -> &mut sqlx::AnyConnection {
@@ -144,6 +156,7 @@ impl Store {
             backend,
             write_lock: Arc::new(Mutex::new(())),
             cipher,
+            events: OperationEvents::default(),
         })
     }
 
@@ -153,6 +166,11 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// Wake-ups for operation waiters in this process.
+    pub fn operation_events(&self) -> &OperationEvents {
+        &self.events
     }
 
     pub(crate) fn cipher(&self) -> &CredentialCipher {
@@ -170,6 +188,8 @@ impl Store {
             tx,
             backend: self.backend,
             _sqlite_writer: guard,
+            events: self.events.clone(),
+            changed_operations: Vec::new(),
         })
     }
 

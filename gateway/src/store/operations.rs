@@ -126,6 +126,26 @@ impl Store {
         Ok(counts)
     }
 
+    /// Removes terminal operations completed before `cutoff_ms`, with their targets.
+    pub async fn remove_operations_completed_before(&self, cutoff_ms: i64) -> Result<u64> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "DELETE FROM operation_targets WHERE operation_id IN (SELECT id FROM operations \
+             WHERE completed_at IS NOT NULL AND completed_at < $1)",
+        )
+        .bind(cutoff_ms)
+        .execute(tx.conn())
+        .await?;
+        let result = sqlx::query(
+            "DELETE FROM operations WHERE completed_at IS NOT NULL AND completed_at < $1",
+        )
+        .bind(cutoff_ms)
+        .execute(tx.conn())
+        .await?;
+        tx.commit().await?;
+        Ok(result.rows_affected())
+    }
+
     /// Frees idempotency keys past their retention so they can be reused.
     pub async fn expire_idempotency_keys(&self) -> Result<u64> {
         let mut tx = self.begin_write().await?;
@@ -266,29 +286,37 @@ impl WriteTx {
         error: &str,
     ) -> Result<u64> {
         let now = now_ms();
-        let result = sqlx::query(
+        let ended = sqlx::query(
             "UPDATE operations SET state = $2, outcome = $3, error = $4, updated_at = $5, completed_at = $5 \
-             WHERE sandbox_id = $1 AND state IN ('PENDING', 'DELIVERED')",
+             WHERE sandbox_id = $1 AND state IN ('PENDING', 'DELIVERED') RETURNING id",
         )
         .bind(sandbox_id)
         .bind(state.as_str())
         .bind(Outcome::Lifecycle.as_str())
         .bind(error)
         .bind(now)
-        .execute(self.conn())
+        .fetch_all(self.conn())
         .await?;
-        sqlx::query(
+        for row in &ended {
+            let id: String = row.try_get("id")?;
+            self.operation_changed(id);
+        }
+        let fleet = sqlx::query(
             "UPDATE operation_targets SET state = $2, outcome = $3, error = $4, updated_at = $5 \
-             WHERE sandbox_id = $1 AND state IN ('PENDING', 'DELIVERED')",
+             WHERE sandbox_id = $1 AND state IN ('PENDING', 'DELIVERED') RETURNING operation_id",
         )
         .bind(sandbox_id)
         .bind(state.as_str())
         .bind(Outcome::Lifecycle.as_str())
         .bind(error)
         .bind(now)
-        .execute(self.conn())
+        .fetch_all(self.conn())
         .await?;
-        Ok(result.rows_affected())
+        for row in &fleet {
+            let id: String = row.try_get("operation_id")?;
+            self.operation_changed(id);
+        }
+        Ok(u64::try_from(ended.len()).unwrap_or(u64::MAX))
     }
 
     pub async fn get_operation(&mut self, id: &str) -> Result<OperationRecord> {
@@ -328,7 +356,9 @@ impl WriteTx {
 }
 
 impl Store {
-    /// Pending operations of a sandbox whose tuple a sent snapshot covers are DELIVERED.
+    /// A snapshot carrying `(policy_revision, settings_revision)` was sent:
+    /// pending operations with exactly that tuple are DELIVERED, and pending
+    /// ones it leaves behind were never sent and are SUPERSEDED.
     pub async fn mark_delivered(
         &self,
         sandbox_id: &str,
@@ -336,18 +366,36 @@ impl Store {
         settings_revision: u64,
     ) -> Result<u64> {
         let mut tx = self.begin_write().await?;
-        let result = sqlx::query(
+        let now = now_ms();
+        let delivered = sqlx::query(
             "UPDATE operations SET state = 'DELIVERED', updated_at = $4 WHERE sandbox_id = $1 \
-             AND state = 'PENDING' AND policy_revision <= $2 AND settings_revision <= $3",
+             AND state = 'PENDING' AND policy_revision = $2 AND settings_revision = $3 RETURNING id",
         )
         .bind(sandbox_id)
         .bind(to_i64(policy_revision))
         .bind(to_i64(settings_revision))
-        .bind(now_ms())
-        .execute(tx.conn())
+        .bind(now)
+        .fetch_all(tx.conn())
         .await?;
+        let superseded = sqlx::query(
+            "UPDATE operations SET state = 'SUPERSEDED', outcome = $5, \
+             error = 'a newer revision was delivered before this one', updated_at = $4, completed_at = $4 \
+             WHERE sandbox_id = $1 AND state = 'PENDING' AND policy_revision <= $2 AND settings_revision <= $3 \
+             AND NOT (policy_revision = $2 AND settings_revision = $3) RETURNING id",
+        )
+        .bind(sandbox_id)
+        .bind(to_i64(policy_revision))
+        .bind(to_i64(settings_revision))
+        .bind(now)
+        .bind(Outcome::SupersededByNewer.as_str())
+        .fetch_all(tx.conn())
+        .await?;
+        for row in delivered.iter().chain(&superseded) {
+            let id: String = row.try_get("id")?;
+            tx.operation_changed(id);
+        }
         tx.commit().await?;
-        Ok(result.rows_affected())
+        Ok(u64::try_from(delivered.len() + superseded.len()).unwrap_or(u64::MAX))
     }
 }
 

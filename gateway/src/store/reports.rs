@@ -85,7 +85,11 @@ impl WriteTx {
         .bind(now)
         .execute(self.conn())
         .await?;
-        Ok(result.rows_affected() > 0)
+        let changed = result.rows_affected() > 0;
+        if changed {
+            self.operation_changed(id);
+        }
+        Ok(changed)
     }
 
     /// Fleet targets of one sandbox that are still live.
@@ -131,6 +135,8 @@ impl WriteTx {
         .bind(now_ms())
         .execute(self.conn())
         .await?;
+        // The fleet operation's counts changed: its waiters want to know.
+        self.operation_changed(operation_id);
         Ok(())
     }
 

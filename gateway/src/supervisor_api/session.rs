@@ -217,6 +217,7 @@ async fn run(
     state.sessions.register(SessionInfo {
         session_id: session_id.clone(),
         sandbox_id: sandbox.id.clone(),
+        sandbox_name: sandbox.name.clone(),
         mode: negotiation.mode,
         mode_reason: negotiation.reason.clone(),
         supervisor_version: hello.supervisor_version.clone(),
