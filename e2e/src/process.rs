@@ -1,5 +1,6 @@
 //! Real processes: the gateway, supervisor and CLI binaries built by cargo.
 
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -23,16 +24,29 @@ impl ChildGuard {
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        kill_group(&mut self.child);
     }
+}
+
+/// Children run in their own process group so that killing one also kills
+/// what it started (a supervisor's workload), even after a SIGKILL.
+fn kill_group(child: &mut Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Starts `openshell-gateway` with `args`, stderr to `log`, and waits until it listens on `port`.
 pub fn spawn_gateway(args: &[&str], envs: &[(&str, &str)], log: PathBuf, port: u16) -> ChildGuard {
     let file = std::fs::File::create(&log).unwrap();
     let mut cmd = Command::new(binary("openshell-gateway"));
-    cmd.args(args)
+    cmd.process_group(0)
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::from(file));
     for (k, v) in envs {
@@ -93,16 +107,16 @@ impl SupervisorProcess {
         matches!(self.guard.child.try_wait(), Ok(None))
     }
 
-    /// Stops with SIGKILL, like a crash.
+    /// Stops with SIGKILL, like a crash (its workload goes with it).
     pub fn kill(mut self) -> PathBuf {
-        let _ = self.guard.child.kill();
-        let _ = self.guard.child.wait();
+        kill_group(&mut self.guard.child);
         self.state_dir.clone()
     }
 }
 
 /// A workload that records its start (and the provider env it got) and every SIGHUP.
-pub const SAMPLE_WORKLOAD: &str = r#"echo "started org=${GITHUB_ORG:-none} token_len=${#GITHUB_TOKEN}" >> "$WORKLOAD_OUT"; trap 'echo reload >> "$WORKLOAD_OUT"' HUP; trap 'exit 0' TERM; while :; do sleep 0.05; done"#;
+/// `wait` (unlike a foreground `sleep`) is interrupted by the trap at once.
+pub const SAMPLE_WORKLOAD: &str = r#"echo "started org=${GITHUB_ORG:-none} token_len=${#GITHUB_TOKEN}" >> "$WORKLOAD_OUT"; trap 'echo reload >> "$WORKLOAD_OUT"' HUP; trap 'exit 0' TERM; while :; do sleep 5 & wait $!; done"#;
 
 /// Starts `openshell-supervisor` for one sandbox with the sample workload.
 pub fn spawn_supervisor(
@@ -120,7 +134,8 @@ pub fn spawn_supervisor(
     let log = dir.join("supervisor.log");
     let file = std::fs::File::create(&log).unwrap();
     let mut cmd = Command::new(binary("openshell-supervisor"));
-    cmd.arg("--gateway")
+    cmd.process_group(0)
+        .arg("--gateway")
         .arg(gateway)
         .arg("--sandbox")
         .arg(sandbox_id)

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use openshell_e2e::process::{SupervisorProcess, spawn_supervisor};
@@ -399,6 +400,7 @@ async fn standalone_mode_reloads_on_file_change_without_a_gateway() {
     let out = dir.path().join("workload.out");
     let log = dir.path().join("supervisor.log");
     let child = std::process::Command::new(openshell_e2e::process::binary("openshell-supervisor"))
+        .process_group(0)
         .args(["--standalone", "--policy-file"])
         .arg(&policy)
         .arg("--state-dir")
