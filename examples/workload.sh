@@ -6,6 +6,7 @@ show() {
     echo "[$OPENSHELL_SANDBOX_ID] $1: policy ports: ${ports:-none}"
 }
 trap 'show "reloaded"' HUP
-trap 'echo "[$OPENSHELL_SANDBOX_ID] stopping"; exit 0' TERM INT
+trap 'kill $! 2>/dev/null; echo "[$OPENSHELL_SANDBOX_ID] stopping"; exit 0' TERM INT
 show "started"
-while :; do sleep 1; done
+# `wait` returns as soon as a signal arrives, so reloads show at once.
+while :; do sleep 60 & wait $!; done

@@ -78,7 +78,11 @@ echo "== openshell sessions inspect alpha"
 "$bin/openshell" sessions inspect alpha
 
 echo "== the workload saw the change:"
-grep -h "reloaded\|started" "$demo/alpha.log" | tail -n 3
+for _ in $(seq 1 50); do
+    grep -q "reloaded" "$demo/alpha.log" && break
+    sleep 0.1
+done
+grep -h "reloaded\|started:" "$demo/alpha.log" | tail -n 3
 
 if $exit_after; then
     exit 0

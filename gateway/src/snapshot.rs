@@ -190,6 +190,7 @@ pub fn sandbox_config_built(snapshot: pb::SandboxConfigSnapshot) -> Built {
         component: Component::SandboxConfig,
         policy_revision: snapshot.policy_revision,
         settings_revision: snapshot.sandbox_settings_revision,
+        provider_env_revision: snapshot.provider_env_revision.clone(),
         update: pb::ConfigUpdate {
             delivery_id: 0,
             sequence: 0,
@@ -213,6 +214,7 @@ pub fn provider_environment_built(snapshot: pb::ProviderEnvironmentSnapshot) -> 
         component: Component::ProviderEnvironment,
         policy_revision: 0,
         settings_revision: 0,
+        provider_env_revision: snapshot.provider_env_revision.clone(),
         update: pb::ConfigUpdate {
             delivery_id: 0,
             sequence: 0,

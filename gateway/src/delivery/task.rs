@@ -37,6 +37,8 @@ pub struct Built {
     /// For `sandbox_config`: the tuple that operations are matched on.
     pub policy_revision: u64,
     pub settings_revision: u64,
+    /// The provider environment revision this snapshot carries or expects.
+    pub provider_env_revision: String,
 }
 
 /// Why a build failed.
@@ -96,6 +98,8 @@ pub struct ComponentState {
     rejected_fingerprint: Option<String>,
     applied_fingerprint: Option<String>,
     failed_last: bool,
+    /// Provider environment revision of the latest build of this component.
+    built_env_revision: String,
 }
 
 /// Per-component state and recent events (time in ms, text) of a session.
@@ -192,6 +196,7 @@ impl SessionDelivery {
         let mut inner = self.lock();
         for built in [config, provider_env] {
             let state = &mut inner.components[built.component.index()];
+            state.built_env_revision = built.provider_env_revision.clone();
             state.desired = built.summary.clone();
             state.sent = built.summary.clone();
             state.sent_at_ms = Some(now_ms());
@@ -476,6 +481,21 @@ fn record_build(
         Ok(built) => {
             inner.failures = 0;
             inner.backoff_until = None;
+            inner.components[component.index()].built_env_revision =
+                built.provider_env_revision.clone();
+            // A config expecting another provider environment than the one last
+            // built (a change this session's marks missed, e.g. made through
+            // another replica) pulls the environment in too.
+            if component == Component::SandboxConfig {
+                let env = &inner.components[Component::ProviderEnvironment.index()];
+                if !env.built_env_revision.is_empty()
+                    && env.built_env_revision != built.provider_env_revision
+                {
+                    inner
+                        .mark
+                        .merge(Mark::new(&[Component::ProviderEnvironment], Lane::Fanout));
+                }
+            }
             let state = &mut inner.components[component.index()];
             state.desired = built.summary.clone();
             if state.rejected_fingerprint.as_deref() == Some(built.fingerprint.as_str()) {

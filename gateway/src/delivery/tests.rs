@@ -73,6 +73,7 @@ impl SnapshotSource for FakeSource {
                 summary: format!("v{version}"),
                 policy_revision: version,
                 settings_revision: 0,
+                provider_env_revision: "e0".into(),
             })
         })
     }

@@ -1,0 +1,208 @@
+//! The docs cannot rot: the configuration example in the operator guide is
+//! parsed by the gateway, every command of the troubleshooting skill runs
+//! against a real gateway and supervisor, the README's demo runs, and TLS
+//! works as the operator guide says.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use openshell_e2e::process::{binary, free_port, spawn_supervisor};
+use openshell_e2e::{TOKEN, TestGateway, create_sandbox};
+use openshell_gateway::DeliveryMode;
+
+fn repo_file(path: &str) -> String {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::fs::read_to_string(root.join(path)).unwrap()
+}
+
+/// Fenced blocks of one language in a Markdown file.
+fn blocks(markdown: &str, language: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        let fence = line.trim_start();
+        match &mut current {
+            None if fence == format!("```{language}") => current = Some(String::new()),
+            Some(block) if fence.starts_with("```") => {
+                out.push(std::mem::take(block));
+                current = None;
+            }
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn the_operator_guide_configuration_example_is_accepted() {
+    let guide = repo_file("docs/operator-guide.md");
+    let toml = blocks(&guide, "toml");
+    assert_eq!(toml.len(), 1, "one configuration example");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    std::fs::write(&path, &toml[0]).unwrap();
+    use clap::Parser;
+    let flags = openshell_gateway::config::Flags::parse_from([
+        "openshell-gateway",
+        "--config",
+        path.to_str().unwrap(),
+    ]);
+    let config = openshell_gateway::config::GatewayConfig::resolve(flags).unwrap();
+    assert_eq!(config.config_delivery_mode, DeliveryMode::Push);
+    assert_eq!(config.operator_tokens[0].name, "ci");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_in_the_troubleshooting_skill_runs() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let policy = repo_file("examples/policy.yaml");
+    let (id, credential) = create_sandbox(&mut api, "skill", &policy).await;
+    let _supervisor = spawn_supervisor(
+        &gw.endpoint(),
+        &id,
+        &credential,
+        &gw.store.dir.path().join("s"),
+        &[],
+    );
+    let op = api
+        .update_config(openshell_proto::v1::UpdateConfigRequest {
+            target: Some(openshell_proto::v1::ConfigTarget {
+                target: Some(openshell_proto::v1::config_target::Target::Sandbox(
+                    openshell_proto::v1::SandboxRef {
+                        id_or_name: id.clone(),
+                        workspace: String::new(),
+                    },
+                )),
+            }),
+            policy: policy.replacen("port: 443", "port: 8443", 1),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    openshell_e2e::terminal_operation(&api, &op.id).await;
+
+    let skill = repo_file("skills/openshell-troubleshooting/SKILL.md");
+    let mut ran = 0;
+    for block in blocks(&skill, "sh") {
+        for line in block.lines() {
+            let command = line.split(" #").next().unwrap().trim();
+            if !command.starts_with("openshell ") {
+                continue;
+            }
+            let command = command.replace("OP_ID", &op.id).replace(" SB", " skill");
+            let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+            let output = Command::new(binary("openshell"))
+                .args(&args)
+                .env("OPENSHELL_GATEWAY", gw.endpoint())
+                .env("OPENSHELL_TOKEN", TOKEN)
+                .env("NO_COLOR", "1")
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "`{command}` failed: {}\n{}",
+                String::from_utf8_lossy(&output.stderr),
+                String::from_utf8_lossy(&output.stdout)
+            );
+            ran += 1;
+        }
+    }
+    assert!(ran >= 5, "the skill's commands were found ({ran})");
+}
+
+#[test]
+fn the_readme_demo_runs_to_the_end() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let port = free_port();
+    let output = Command::new("bash")
+        .arg(root.join("scripts/demo.sh"))
+        .arg("--exit")
+        .current_dir(&root)
+        .env("OPENSHELL_DEMO_PORT", port.to_string())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "demo failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("APPLIED"), "{stdout}");
+    assert!(
+        stdout.contains("reloaded"),
+        "the workload saw the change: {stdout}"
+    );
+    assert!(stdout.contains("PUSH"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_serves_tls_when_given_a_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    let cert_path = dir.path().join("cert.pem");
+    let key_path = dir.path().join("key.pem");
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.signing_key.serialize_pem()).unwrap();
+    let store = openshell_e2e::TestStore::new(openshell_e2e::Backend::Sqlite).await;
+    let gw = TestGateway::start_with(store, DeliveryMode::Push, |config| {
+        config.tls = Some(openshell_gateway::config::TlsFiles {
+            cert: cert_path.clone(),
+            key: key_path.clone(),
+        });
+    })
+    .await;
+    let endpoint = format!("https://localhost:{}", gw.handle.addr.port());
+    let client = openshell_sdk::Client::connect(
+        openshell_sdk::ClientOptions::new(endpoint.clone())
+            .with_token(TOKEN)
+            .with_ca_cert_pem(cert.cert.pem().into_bytes()),
+    )
+    .await
+    .unwrap();
+    let info = client.gateway_info().await.unwrap();
+    assert_eq!(info.config_delivery_mode, "push");
+    // The CLI speaks TLS with --ca-cert too.
+    let output = Command::new(binary("openshell"))
+        .args([
+            "--gateway",
+            &endpoint,
+            "--ca-cert",
+            cert_path.to_str().unwrap(),
+            "gateway",
+            "info",
+            "-o",
+            "json",
+        ])
+        .env("OPENSHELL_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Plain text is refused.
+    let plain = openshell_sdk::Client::connect(
+        openshell_sdk::ClientOptions::new(format!("http://127.0.0.1:{}", gw.handle.addr.port()))
+            .with_token(TOKEN),
+    )
+    .await;
+    let refused = match plain {
+        Err(_) => true,
+        Ok(client) => client.gateway_info().await.is_err(),
+    };
+    assert!(refused, "a plaintext client must not get an answer");
+}
