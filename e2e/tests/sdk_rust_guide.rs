@@ -1,0 +1,133 @@
+//! Runs the examples of docs/sdk-rust.md against a real gateway and
+//! supervisor, and checks the page quotes this file verbatim.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::time::Duration;
+
+use openshell_e2e::process::spawn_supervisor;
+use openshell_e2e::{TOKEN, TestGateway, create_sandbox};
+use openshell_gateway::DeliveryMode;
+use openshell_sdk::{
+    Client, ClientOptions, Operation, OperationState, SdkError, Target, UpdateConfig, UpdateMode,
+};
+
+async fn set_policy_and_wait(
+    endpoint: &str,
+    token: &str,
+    policy: &str,
+) -> Result<Operation, SdkError> {
+    let client = Client::connect(ClientOptions::new(endpoint).with_token(token)).await?;
+    let result = client
+        .update_config(
+            UpdateConfig::new(Target::Sandbox("web".into()))
+                .policy(policy)
+                .mode(UpdateMode::WaitForApply)
+                .wait_timeout(Duration::from_secs(120)),
+        )
+        .await?;
+    Ok(result.operation)
+}
+
+async fn commit_then_follow(client: &Client, policy: &str) -> Result<Operation, SdkError> {
+    let change = UpdateConfig::new(Target::Sandbox("web".into()))
+        .policy(policy)
+        .mode(UpdateMode::CommitOnly)
+        .idempotency_key("deploy-2026-11-29-1");
+    let first = client.update_config(change.clone()).await?;
+    let retry = client.update_config(change).await?;
+    assert!(retry.idempotent_replay);
+    assert_eq!(retry.operation.id, first.operation.id);
+    let mut states = Vec::new();
+    let done = client
+        .wait_for_apply_final(
+            &first.operation.id,
+            Some(Duration::from_secs(120)),
+            None,
+            |op| states.push(op.state),
+        )
+        .await?;
+    println!("seen: {states:?}");
+    Ok(done)
+}
+
+async fn show_errors(client: &Client) {
+    let bad = UpdateConfig::new(Target::Sandbox("web".into())).policy("version: 1\nnetwork_policies:\n  x:\n    endpoints:\n      - host: api.example.com\n        port: 70000\n");
+    match client.update_config(bad).await {
+        Err(SdkError::InvalidArgument { violations, .. }) => {
+            for v in &violations {
+                println!("{}: {}", v.field, v.message);
+            }
+        }
+        other => panic!("expected a violation, got {other:?}"),
+    }
+    match client
+        .wait_for_apply_final("op-unknown", None, None, |_| {})
+        .await
+    {
+        Err(e) => println!("{} ({})", e, e.code()),
+        Ok(op) => panic!("unexpected {op:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_sdk_guide_examples_work() {
+    let policy = include_str!("../../examples/policy.yaml");
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "web", policy).await;
+    let _supervisor = spawn_supervisor(
+        &gw.endpoint(),
+        &id,
+        &credential,
+        &gw.store.dir.path().join("s"),
+        &[],
+    );
+
+    let applied = set_policy_and_wait(
+        &gw.endpoint(),
+        TOKEN,
+        &policy.replacen("port: 443", "port: 8443", 1),
+    )
+    .await
+    .unwrap();
+    assert_eq!(applied.state, OperationState::Applied);
+    assert_eq!(applied.policy_revision, 2);
+
+    let client = Client::connect(ClientOptions::new(gw.endpoint()).with_token(TOKEN))
+        .await
+        .unwrap();
+    let done = commit_then_follow(&client, &policy.replacen("port: 443", "port: 9443", 1))
+        .await
+        .unwrap();
+    assert_eq!(done.state, OperationState::Applied);
+    show_errors(&client).await;
+}
+
+#[test]
+fn the_guide_quotes_this_file() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let guide = std::fs::read_to_string(root.join("docs/sdk-rust.md")).unwrap();
+    let this = std::fs::read_to_string(root.join("e2e/tests/sdk_rust_guide.rs")).unwrap();
+    let mut blocks = 0;
+    let mut current: Option<String> = None;
+    for line in guide.lines() {
+        match &mut current {
+            None if line == "```rust" => current = Some(String::new()),
+            Some(block) if line == "```" => {
+                assert!(
+                    this.contains(block.as_str()),
+                    "docs/sdk-rust.md block not in the test:\n{block}"
+                );
+                blocks += 1;
+                current = None;
+            }
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            None => {}
+        }
+    }
+    assert_eq!(blocks, 3);
+}
