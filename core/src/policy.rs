@@ -115,6 +115,9 @@ pub struct ProcessPolicy {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkPolicy {
+    /// Upstream policies repeat the map key here; when given it must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<Endpoint>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -148,7 +151,10 @@ pub struct Endpoint {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Access {
+    // Upstream policies spell these with a hyphen.
+    #[serde(alias = "read-only")]
     ReadOnly,
+    #[serde(alias = "read-write")]
     ReadWrite,
     Full,
 }
@@ -165,12 +171,25 @@ pub enum Enforcement {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
+    /// The upstream single-rule form: `- allow: {method: GET, path: "/repos/**"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<AllowRule>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub methods: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access: Option<Access>,
+}
+
+/// One allowed request: an HTTP method (or `*`) and a path pattern.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllowRule {
+    #[serde(default)]
+    pub method: String,
+    #[serde(default)]
+    pub path: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -367,6 +386,14 @@ impl SandboxPolicy {
         for (name, policy) in &self.network_policies {
             let base = format!("network_policies{}", key_segment(name));
             check_entry_name(&mut out, &base, "network policy", name);
+            if let Some(inner) = &policy.name
+                && inner != name
+            {
+                out.push(Violation::new(
+                    format!("{base}.name"),
+                    format!("{inner:?} does not match the policy's key {name:?}"),
+                ));
+            }
             for (i, endpoint) in policy.endpoints.iter().enumerate() {
                 check_endpoint(&mut out, &format!("{base}.endpoints[{i}]"), endpoint);
             }
@@ -604,6 +631,27 @@ fn check_endpoint(out: &mut Vec<Violation>, base: &str, ep: &Endpoint) {
         ));
     }
     for (i, rule) in ep.rules.iter().enumerate() {
+        if let Some(allow) = &rule.allow {
+            if !HTTP_METHODS.contains(&allow.method.as_str()) {
+                out.push(Violation::new(
+                    format!("{base}.rules[{i}].allow.method"),
+                    format!(
+                        "unknown HTTP method {:?}; expected one of {}",
+                        allow.method,
+                        HTTP_METHODS.join(", ")
+                    ),
+                ));
+            }
+            if !(allow.path.starts_with('/') || allow.path.starts_with('*')) {
+                out.push(Violation::new(
+                    format!("{base}.rules[{i}].allow.path"),
+                    format!(
+                        "request path pattern {:?} must start with '/' or '*'",
+                        allow.path
+                    ),
+                ));
+            }
+        }
         for (j, method) in rule.methods.iter().enumerate() {
             if !HTTP_METHODS.contains(&method.as_str()) {
                 out.push(Violation::new(
@@ -1137,9 +1185,9 @@ network_middlewares:
             "version: 1\nfilesystem_policy:\n  read_only: []\n  writable: []\n",
             "version: 1\nlandlock:\n  mode: strict\n",
             "version: 1\nprocess:\n  user: root\n",
-            "version: 1\nnetwork_policies:\n  p:\n    name: p\n",
+            "version: 1\nnetwork_policies:\n  p:\n    title: p\n",
             "version: 1\nnetwork_policies:\n  p:\n    binaries: [{ path: /bin/sh, sha: x }]\n",
-            "version: 1\nnetwork_policies:\n  p:\n    endpoints: [{ host: a.b, port: 1, rules: [{ allow: {} }] }]\n",
+            "version: 1\nnetwork_policies:\n  p:\n    endpoints: [{ host: a.b, port: 1, rules: [{ deny: {} }] }]\n",
             "version: 1\nnetwork_middlewares:\n  m:\n    middleware: x\n    priority: 1\n",
         ] {
             assert!(
@@ -1314,6 +1362,7 @@ landlock: {}
             network_policies: BTreeMap::from([(
                 "p".to_string(),
                 NetworkPolicy {
+                    name: None,
                     endpoints: vec![Endpoint {
                         host: "*.example.com".into(),
                         ports: vec![443, 8443],
@@ -1434,6 +1483,30 @@ landlock: {}
             vec![Violation::document(
                 "policy is not valid YAML or JSON: oops"
             )]
+        );
+    }
+
+    #[test]
+    fn upstream_shaped_policies_load() {
+        let text = "version: 1\nnetwork_policies:\n  github:\n    name: github\n    endpoints:\n      - host: api.github.com\n        port: 443\n        protocol: rest\n        rules:\n          - allow:\n              method: GET\n              path: \"/repos/**\"\n      - host: uploads.github.com\n        port: 443\n        access: read-only\n";
+        let policy = parse_and_validate(text).expect("an upstream-shaped policy loads");
+        assert_eq!(
+            policy.network_policies["github"].name.as_deref(),
+            Some("github")
+        );
+        let renamed = text.replace("name: github", "name: gitlab");
+        let err = parse_and_validate(&renamed).unwrap_err();
+        assert!(
+            err.violations()
+                .iter()
+                .any(|v| v.field == "network_policies.github.name")
+        );
+        let bad_method = text.replace("method: GET", "method: FETCH");
+        let err = parse_and_validate(&bad_method).unwrap_err();
+        assert!(
+            err.violations()
+                .iter()
+                .any(|v| v.field == "network_policies.github.endpoints[0].rules[0].allow.method")
         );
     }
 }
