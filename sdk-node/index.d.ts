@@ -1,0 +1,226 @@
+// Types of @openshell/sdk.
+//
+// Objects and enums come from native.d.ts, which napi-rs generates from the
+// Rust structs on every build, so they cannot drift from what the calls
+// return. This file describes the JavaScript surface of index.js and errors.js
+// on top of them.
+
+import type {
+  Attachment,
+  ConnectOptions,
+  CreatedSandbox,
+  CreateSandboxOptions,
+  DeletedSandbox,
+  GatewayInfo,
+  ListOperationsOptions,
+  ListSandboxesOptions,
+  Operation,
+  PolicyRevision,
+  Provider,
+  ProviderSpec,
+  ProviderUpdate,
+  ProviderWrite,
+  Sandbox,
+  SandboxLifecycle,
+  SandboxPolicy,
+  ScopeSettings,
+  SessionInspection,
+  SessionSummary,
+  SettingDefinition,
+  UpdateConfigOptions,
+  UpdateResult,
+  WatchOptions,
+} from './native'
+
+export type {
+  ApplyOutcome,
+  Attachment,
+  ComponentDelivery,
+  ConnectOptions,
+  CreatedSandbox,
+  CreateSandboxOptions,
+  DeletedSandbox,
+  DeliveryEvent,
+  DeliveryMode,
+  FleetProgress,
+  GatewayInfo,
+  ListOperationsOptions,
+  ListSandboxesOptions,
+  Operation,
+  OperationState,
+  PolicyRevision,
+  PolicySource,
+  Provider,
+  ProviderSpec,
+  ProviderUpdate,
+  ProviderWrite,
+  Sandbox,
+  SandboxLifecycle,
+  SandboxPolicy,
+  ScopeSettings,
+  SessionInspection,
+  SessionSummary,
+  Setting,
+  SettingDefinition,
+  SettingScope,
+  TargetKind,
+  UpdateConfigOptions,
+  UpdateMode,
+  UpdateResult,
+  WatchOptions,
+} from './native'
+
+/** Where a configuration change applies. */
+export type ConfigTarget = { sandbox: string } | { workspace: string } | { global: true }
+
+/** `ProviderSpec` as Client accepts it: `expiresAt` may also be a `Date`. */
+export type ProviderSpecInput = Omit<ProviderSpec, 'expiresAt'> & { expiresAt?: Date | string }
+/** `ProviderUpdate` as Client accepts it: `expiresAt` may also be a `Date`. */
+export type ProviderUpdateInput = Omit<ProviderUpdate, 'expiresAt'> & { expiresAt?: Date | string }
+
+export interface WaitForApplyOptions extends WatchOptions {
+  /** Called once per state change, in order; the last call sees the final operation. */
+  onProgress?: (operation: Operation) => void
+  /**
+   * Aborting rejects the wait with an AbortError at once. The operation is
+   * not cancelled: it stays pending on the gateway and resolves as usual.
+   */
+  signal?: AbortSignal
+}
+
+/** A connection to one OpenShell gateway. */
+export declare class Client {
+  private constructor()
+  /** Connects, failing fast (UnavailableError) when the gateway cannot be reached. */
+  static connect(options: ConnectOptions): Promise<Client>
+  readonly endpoint: string
+
+  /** Creates a sandbox; `supervisorCredential` in the result is the only copy. */
+  createSandbox(options: CreateSandboxOptions): Promise<CreatedSandbox>
+  /** `sandbox` is an id, a name, or `WORKSPACE/NAME`. */
+  getSandbox(sandbox: string): Promise<Sandbox>
+  listSandboxes(options?: ListSandboxesOptions): Promise<Sandbox[]>
+  /** Deletes a sandbox; its pending operations end `CANCELLED`. */
+  deleteSandbox(sandbox: string): Promise<DeletedSandbox>
+  /** `STOPPED` stops a sandbox, `PENDING` restarts it. */
+  setSandboxLifecycle(sandbox: string, lifecycle: SandboxLifecycle): Promise<Sandbox>
+
+  createProvider(spec: ProviderSpecInput): Promise<ProviderWrite>
+  /** Replaces a provider's values; attaching sandboxes receive the new environment. */
+  updateProvider(update: ProviderUpdateInput): Promise<ProviderWrite>
+  deleteProvider(provider: string, workspace?: string): Promise<void>
+  getProvider(provider: string, workspace?: string): Promise<Provider>
+  listProviders(workspace?: string): Promise<Provider[]>
+  attachProvider(sandbox: string, provider: string): Promise<Attachment>
+  detachProvider(sandbox: string, provider: string): Promise<Attachment>
+
+  /** The sandbox's latest policy revision, or `revision` when given. */
+  getSandboxPolicy(sandbox: string, revision?: number): Promise<SandboxPolicy>
+  /** Policy revisions, newest first, without their YAML. */
+  listSandboxPolicies(sandbox: string, limit?: number): Promise<PolicyRevision[]>
+  getSettings(target: ConfigTarget): Promise<ScopeSettings>
+  listSettingDefinitions(): Promise<SettingDefinition[]>
+
+  /**
+   * Writes policy and/or settings as one durable operation.
+   *
+   * `COMMIT_ONLY` resolves right after commit. `WAIT_FOR_APPLY` resolves once
+   * the operation is terminal, or when `waitTimeoutMs` passes: then the
+   * operation comes back still live with `waitTimedOut: true` (not an error).
+   * A change the supervisor rejected resolves too, with state `FAILED`.
+   */
+  updateConfig(options: UpdateConfigOptions): Promise<UpdateResult>
+  /** Rejects with NotFoundError for an unknown id. */
+  getOperation(id: string): Promise<Operation>
+  /** Newest first; one page. */
+  listOperations(options?: ListOperationsOptions): Promise<Operation[]>
+  /** Follows an operation's state changes; see OperationWatch. */
+  watchOperation(id: string, options?: WatchOptions): OperationWatch
+  /**
+   * Resolves to the final operation (a `FAILED` one included: inspect
+   * `.state`). Rejects with WaitTimeoutError if the deadline passes while the
+   * operation is live, and with AbortError when `signal` aborts.
+   */
+  waitForApply(id: string, options?: WaitForApplyOptions): Promise<Operation>
+
+  listSessions(): Promise<SessionSummary[]>
+  /** Explains configuration delivery for one sandbox, with hints. */
+  inspectSession(sandbox: string): Promise<SessionInspection>
+  gatewayInfo(): Promise<GatewayInfo>
+}
+
+/**
+ * A running wait on one operation. Each value is the operation after a state
+ * change; iteration ends after the terminal one (its `return` value is the
+ * final operation), or throws WaitTimeoutError if the deadline passes first.
+ */
+export declare class OperationWatch implements AsyncIterableIterator<Operation> {
+  private constructor()
+  readonly operationId: string
+  next(): Promise<IteratorResult<Operation, Operation | undefined>>
+  /** Stops the wait (not the operation); `for await … break` calls it. */
+  return(value?: Operation): Promise<IteratorResult<Operation, Operation | undefined>>
+  cancel(): void
+  [Symbol.asyncIterator](): OperationWatch
+}
+
+export interface FieldViolation {
+  /** Field path, e.g. `network_policies.github.endpoints[0].port`; empty for the whole document. */
+  field: string
+  message: string
+}
+
+/** Base class of every error the SDK rejects with. */
+export declare class OpenShellError extends Error {
+  /**
+   * Stable code: 'INVALID_ARGUMENT', 'NOT_FOUND', 'ALREADY_EXISTS',
+   * 'FAILED_PRECONDITION', 'UNAUTHENTICATED', 'UNAVAILABLE',
+   * 'DEADLINE_EXCEEDED', 'WAIT_TIMED_OUT', 'TRANSPORT', 'ABORTED', or another
+   * gRPC code name such as 'INTERNAL'.
+   */
+  readonly code: string
+  constructor(message: string, options?: { code?: string; cause?: unknown })
+}
+
+export declare class InvalidArgumentError extends OpenShellError {
+  readonly code: 'INVALID_ARGUMENT'
+  readonly violations: FieldViolation[]
+  constructor(message: string, options?: { violations?: FieldViolation[]; cause?: unknown })
+}
+
+export declare class NotFoundError extends OpenShellError {
+  readonly code: 'NOT_FOUND'
+}
+
+export declare class AlreadyExistsError extends OpenShellError {
+  readonly code: 'ALREADY_EXISTS'
+}
+
+export declare class FailedPreconditionError extends OpenShellError {
+  readonly code: 'FAILED_PRECONDITION'
+}
+
+export declare class UnauthenticatedError extends OpenShellError {
+  readonly code: 'UNAUTHENTICATED'
+}
+
+export declare class UnavailableError extends OpenShellError {
+  readonly code: 'UNAVAILABLE'
+}
+
+/** The wait deadline passed while the operation was still live; it keeps going. */
+export declare class WaitTimeoutError extends OpenShellError {
+  readonly code: 'WAIT_TIMED_OUT'
+  /** The operation as last seen, still live. */
+  readonly operation: Operation
+  readonly operationId: string
+  constructor(operation: Operation, options?: { cause?: unknown })
+}
+
+/** The caller's AbortSignal ended a wait; the operation is unaffected. */
+export declare class AbortError extends OpenShellError {
+  readonly code: 'ABORTED'
+  readonly operationId: string
+  /** `reason` becomes `cause`: the signal's abort reason. */
+  constructor(operationId: string, reason?: unknown)
+}

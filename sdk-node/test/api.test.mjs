@@ -1,0 +1,165 @@
+// The rest of the Client surface against a real gateway: sandboxes, fleet
+// writes, providers, policies, sessions and operations lists.
+
+import assert from 'node:assert/strict'
+import { after, before, test } from 'node:test'
+
+import { Harness, eventually, policyWithPort } from './harness.mjs'
+
+let h
+let alpha
+let beta
+before(async () => {
+  h = await Harness.start()
+  alpha = await h.sandbox('alpha', { supervisor: true })
+  beta = await h.sandbox('beta', { supervisor: true })
+  for (const name of ['alpha', 'beta']) {
+    await eventually(async () => (await h.client.getSandbox(name)).lifecycle === 'RUNNING', {
+      what: `${name} RUNNING`,
+    })
+  }
+})
+after(async () => {
+  await h?.stop()
+})
+
+test('gatewayInfo describes the gateway', async () => {
+  const info = await h.client.gatewayInfo()
+  assert.equal(info.configDeliveryMode, 'push')
+  assert.equal(info.storeBackend, 'sqlite')
+  assert.ok(info.protocolRevision >= 1)
+  assert.deepEqual(info.replicas, [info.replicaId])
+  assert.equal(h.client.endpoint, h.endpoint)
+})
+
+test('sandboxes resolve by name, id and WORKSPACE/NAME', async () => {
+  const byName = await h.client.getSandbox('alpha')
+  assert.equal(byName.id, alpha.id)
+  assert.equal(byName.workspace, 'default')
+  assert.equal((await h.client.getSandbox(alpha.id)).name, 'alpha')
+  assert.equal((await h.client.getSandbox('default/alpha')).id, alpha.id)
+  const names = (await h.client.listSandboxes()).map((s) => s.name).sort()
+  assert.deepEqual(names, ['alpha', 'beta'])
+  assert.equal(alpha.sandbox.lifecycle, 'PENDING')
+  assert.equal(alpha.initialOperation.policyRevision, 1)
+})
+
+test('a global settings write is a fleet operation with per-target counts', async () => {
+  const { operation } = await h.client.updateConfig({
+    target: { global: true },
+    settings: { environment_label: 'ci', workload_restart_on_exit: false },
+    mode: 'WAIT_FOR_APPLY',
+    waitTimeoutMs: 30_000,
+  })
+  assert.equal(operation.targetKind, 'GLOBAL')
+  assert.equal(operation.state, 'APPLIED', h.logs())
+  assert.deepEqual(
+    { targets: operation.fleet.targets, applied: operation.fleet.applied, failed: operation.fleet.failed },
+    { targets: 2, applied: 2, failed: 0 },
+  )
+  const global = await h.client.getSettings({ global: true })
+  assert.equal(global.scope, 'GLOBAL')
+  const label = global.values.find((s) => s.key === 'environment_label')
+  assert.equal(label.value, 'ci')
+  const effective = await h.client.getSettings({ sandbox: 'alpha' })
+  const restart = effective.effective.find((s) => s.key === 'workload_restart_on_exit')
+  assert.equal(restart.value, false)
+  assert.equal(restart.scope, 'GLOBAL')
+
+  const cleared = await h.client.updateConfig({
+    target: { global: true },
+    deleteSettings: ['environment_label', 'workload_restart_on_exit'],
+    mode: 'COMMIT_ONLY',
+  })
+  const final = await h.client.waitForApply(cleared.operation.id, { timeoutMs: 30_000 })
+  assert.equal(final.state, 'APPLIED')
+  assert.deepEqual((await h.client.getSettings({ global: true })).values, [])
+})
+
+test('providers: create, attach, detach; credentials never come back', async () => {
+  const expires = new Date(Date.UTC(2031, 0, 1))
+  const created = await h.client.createProvider({
+    name: 'gh',
+    type: 'github',
+    env: { GITHUB_API: 'https://api.github.com' },
+    credentials: { GITHUB_TOKEN: 'ghp_very_secret' },
+    expiresAt: expires,
+  })
+  assert.equal(created.provider.type, 'github')
+  assert.deepEqual(created.provider.env, { GITHUB_API: 'https://api.github.com' })
+  assert.deepEqual(created.provider.credentialNames, ['GITHUB_TOKEN'])
+  assert.equal(Date.parse(created.provider.expiresAt), expires.getTime())
+  assert.ok(!JSON.stringify(created).includes('ghp_very_secret'))
+
+  const attached = await h.client.attachProvider('alpha', 'gh')
+  assert.deepEqual(attached.sandbox.providers, ['gh'])
+  assert.ok(attached.sandbox.attachmentEpoch > 0)
+  // The gateway may track delivery of the new environment as an operation.
+  if (attached.operation) {
+    const applied = await h.client.waitForApply(attached.operation.id, { timeoutMs: 30_000 })
+    assert.equal(applied.state, 'APPLIED', h.logs())
+  }
+
+  const listed = await h.client.listProviders()
+  assert.deepEqual(listed.map((p) => p.name), ['gh'])
+  assert.deepEqual((await h.client.getProvider('gh')).attachedSandboxIds, [alpha.id])
+
+  const detached = await h.client.detachProvider('alpha', 'gh')
+  assert.deepEqual(detached.sandbox.providers, [])
+  assert.ok(detached.sandbox.attachmentEpoch > attached.sandbox.attachmentEpoch)
+  await h.client.deleteProvider('gh')
+  assert.deepEqual(await h.client.listProviders(), [])
+})
+
+test('policy revisions are listed newest first and readable by number', async () => {
+  const { operation } = await h.client.updateConfig({
+    target: { sandbox: 'alpha' },
+    policy: policyWithPort(6443),
+    mode: 'WAIT_FOR_APPLY',
+    waitTimeoutMs: 30_000,
+  })
+  assert.equal(operation.state, 'APPLIED')
+  const revisions = await h.client.listSandboxPolicies('alpha')
+  assert.deepEqual(
+    revisions.map((r) => r.revision),
+    Array.from({ length: operation.policyRevision }, (_, i) => operation.policyRevision - i),
+  )
+  assert.ok(revisions.every((r) => r.policyYaml === undefined))
+  const first = await h.client.getSandboxPolicy('alpha', 1)
+  assert.equal(first.policy.revision, 1)
+  assert.equal(first.effectiveSource, 'SANDBOX')
+  assert.match(first.policy.policyHash, /^[0-9a-f]{64}$/)
+})
+
+test('sessions: list and inspect', async () => {
+  const sessions = await h.client.listSessions()
+  assert.deepEqual(sessions.map((s) => s.sandboxName).sort(), ['alpha', 'beta'])
+  assert.ok(sessions.every((s) => s.mode === 'PUSH'))
+  const inspection = await h.client.inspectSession('alpha')
+  assert.equal(inspection.connected, true)
+  assert.equal(inspection.negotiatedMode, 'PUSH')
+  assert.equal(inspection.gatewayMode, 'push')
+  assert.equal(inspection.sandbox.id, alpha.id)
+  assert.ok(inspection.components.some((c) => c.component === 'sandbox_config'))
+  assert.deepEqual(inspection.pendingOperations, [])
+})
+
+test('listOperations filters by sandbox and state', async () => {
+  const ops = await h.client.listOperations({ sandbox: 'alpha', states: ['APPLIED'] })
+  assert.ok(ops.length >= 1)
+  assert.ok(ops.every((op) => op.state === 'APPLIED' && op.target === alpha.id))
+  const limited = await h.client.listOperations({ pageSize: 1 })
+  assert.equal(limited.length, 1)
+})
+
+test('stopping and deleting a sandbox', async () => {
+  const stopped = await h.client.setSandboxLifecycle('beta', 'STOPPED')
+  assert.equal(stopped.lifecycle, 'STOPPED')
+  await beta.supervisor.stop()
+  const deleted = await h.client.deleteSandbox('beta')
+  assert.equal(deleted.sandbox.lifecycle, 'DELETED')
+  assert.equal(typeof deleted.cancelledOperations, 'number')
+  assert.deepEqual((await h.client.listSandboxes()).map((s) => s.name), ['alpha'])
+  const all = await h.client.listSandboxes({ includeDeleted: true })
+  assert.deepEqual(all.map((s) => s.name).sort(), ['alpha', 'beta'])
+})
