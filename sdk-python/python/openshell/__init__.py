@@ -1,0 +1,104 @@
+"""OpenShell Python SDK.
+
+Operate an OpenShell gateway from Python: create sandboxes, write policies
+and settings as durable operations, and wait until supervisors applied them.
+
+Two clients share one Rust core (the same one the ``openshell`` CLI uses):
+
+- :class:`Client` blocks, releasing the GIL while it waits;
+- :class:`AsyncClient` has the same methods as coroutines.
+
+Quick start::
+
+    from openshell import Client, Target, UpdateMode
+
+    client = Client("http://127.0.0.1:7070", token="...")
+    result = client.update_config(
+        Target.sandbox("demo"),
+        policy=open("policy.yaml").read(),
+        mode=UpdateMode.WAIT_FOR_APPLY,
+    )
+    print(result.operation.state)
+"""
+
+from openshell._enums import (
+    ApplyOutcome,
+    DeliveryMode,
+    OperationState,
+    SandboxLifecycle,
+    TargetKind,
+    UpdateMode,
+)
+from openshell._native import (
+    AsyncClient,
+    Attachment,
+    Client,
+    ComponentDelivery,
+    CreatedSandbox,
+    DeletedSandbox,
+    DeliveryEvent,
+    FleetProgress,
+    GatewayInfo,
+    Operation,
+    Provider,
+    ProviderWrite,
+    Sandbox,
+    SessionInspection,
+    SessionSummary,
+    Target,
+    UpdateResult,
+    __version__,
+)
+from openshell.errors import (
+    AlreadyExists,
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    OpenShellError,
+    OperationFailed,
+    TransportError,
+    Unauthenticated,
+    Unavailable,
+    Violation,
+    WaitTimeout,
+)
+
+__all__ = [
+    "AlreadyExists",
+    "ApplyOutcome",
+    "AsyncClient",
+    "Attachment",
+    "Client",
+    "ComponentDelivery",
+    "CreatedSandbox",
+    "DeadlineExceeded",
+    "DeletedSandbox",
+    "DeliveryEvent",
+    "DeliveryMode",
+    "FailedPrecondition",
+    "FleetProgress",
+    "GatewayInfo",
+    "InvalidArgument",
+    "NotFound",
+    "OpenShellError",
+    "Operation",
+    "OperationFailed",
+    "OperationState",
+    "Provider",
+    "ProviderWrite",
+    "Sandbox",
+    "SandboxLifecycle",
+    "SessionInspection",
+    "SessionSummary",
+    "Target",
+    "TargetKind",
+    "TransportError",
+    "Unauthenticated",
+    "Unavailable",
+    "UpdateMode",
+    "UpdateResult",
+    "Violation",
+    "WaitTimeout",
+    "__version__",
+]

@@ -1,0 +1,109 @@
+"""The contract's enums as Python enums.
+
+Each member's value is its stable wire name (``"APPLIED"``), the same text the
+CLI prints with ``-o json``, so members compare equal to those strings and
+round-trip through JSON. The native module converts to these classes by value,
+so a name the gateway adds later arrives as ``UNSPECIFIED`` rather than failing.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class _WireEnum(str, enum.Enum):
+    """A str-valued enum whose ``str()`` is the wire name."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class OperationState(_WireEnum):
+    """State of a durable operation. Terminal states are final."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    PENDING = "PENDING"
+    DELIVERED = "DELIVERED"
+    APPLIED = "APPLIED"
+    FAILED = "FAILED"
+    SUPERSEDED = "SUPERSEDED"
+    INACTIVE = "INACTIVE"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True for the states an operation never leaves."""
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset(
+    {
+        OperationState.APPLIED,
+        OperationState.FAILED,
+        OperationState.SUPERSEDED,
+        OperationState.INACTIVE,
+        OperationState.CANCELLED,
+    }
+)
+
+
+class ApplyOutcome(_WireEnum):
+    """What the supervisor reported for a terminal operation."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    APPLIED = "APPLIED"
+    DUPLICATE = "DUPLICATE"
+    STALE = "STALE"
+    RETAINED_LOCAL_OVERRIDE = "RETAINED_LOCAL_OVERRIDE"
+    FAILED_RETAINED_LAST_KNOWN_GOOD = "FAILED_RETAINED_LAST_KNOWN_GOOD"
+    FAILED_CLOSED = "FAILED_CLOSED"
+    LIFECYCLE = "LIFECYCLE"
+    SUPERSEDED_BY_NEWER = "SUPERSEDED_BY_NEWER"
+
+
+class UpdateMode(_WireEnum):
+    """How ``update_config`` returns."""
+
+    COMMIT_ONLY = "COMMIT_ONLY"
+    """Return right after commit."""
+    WAIT_FOR_APPLY = "WAIT_FOR_APPLY"
+    """Wait server-side until the operation is terminal or the wait deadline."""
+
+
+class TargetKind(_WireEnum):
+    """What an operation or a :class:`Target` addresses."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    SANDBOX = "SANDBOX"
+    WORKSPACE = "WORKSPACE"
+    GLOBAL = "GLOBAL"
+    PROVIDER = "PROVIDER"
+
+
+class SandboxLifecycle(_WireEnum):
+    """Lifecycle of a sandbox as the gateway records it."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    STOPPED = "STOPPED"
+    DELETED = "DELETED"
+
+
+class DeliveryMode(_WireEnum):
+    """How configuration reaches a supervisor session."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    POLL = "POLL"
+    SHADOW_PUSH = "SHADOW_PUSH"
+    PUSH = "PUSH"
+
+
+__all__ = [
+    "ApplyOutcome",
+    "DeliveryMode",
+    "OperationState",
+    "SandboxLifecycle",
+    "TargetKind",
+    "UpdateMode",
+]

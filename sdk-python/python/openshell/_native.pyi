@@ -1,0 +1,548 @@
+# Type stubs for the Rust extension module `openshell._native`.
+# Keep in step with sdk-python/src: tests/test_typing.py runs mypy --strict
+# over code that uses every name here.
+
+from datetime import datetime
+from typing import Any, Callable, Mapping, Sequence, final
+
+from openshell._enums import (
+    ApplyOutcome,
+    DeliveryMode,
+    OperationState,
+    SandboxLifecycle,
+    TargetKind,
+    UpdateMode,
+)
+
+__version__: str
+
+ProgressCallback = Callable[["Operation"], object]
+"""Called with every update of a wait, oldest first. With ``AsyncClient`` it
+runs on the event loop and may be ``async``; an exception it raises ends the
+wait (the operation keeps going on the gateway)."""
+
+@final
+class Target:
+    """Where an ``update_config`` change applies."""
+
+    @staticmethod
+    def sandbox(sandbox: str, workspace: str | None = None) -> Target:
+        """One sandbox by ``NAME``, ``ID`` or ``WORKSPACE/NAME``."""
+    @staticmethod
+    def workspace(name: str) -> Target:
+        """Every sandbox of a workspace (workspace-scope settings)."""
+    @staticmethod
+    def global_() -> Target:
+        """Everything: global settings and the global policy."""
+    @property
+    def kind(self) -> TargetKind: ...
+    @property
+    def name(self) -> str | None:
+        """Sandbox reference or workspace name; ``None`` for the global target."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class FleetProgress:
+    """Per-target counts of a fleet (workspace, global or provider) operation."""
+
+    @property
+    def targets(self) -> int:
+        """Sandboxes the write affected, recorded at commit."""
+    @property
+    def applied(self) -> int: ...
+    @property
+    def failed(self) -> int: ...
+    @property
+    def pending(self) -> int: ...
+    @property
+    def inactive(self) -> int: ...
+    @property
+    def superseded(self) -> int: ...
+    @property
+    def cancelled(self) -> int: ...
+    def __eq__(self, other: object) -> bool: ...
+
+@final
+class Operation:
+    """A durable record of one committed write and how far its delivery got."""
+
+    @property
+    def id(self) -> str:
+        """``op-`` followed by a UUID."""
+    @property
+    def target_kind(self) -> TargetKind: ...
+    @property
+    def target(self) -> str:
+        """Sandbox id, workspace name or provider id; empty for global."""
+    @property
+    def state(self) -> OperationState: ...
+    @property
+    def outcome(self) -> ApplyOutcome:
+        """The supervisor's outcome, set once terminal."""
+    @property
+    def error(self) -> str | None:
+        """Sanitized error text, at most 1 KiB."""
+    @property
+    def policy_revision(self) -> int:
+        """Policy revision this operation waits to see applied; 0 when policy was untouched."""
+    @property
+    def settings_revision(self) -> int:
+        """Settings revision of the written scope; 0 when settings were untouched."""
+    @property
+    def global_policy_revision(self) -> int: ...
+    @property
+    def no_op(self) -> bool:
+        """The write changed nothing; the operation tracks the current revision."""
+    @property
+    def idempotency_key(self) -> str | None: ...
+    @property
+    def created_at(self) -> str | None:
+        """RFC 3339 timestamp, like every ``*_at`` attribute."""
+    @property
+    def updated_at(self) -> str | None: ...
+    @property
+    def completed_at(self) -> str | None: ...
+    @property
+    def wait_timed_out(self) -> bool:
+        """A server-side wait hit its deadline while the operation was still live."""
+    @property
+    def fleet(self) -> FleetProgress | None:
+        """Per-target counts for fleet operations; ``None`` for a single sandbox."""
+    @property
+    def caller(self) -> str:
+        """Principal that issued the write."""
+    @property
+    def is_terminal(self) -> bool:
+        """True once the operation reached a final state."""
+    def threshold_met(self, fraction: float) -> bool:
+        """For fleet operations: whether at least ``fraction`` of the targets applied."""
+    def result(
+        self,
+        timeout: float | None = None,
+        *,
+        threshold: float | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> Operation:
+        """Blocks (releasing the GIL) until the operation is terminal and returns it.
+
+        Raises ``OperationFailed`` if it ended FAILED and ``WaitTimeout`` if
+        ``timeout`` seconds (default 60) pass first. Other final states
+        (SUPERSEDED, INACTIVE, CANCELLED) are returned: check ``state``.
+        """
+    async def result_async(
+        self,
+        timeout: float | None = None,
+        *,
+        threshold: float | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> Operation:
+        """The coroutine form of :meth:`result`."""
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape the CLI prints with ``-o json``."""
+
+@final
+class UpdateResult:
+    """What ``update_config`` returns."""
+
+    @property
+    def operation(self) -> Operation: ...
+    @property
+    def idempotent_replay(self) -> bool:
+        """An earlier request with the same idempotency key was found; nothing was written."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class Sandbox:
+    """A sandbox record."""
+
+    @property
+    def id(self) -> str:
+        """``sb-`` followed by a UUID."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def workspace(self) -> str: ...
+    @property
+    def lifecycle(self) -> SandboxLifecycle: ...
+    @property
+    def policy_revision(self) -> int:
+        """Latest policy revision of the sandbox itself; 0 when it has none."""
+    @property
+    def settings_revision(self) -> int: ...
+    @property
+    def attachment_epoch(self) -> int: ...
+    @property
+    def providers(self) -> list[str]:
+        """Names of the attached providers, sorted."""
+    @property
+    def created_at(self) -> str | None: ...
+    @property
+    def updated_at(self) -> str | None: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class CreatedSandbox:
+    """What ``create_sandbox`` returns."""
+
+    @property
+    def sandbox(self) -> Sandbox: ...
+    @property
+    def supervisor_credential(self) -> str:
+        """The only copy of the supervisor credential; ``repr`` never shows it."""
+    @property
+    def operation(self) -> Operation | None:
+        """Operation of the initial policy, when one was given."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class DeletedSandbox:
+    """What ``delete_sandbox`` returns."""
+
+    @property
+    def sandbox(self) -> Sandbox: ...
+    @property
+    def cancelled_operations(self) -> int:
+        """Pending operations that ended CANCELLED."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class Attachment:
+    """What ``attach_provider`` returns."""
+
+    @property
+    def sandbox(self) -> Sandbox: ...
+    @property
+    def operation(self) -> Operation | None:
+        """Tracks delivery of the new provider environment."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class Provider:
+    """A provider record: credential names, never values."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def workspace(self) -> str: ...
+    @property
+    def provider_type(self) -> str: ...
+    @property
+    def env(self) -> dict[str, str]: ...
+    @property
+    def credential_names(self) -> list[str]: ...
+    @property
+    def revision(self) -> int: ...
+    @property
+    def expires_at(self) -> str | None: ...
+    @property
+    def attached_sandbox_ids(self) -> list[str]: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class ProviderWrite:
+    """What ``create_provider`` returns."""
+
+    @property
+    def provider(self) -> Provider: ...
+    @property
+    def operation(self) -> Operation | None:
+        """Fleet operation over the attaching sandboxes, when any attach it."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class SessionSummary:
+    """One connected supervisor session."""
+
+    @property
+    def sandbox_id(self) -> str: ...
+    @property
+    def sandbox_name(self) -> str: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def mode(self) -> DeliveryMode: ...
+    @property
+    def supervisor_version(self) -> str: ...
+    @property
+    def protocol_revision(self) -> int: ...
+    @property
+    def replica_id(self) -> str: ...
+    @property
+    def connected_at(self) -> str | None: ...
+    @property
+    def last_heartbeat_at(self) -> str | None: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class ComponentDelivery:
+    """Delivery state of one component (``sandbox_config`` or ``provider_environment``)."""
+
+    @property
+    def component(self) -> str: ...
+    @property
+    def desired(self) -> str: ...
+    @property
+    def sent(self) -> str: ...
+    @property
+    def sent_at(self) -> str | None: ...
+    @property
+    def acked(self) -> str: ...
+    @property
+    def ack_status(self) -> str: ...
+    @property
+    def acked_at(self) -> str | None: ...
+    @property
+    def dirty(self) -> bool: ...
+    @property
+    def lane(self) -> str | None: ...
+    @property
+    def held(self) -> bool: ...
+    @property
+    def last_failure(self) -> str | None: ...
+    @property
+    def backoff(self) -> str | None: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class DeliveryEvent:
+    """One recent delivery event."""
+
+    @property
+    def at(self) -> str | None: ...
+    @property
+    def text(self) -> str: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class SessionInspection:
+    """How configuration reaches one sandbox, and what is wrong with it if anything."""
+
+    @property
+    def sandbox(self) -> Sandbox | None: ...
+    @property
+    def gateway_mode(self) -> str: ...
+    @property
+    def connected(self) -> bool: ...
+    @property
+    def negotiated_mode(self) -> DeliveryMode: ...
+    @property
+    def negotiated_reason(self) -> str: ...
+    @property
+    def supervisor_version(self) -> str: ...
+    @property
+    def protocol_revision(self) -> int: ...
+    @property
+    def supports_config_snapshots(self) -> bool: ...
+    @property
+    def supports_config_apply(self) -> bool: ...
+    @property
+    def owner_replica(self) -> str | None: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def connected_at(self) -> str | None: ...
+    @property
+    def last_heartbeat_at(self) -> str | None: ...
+    @property
+    def components(self) -> list[ComponentDelivery]: ...
+    @property
+    def pending_operations(self) -> list[Operation]: ...
+    @property
+    def recent_events(self) -> list[DeliveryEvent]: ...
+    @property
+    def hints(self) -> list[str]:
+        """Plain-language hints for each abnormal state found."""
+    @property
+    def last_report(self) -> str | None: ...
+    @property
+    def last_report_at(self) -> str | None: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class GatewayInfo:
+    """Description of the gateway a client talks to."""
+
+    @property
+    def version(self) -> str: ...
+    @property
+    def config_delivery_mode(self) -> str:
+        """``"poll"`` or ``"push"``."""
+    @property
+    def store_backend(self) -> str:
+        """``"sqlite"`` or ``"postgres"``."""
+    @property
+    def replica_id(self) -> str: ...
+    @property
+    def protocol_revision(self) -> int: ...
+    @property
+    def replicas(self) -> list[str]: ...
+    @property
+    def sessions(self) -> int: ...
+    @property
+    def started_at(self) -> str | None: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+SettingValue = str | int | bool
+
+@final
+class Client:
+    """A blocking connection to one gateway.
+
+    Connects on the first call. Every call releases the GIL while it waits,
+    so other threads keep running, and Ctrl-C interrupts a long wait. Safe to
+    share between threads.
+
+    ``timeout`` bounds each call in seconds (waits get their wait time on
+    top); ``ca_cert_pem`` is the CA to trust for an ``https://`` endpoint.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        token: str | None = None,
+        ca_cert_pem: str | bytes | None = None,
+        timeout: float | None = None,
+    ) -> None: ...
+    @property
+    def endpoint(self) -> str: ...
+    def create_sandbox(
+        self, name: str, *, workspace: str | None = None, policy: str | None = None
+    ) -> CreatedSandbox:
+        """Creates a sandbox, optionally with its first policy (which fixes the static sections)."""
+    def get_sandbox(self, sandbox: str) -> Sandbox:
+        """Reads a sandbox by ``NAME``, ``ID`` or ``WORKSPACE/NAME``."""
+    def list_sandboxes(
+        self, *, workspace: str | None = None, include_deleted: bool = False
+    ) -> list[Sandbox]: ...
+    def delete_sandbox(self, sandbox: str) -> DeletedSandbox:
+        """Deletes a sandbox; its pending operations end CANCELLED."""
+    def create_provider(
+        self,
+        name: str,
+        provider_type: str,
+        *,
+        workspace: str | None = None,
+        env: Mapping[str, str] | None = None,
+        credentials: Mapping[str, str] | None = None,
+        expires_at: datetime | None = None,
+    ) -> ProviderWrite: ...
+    def attach_provider(self, sandbox: str, provider: str) -> Attachment: ...
+    def update_config(
+        self,
+        target: Target | str,
+        *,
+        policy: str | None = None,
+        settings: Mapping[str, SettingValue] | None = None,
+        delete_settings: Sequence[str] | None = None,
+        clear_global_policy: bool = False,
+        mode: UpdateMode | str = UpdateMode.COMMIT_ONLY,
+        idempotency_key: str | None = None,
+        wait_timeout: float | None = None,
+        threshold: float | None = None,
+    ) -> UpdateResult:
+        """Writes policy and/or settings as one durable operation.
+
+        ``target`` is a :class:`Target` or a sandbox name. With
+        ``WAIT_FOR_APPLY`` the gateway waits up to ``wait_timeout`` seconds
+        (default 60, at most 600); a passed deadline is not an error: the
+        operation comes back live with ``wait_timed_out`` set. A failed apply
+        is not an error either; inspect ``operation.state`` or call
+        ``operation.result()``. With an ``idempotency_key`` a retry returns
+        the original operation (``idempotent_replay``) and writes nothing.
+        """
+    def get_operation(self, id: str) -> Operation: ...
+    def wait_for_apply(
+        self,
+        id: str,
+        timeout: float | None = None,
+        threshold: float | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> Operation:
+        """Follows an operation until it is terminal (or ``threshold`` of a
+        fleet applied) and returns it, whatever its final state.
+
+        Raises ``WaitTimeout`` (carrying the operation) if ``timeout`` seconds
+        (default 60) pass first; the operation keeps going on the gateway.
+        """
+    def list_operations(
+        self,
+        *,
+        sandbox: str | None = None,
+        states: Sequence[OperationState | str] | None = None,
+        limit: int = 0,
+    ) -> list[Operation]:
+        """The newest operations, at most ``limit`` (0: the gateway's default of 100)."""
+    def list_sessions(self) -> list[SessionSummary]: ...
+    def inspect_session(self, sandbox: str) -> SessionInspection: ...
+    def gateway_info(self) -> GatewayInfo: ...
+
+@final
+class AsyncClient:
+    """The asyncio twin of :class:`Client`: the same methods, as coroutines.
+
+    Cancelling a task that awaits a call stops waiting only: an operation
+    already committed keeps going on the gateway.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        token: str | None = None,
+        ca_cert_pem: str | bytes | None = None,
+        timeout: float | None = None,
+    ) -> None: ...
+    @property
+    def endpoint(self) -> str: ...
+    async def create_sandbox(
+        self, name: str, *, workspace: str | None = None, policy: str | None = None
+    ) -> CreatedSandbox: ...
+    async def get_sandbox(self, sandbox: str) -> Sandbox: ...
+    async def list_sandboxes(
+        self, *, workspace: str | None = None, include_deleted: bool = False
+    ) -> list[Sandbox]: ...
+    async def delete_sandbox(self, sandbox: str) -> DeletedSandbox: ...
+    async def create_provider(
+        self,
+        name: str,
+        provider_type: str,
+        *,
+        workspace: str | None = None,
+        env: Mapping[str, str] | None = None,
+        credentials: Mapping[str, str] | None = None,
+        expires_at: datetime | None = None,
+    ) -> ProviderWrite: ...
+    async def attach_provider(self, sandbox: str, provider: str) -> Attachment: ...
+    async def update_config(
+        self,
+        target: Target | str,
+        *,
+        policy: str | None = None,
+        settings: Mapping[str, SettingValue] | None = None,
+        delete_settings: Sequence[str] | None = None,
+        clear_global_policy: bool = False,
+        mode: UpdateMode | str = UpdateMode.COMMIT_ONLY,
+        idempotency_key: str | None = None,
+        wait_timeout: float | None = None,
+        threshold: float | None = None,
+    ) -> UpdateResult: ...
+    async def get_operation(self, id: str) -> Operation: ...
+    async def wait_for_apply(
+        self,
+        id: str,
+        timeout: float | None = None,
+        threshold: float | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> Operation: ...
+    async def list_operations(
+        self,
+        *,
+        sandbox: str | None = None,
+        states: Sequence[OperationState | str] | None = None,
+        limit: int = 0,
+    ) -> list[Operation]: ...
+    async def list_sessions(self) -> list[SessionSummary]: ...
+    async def inspect_session(self, sandbox: str) -> SessionInspection: ...
+    async def gateway_info(self) -> GatewayInfo: ...

@@ -1,0 +1,127 @@
+//! Read-only Python views of the SDK's result types.
+//!
+//! Each view keeps the SDK value it shows and exposes its fields as
+//! properties, so names, enum spellings and `to_dict()` (the serde shape the
+//! CLI prints with `-o json`) come from the SDK and cannot drift. Views that
+//! contain operations also keep the client, so `operation.result()` can wait.
+
+mod gateway;
+mod operation;
+mod provider;
+mod sandbox;
+mod session;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyList;
+
+/// Conversion of an SDK value into its Python view.
+pub(crate) trait IntoView {
+    fn into_view(self, py: Python<'_>, client: &openshell_sdk::Client) -> PyResult<Py<PyAny>>;
+}
+
+impl<T: IntoView> IntoView for Vec<T> {
+    fn into_view(self, py: Python<'_>, client: &openshell_sdk::Client) -> PyResult<Py<PyAny>> {
+        let items = self
+            .into_iter()
+            .map(|item| item.into_view(py, client))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyList::new(py, items)?.into_any().unbind())
+    }
+}
+
+impl<T: IntoView> IntoView for Option<T> {
+    fn into_view(self, py: Python<'_>, client: &openshell_sdk::Client) -> PyResult<Py<PyAny>> {
+        match self {
+            Some(value) => value.into_view(py, client),
+            None => Ok(py.None()),
+        }
+    }
+}
+
+/// Implements `IntoView` for views that hold only the SDK value.
+macro_rules! plain_view {
+    ($($sdk:ty => $view:ident),+ $(,)?) => {$(
+        impl $crate::views::IntoView for $sdk {
+            fn into_view(
+                self,
+                py: ::pyo3::Python<'_>,
+                _client: &::openshell_sdk::Client,
+            ) -> ::pyo3::PyResult<::pyo3::Py<::pyo3::PyAny>> {
+                Ok(::pyo3::Py::new(py, $view { inner: self })?.into_any())
+            }
+        }
+    )+};
+}
+
+/// Implements `IntoView` for views that also keep the client.
+macro_rules! client_view {
+    ($($sdk:ty => $view:ident),+ $(,)?) => {$(
+        impl $crate::views::IntoView for $sdk {
+            fn into_view(
+                self,
+                py: ::pyo3::Python<'_>,
+                client: &::openshell_sdk::Client,
+            ) -> ::pyo3::PyResult<::pyo3::Py<::pyo3::PyAny>> {
+                Ok(::pyo3::Py::new(py, $view { inner: self, client: client.clone() })?.into_any())
+            }
+        }
+    )+};
+}
+
+pub(crate) use {client_view, plain_view};
+
+static JSON_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// The serde shape of `value` as plain Python dicts and lists.
+pub(crate) fn to_dict(py: Python<'_>, value: &impl serde::Serialize) -> PyResult<Py<PyAny>> {
+    let text = serde_json::to_string(value)
+        .map_err(|err| PyRuntimeError::new_err(format!("cannot serialize: {err}")))?;
+    Ok(JSON_LOADS
+        .import(py, "json", "loads")?
+        .call1((text,))?
+        .unbind())
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<operation::Operation>()?;
+    m.add_class::<operation::FleetProgress>()?;
+    m.add_class::<operation::UpdateResult>()?;
+    m.add_class::<sandbox::Sandbox>()?;
+    m.add_class::<sandbox::CreatedSandbox>()?;
+    m.add_class::<sandbox::DeletedSandbox>()?;
+    m.add_class::<sandbox::Attachment>()?;
+    m.add_class::<provider::Provider>()?;
+    m.add_class::<provider::ProviderWrite>()?;
+    m.add_class::<session::SessionSummary>()?;
+    m.add_class::<session::SessionInspection>()?;
+    m.add_class::<session::ComponentDelivery>()?;
+    m.add_class::<session::DeliveryEvent>()?;
+    m.add_class::<gateway::GatewayInfo>()?;
+    Ok(())
+}
+
+/// Python's `repr` of a str, so reprs read like Python (`'demo'`, not `"demo"`).
+pub(crate) fn quote(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('\'');
+    for c in text.chars() {
+        match c {
+            '\\' => quoted.push_str("\\\\"),
+            '\'' => quoted.push_str("\\'"),
+            '\n' => quoted.push_str("\\n"),
+            '\r' => quoted.push_str("\\r"),
+            '\t' => quoted.push_str("\\t"),
+            c if c.is_control() => quoted.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('\'');
+    quoted
+}
+
+/// `quote` for optional text: `None` when absent.
+pub(crate) fn quote_opt(text: Option<&str>) -> String {
+    text.map_or_else(|| "None".to_owned(), quote)
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds the `openshell` Python package into sdk-python/.venv and runs its
+# tests against real gateway and supervisor processes.
+#
+#   bash sdk-python/test.sh [pytest args...]
+#
+# Needs python3 (3.9+), a Rust toolchain and PyPI (only the first time).
+# Binaries come from target/debug, built here when missing, or from
+# OPENSHELL_BIN_DIR.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+cd "$here"
+
+if [[ -z "${OPENSHELL_BIN_DIR:-}" ]]; then
+    if [[ ! -x "$repo/target/debug/openshell-gateway" || ! -x "$repo/target/debug/openshell-supervisor" ]]; then
+        echo "test.sh: building the gateway and supervisor binaries" >&2
+        (cd "$repo" && cargo build --workspace --bins)
+    fi
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+    python3 -m venv .venv
+fi
+# shellcheck disable=SC1091
+. .venv/bin/activate
+
+pip install --quiet --disable-pip-version-check maturin pytest
+# mypy only adds the strict type check of the stubs; its test skips without it.
+pip install --quiet --disable-pip-version-check mypy \
+    || echo "test.sh: mypy not installed; the stub type check will be skipped" >&2
+
+maturin develop --quiet
+
+status=0
+python -m pytest -q tests/ "$@" || status=$?
+if [[ $status -eq 5 ]]; then
+    echo "test.sh: pytest collected no tests" >&2
+    exit 1
+fi
+exit "$status"

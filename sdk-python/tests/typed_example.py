@@ -1,0 +1,91 @@
+"""Checked by `mypy --strict` in test_typing.py, never run: code a user
+would write, so the stubs must type every name and call in it."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+
+import openshell
+from openshell import (
+    AsyncClient,
+    Client,
+    FleetProgress,
+    InvalidArgument,
+    Operation,
+    OperationFailed,
+    OperationState,
+    Target,
+    UpdateMode,
+    UpdateResult,
+    WaitTimeout,
+)
+
+
+def blocking(client: Client, policy: str) -> OperationState:
+    created = client.create_sandbox("demo", workspace="team", policy=policy)
+    credential: str = created.supervisor_credential
+    assert credential
+    first: Operation | None = created.operation
+    try:
+        result: UpdateResult = client.update_config(
+            Target.sandbox("team/demo"),
+            policy=policy,
+            settings={"log_level": "debug", "verbose": True, "limit": 3},
+            delete_settings=["old"],
+            mode=UpdateMode.WAIT_FOR_APPLY,
+            idempotency_key="deploy-1",
+            wait_timeout=120.0,
+        )
+    except InvalidArgument as err:
+        for violation in err.violations:
+            print(violation.field, violation.message)
+        raise
+    op = result.operation
+    if op.wait_timed_out:
+        try:
+            op = client.wait_for_apply(op.id, timeout=60, on_progress=lambda o: print(o.state))
+        except WaitTimeout as err:
+            print("still waiting on", err.operation_id, err.operation.state)
+            raise
+    try:
+        op.result(timeout=30.0)
+    except OperationFailed as err:
+        print(err.operation.error, err.code)
+    fleet: FleetProgress | None = client.update_config(
+        Target.global_(), settings={"log_level": "info"}, threshold=0.95
+    ).operation.fleet
+    if fleet is not None:
+        print(f"{fleet.applied}/{fleet.targets}")
+    for pending in client.list_operations(sandbox="demo", states=[OperationState.PENDING, "delivered"]):
+        print(pending.id, pending.to_dict()["state"])
+    inspection = client.inspect_session("demo")
+    print(inspection.hints, [c.component for c in inspection.components], first)
+    print(client.gateway_info().version, [s.mode for s in client.list_sessions()])
+    write = client.create_provider(
+        "gh", "github", credentials={"TOKEN": "x"}, expires_at=datetime.now(timezone.utc)
+    )
+    print(write.provider.credential_names, client.attach_provider("demo", "gh").operation)
+    print(client.delete_sandbox("demo").cancelled_operations, openshell.__version__)
+    return op.state
+
+
+async def coroutines(client: AsyncClient) -> int:
+    seen: list[Operation] = []
+
+    async def on_progress(op: Operation) -> None:
+        seen.append(op)
+
+    result = await client.update_config(
+        "demo", settings={"log_level": "debug"}, mode="commit-only"
+    )
+    task = asyncio.create_task(client.wait_for_apply(result.operation.id, on_progress=on_progress))
+    final: Operation = await task
+    again: Operation = await final.result_async(timeout=1.0)
+    sandboxes = await client.list_sandboxes(workspace="team")
+    return len(seen) + len(sandboxes) + again.policy_revision
+
+
+if __name__ == "__main__":
+    print(blocking(Client("http://127.0.0.1:7070", "token", timeout=30), "version: 1"))
+    print(asyncio.run(coroutines(AsyncClient("http://127.0.0.1:7070", "token"))))
