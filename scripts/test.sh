@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, every Rust test on SQLite and a
-# real PostgreSQL, doc tests. Run from anywhere: `bash scripts/test.sh`.
+# real PostgreSQL, doc tests, and the Node and Python SDKs against real
+# gateways and supervisors. Run from anywhere: `bash scripts/test.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,3 +24,10 @@ cargo nextest run --workspace --locked --no-fail-fast
 
 echo "== doc tests"
 cargo test --workspace --doc --locked
+
+# The bindings run against the same binaries, built above.
+echo "== Node SDK"
+bash sdk-node/test.sh
+
+echo "== Python SDK"
+bash sdk-python/test.sh
