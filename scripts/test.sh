@@ -17,7 +17,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 # End-to-end tests run the real binaries, so build them first, once.
 echo "== cargo build (binaries for end-to-end tests)"
-cargo build --workspace --bins --locked
+cargo build --workspace --bins --lib --locked
 
 echo "== cargo nextest"
 cargo nextest run --workspace --locked --no-fail-fast

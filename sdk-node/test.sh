@@ -3,10 +3,8 @@
 # processes: `bash sdk-node/test.sh` from anywhere. Needs only the npm
 # registry (for the dev tools, on first run or when package-lock.json changes).
 #
-# Gateway and supervisor binaries come from OPENSHELL_BIN_DIR, default
-# ../target/debug; they are built with `cargo build --workspace --bins` when
-# missing (the same package selection as the workspace's own test script, so
-# nothing is rebuilt for a different feature set).
+# Gateway and supervisor binaries come from ../target/debug (the harness
+# honours OPENSHELL_BIN_DIR to test other builds).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -19,20 +17,13 @@ if [[ ! -d node_modules || ! -f "$stamp" || "$(cat "$stamp")" != "$lock_sum" ]];
     echo "$lock_sum" > "$stamp"
 fi
 
-bin_dir="${OPENSHELL_BIN_DIR:-../target/debug}"
-if [[ ! -x "$bin_dir/openshell-gateway" || ! -x "$bin_dir/openshell-supervisor" ]]; then
-    if [[ -n "${OPENSHELL_BIN_DIR:-}" ]]; then
-        echo "OPENSHELL_BIN_DIR=$OPENSHELL_BIN_DIR has no openshell-gateway/openshell-supervisor" >&2
-        exit 1
-    fi
-    echo "== cargo build --workspace --bins"
-    (cd .. && cargo build --workspace --bins)
-fi
-
-# napi writes the .node, the native.js loader and the generated native.d.ts;
-# a changed native.d.ts shows up in `git status` like any other change.
-echo "== napi build"
-npm run --silent build
+# The native module is built by cargo with the workspace's own package
+# selection, so it shares every compiled dependency with the rest of the
+# workspace instead of rebuilding them under the napi CLI's --target dir.
+# `npm run build` (the napi CLI) is for regenerating native.js/native.d.ts.
+echo "== cargo build --workspace --bins --lib"
+(cd .. && cargo build --workspace --bins --lib)
+cp ../target/debug/libopenshell_sdk_node.so openshell-sdk.linux-x64-gnu.node
 
 echo "== node --test"
 node --test test/

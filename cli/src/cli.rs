@@ -45,7 +45,8 @@ pub struct GlobalArgs {
     /// Print no progress or notes on stderr (warnings and errors still print).
     #[arg(short, long, global = true)]
     pub quiet: bool,
-    /// Answer yes to confirmation prompts; required to delete when not on a terminal.
+    /// Answer yes to confirmation prompts; required for deletes, global writes and
+    /// network-removing policies when not on a terminal.
     #[arg(short, long, global = true)]
     pub yes: bool,
 }
@@ -82,9 +83,20 @@ pub enum Command {
     Gateway(GatewayCommand),
     /// Print a shell completion script to stdout.
     Completions {
+        /// Shell to complete for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Render this command reference (docs/cli.md is its output).
+    #[command(subcommand, hide = true)]
+    Docs(DocsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DocsCommand {
+    /// Every command, flag and help text as Markdown, with exit codes,
+    /// output formats, JSON shapes and environment variables.
+    Markdown,
 }
 
 #[derive(Debug, Subcommand)]
@@ -118,7 +130,7 @@ pub enum SandboxCommand {
         #[arg(long)]
         all: bool,
     },
-    /// Delete a sandbox; its pending operations end CANCELLED.
+    /// Delete a sandbox; its pending operations end CANCELLED. Asks to confirm.
     #[command(alias = "rm")]
     Delete {
         #[arg(value_name = "SB", help = SANDBOX_HELP)]
@@ -162,6 +174,10 @@ pub struct WaitArgs {
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
     /// Set a sandbox's policy, or the global policy with --global.
+    ///
+    /// Asks to confirm a global policy, and a policy that removes network
+    /// access the sandbox has now; --yes confirms in advance (required when
+    /// not on a terminal).
     Set {
         #[arg(
             value_name = "SB",
@@ -179,7 +195,7 @@ pub enum PolicyCommand {
         #[command(flatten)]
         wait: WaitArgs,
     },
-    /// Remove the global policy so sandbox policies apply again.
+    /// Remove the global policy so sandbox policies apply again (asks to confirm).
     ClearGlobal {
         #[command(flatten)]
         wait: WaitArgs,
@@ -191,6 +207,17 @@ pub enum PolicyCommand {
         /// Revision to show (default: the latest).
         #[arg(long, value_name = "N")]
         revision: Option<u64>,
+    },
+    /// Compare a sandbox's current policy with a file; exits 0 when equal, 1 when different.
+    ///
+    /// Both are normalized first, so comments and layout are not differences.
+    /// `-o json` gives {changed, removed_network_access, diff}.
+    Diff {
+        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        sandbox: String,
+        /// Policy file, YAML or JSON; `-` reads stdin.
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: String,
     },
     /// List a sandbox's policy revisions, newest first.
     History {
@@ -219,7 +246,7 @@ pub struct ScopeArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum SettingsCommand {
-    /// Set settings at a scope, as one operation.
+    /// Set settings at a scope, as one operation; --global asks to confirm.
     Set {
         #[command(flatten)]
         scope: ScopeArgs,
@@ -229,10 +256,11 @@ pub enum SettingsCommand {
         #[command(flatten)]
         wait: WaitArgs,
     },
-    /// Remove settings from a scope so a lower scope or the default applies.
+    /// Remove settings from a scope so a lower scope or the default applies; --global asks to confirm.
     Delete {
         #[command(flatten)]
         scope: ScopeArgs,
+        /// Setting keys to remove from the scope.
         #[arg(required = true, value_name = "KEY")]
         keys: Vec<String>,
         #[command(flatten)]
@@ -293,13 +321,17 @@ pub enum ProviderCommand {
     /// Delete a provider that no sandbox attaches.
     #[command(alias = "rm")]
     Delete {
+        /// Provider id or name.
         provider: String,
+        /// Workspace to resolve a name in.
         #[arg(long, value_name = "W")]
         workspace: Option<String>,
     },
     /// Show a provider (credential names only).
     Get {
+        /// Provider id or name.
         provider: String,
+        /// Workspace to resolve a name in.
         #[arg(long, value_name = "W")]
         workspace: Option<String>,
     },
@@ -321,6 +353,7 @@ pub enum ProviderCommand {
     Detach {
         #[arg(value_name = "SB", help = SANDBOX_HELP)]
         sandbox: String,
+        /// Provider id or name, resolved in the sandbox's workspace.
         provider: String,
     },
 }
@@ -636,8 +669,19 @@ mod tests {
         assert!(parse(&["sessions", "inspect", "demo"]).is_ok());
         assert!(parse(&["gateway", "info"]).is_ok());
         assert!(parse(&["completions", "bash"]).is_ok());
+        assert!(parse(&["policy", "diff", "demo", "-f", "p.yaml"]).is_ok());
+        assert!(parse(&["docs", "markdown"]).is_ok());
+        let err = parse(&["policy", "diff", "demo"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
         let err = parse(&["sandbox", "get"]).unwrap_err();
         assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn docs_command_is_hidden() {
+        let cmd = Cli::command();
+        let docs = cmd.find_subcommand("docs").unwrap();
+        assert!(docs.is_hide_set());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! the gateway (completions, usage errors) work without one.
 
 use std::fmt::Display;
+use std::future::Future;
 use std::io::{self, IsTerminal};
 use std::time::Duration;
 
@@ -10,7 +11,10 @@ use anyhow::Context as _;
 use openshell_sdk::{Client, ClientOptions};
 
 use crate::cli::GlobalArgs;
-use crate::output::Output;
+use crate::confirm::{self, Answer, Decision};
+use crate::exit;
+use crate::output::{Output, no_color};
+use crate::progress::ProgressMode;
 
 /// Bound on reaching the gateway at all.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -64,8 +68,38 @@ impl Ctx {
         io::stdin().is_terminal() && io::stderr().is_terminal()
     }
 
-    /// Progress is for people watching a terminal, and only when not quiet.
-    pub fn show_progress(&self) -> bool {
-        !self.global.quiet && io::stderr().is_terminal()
+    /// Live progress is for people watching a terminal; logs get plain lines.
+    pub fn progress_mode(&self) -> ProgressMode {
+        ProgressMode::choose(self.global.quiet, io::stderr().is_terminal(), no_color())
+    }
+
+    /// Confirms a write before it is sent (see `confirm.rs`).
+    ///
+    /// `action` completes "refusing to …" and "did not …"; `details` says
+    /// what changes and is only awaited when someone is asked, so its
+    /// gateway reads cost nothing under `--yes` or in scripts.
+    /// `Ok(None)` means go on; `Ok(Some(code))` means the person declined.
+    pub async fn confirm(
+        &self,
+        risky: bool,
+        action: &str,
+        question: &str,
+        details: impl Future<Output = anyhow::Result<String>>,
+    ) -> anyhow::Result<Option<u8>> {
+        match confirm::decide(risky, self.global.yes, self.can_prompt()) {
+            Decision::Proceed => Ok(None),
+            Decision::Refuse => Err(confirm::refusal(action)),
+            Decision::Ask => match confirm::ask(&details.await?, question)? {
+                Answer::Yes => Ok(None),
+                Answer::No => {
+                    eprintln!("aborted: did not {action}; nothing was changed");
+                    Ok(Some(exit::FAILURE))
+                }
+                Answer::Interrupted => {
+                    eprintln!("interrupted: did not {action}; nothing was changed");
+                    Ok(Some(exit::INTERRUPTED))
+                }
+            },
+        }
     }
 }

@@ -9,21 +9,27 @@ use openshell_sdk::{Operation, OperationState};
 pub const SUCCESS: u8 = 0;
 /// An error, or the change failed to apply.
 pub const FAILURE: u8 = 1;
+/// `policy diff` found differences, as diff(1) reports them.
+pub const DIFFERENT: u8 = 1;
 /// Bad usage; clap uses the same code for its own errors.
 pub const USAGE: u8 = 2;
 /// The change is not in effect: INACTIVE or CANCELLED.
 pub const NOT_IN_EFFECT: u8 = 3;
 /// The wait deadline passed with the operation still pending, as `timeout(1)` does.
 pub const WAIT_TIMED_OUT: u8 = 124;
+/// Ctrl-C stopped a wait; 128 + SIGINT, as shells report a process killed by it.
+/// Only the wait stopped: the operation goes on at the gateway.
+pub const INTERRUPTED: u8 = 130;
 
 /// Shown at the end of `openshell --help`.
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0    applied or unchanged; superseded (with a warning); committed with --commit-only
-  1    error, or the change failed to apply (FAILED)
+  1    error, or the change failed to apply (FAILED); `policy diff`: the policies differ
   2    usage error
   3    the change is not in effect: INACTIVE (sandbox stopped, local policy) or CANCELLED
-  124  wait timed out; the operation is still pending (`openshell operations wait ID`)";
+  124  wait timed out; the operation is still pending (`openshell operations wait ID`)
+  130  interrupted (Ctrl-C) while waiting; the operation goes on (`openshell operations wait ID`)";
 
 /// The exit code for an operation a command waited on.
 ///
@@ -118,7 +124,7 @@ pub(crate) mod tests {
 
     #[test]
     fn help_text_names_every_code() {
-        for code in ["0 ", "1 ", "2 ", "3 ", "124"] {
+        for code in ["0 ", "1 ", "2 ", "3 ", "124", "130"] {
             assert!(EXIT_CODES_HELP.contains(code));
         }
     }

@@ -9,10 +9,15 @@
 
 mod cli;
 mod commands;
+mod confirm;
 mod context;
+mod diff;
+mod docs;
 mod exit;
+mod follow;
 mod output;
 mod parse;
+mod progress;
 mod report;
 mod views;
 

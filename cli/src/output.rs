@@ -10,6 +10,9 @@ use serde::Serialize;
 
 use crate::cli::OutputFormat;
 
+/// Narrowest terminal that tables are wrapped to; below it they run long.
+const MIN_WRAP_WIDTH: u16 = 40;
+
 /// How results are printed.
 #[derive(Debug, Clone, Copy)]
 pub struct Output {
@@ -22,10 +25,7 @@ impl Output {
     pub fn detect(format: OutputFormat) -> Self {
         Self {
             format,
-            color: color_enabled(
-                std::env::var_os("NO_COLOR").as_deref(),
-                io::stdout().is_terminal(),
-            ),
+            color: color_enabled(no_color(), io::stdout().is_terminal()),
         }
     }
 
@@ -86,9 +86,13 @@ impl Output {
         let mut table = Table::new();
         table.load_preset(presets::NOTHING);
         if self.color {
-            table
-                .enforce_styling()
-                .set_content_arrangement(ContentArrangement::Dynamic);
+            table.enforce_styling();
+            // Wrap to the terminal only when its width is known and usable: a
+            // pty nobody sized reports 0 columns, and wrapping to that prints
+            // one character per line.
+            if table.width().is_some_and(|w| w >= MIN_WRAP_WIDTH) {
+                table.set_content_arrangement(ContentArrangement::Dynamic);
+            }
         } else {
             // Without this comfy-table would still style when stdout is a terminal.
             table.force_no_tty();
@@ -97,10 +101,18 @@ impl Output {
     }
 }
 
-/// Styling needs a terminal, and `NO_COLOR` set to anything non-empty
-/// turns it off (https://no-color.org).
-fn color_enabled(no_color: Option<&OsStr>, stdout_is_terminal: bool) -> bool {
-    let no_color = no_color.is_some_and(|v| !v.is_empty());
+/// Whether `NO_COLOR` asks for no color: set to anything non-empty
+/// (https://no-color.org). Tables, progress and diffs all ask here.
+pub fn no_color() -> bool {
+    no_color_set(std::env::var_os("NO_COLOR").as_deref())
+}
+
+fn no_color_set(value: Option<&OsStr>) -> bool {
+    value.is_some_and(|v| !v.is_empty())
+}
+
+/// Styling needs a terminal and no `NO_COLOR`.
+fn color_enabled(no_color: bool, stdout_is_terminal: bool) -> bool {
     stdout_is_terminal && !no_color
 }
 
@@ -166,11 +178,11 @@ mod tests {
 
     #[test]
     fn no_color_and_pipes_disable_styling() {
-        assert!(color_enabled(None, true));
-        assert!(!color_enabled(Some(OsStr::new("1")), true));
+        assert!(color_enabled(no_color_set(None), true));
+        assert!(!color_enabled(no_color_set(Some(OsStr::new("1"))), true));
         // An empty NO_COLOR does not count, per the convention.
-        assert!(color_enabled(Some(OsStr::new("")), true));
-        assert!(!color_enabled(None, false));
+        assert!(color_enabled(no_color_set(Some(OsStr::new(""))), true));
+        assert!(!color_enabled(no_color_set(None), false));
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Turning a configuration write or a wait into output, stderr notes and
 //! an exit code, the same way for every command that writes config.
 
-use openshell_sdk::{Client, FleetProgress, Operation, OperationState, UpdateConfig, UpdateMode};
+use std::time::Instant;
+
+use openshell_sdk::{Client, Operation, OperationState, UpdateConfig, UpdateMode, UpdateResult};
 
 use crate::cli::WaitArgs;
 use crate::context::Ctx;
 use crate::exit;
+use crate::follow::{Waited, follow, interrupted_hint};
 use crate::views;
 
 /// `--commit-only` and `--wait` (or `--timeout`) decide; otherwise wait for
@@ -34,28 +37,34 @@ pub fn configure(
 }
 
 /// Sends an update, prints its result and returns the exit code.
+///
+/// A waiting update is committed COMMIT_ONLY and then followed (see
+/// `follow.rs`), so progress is live and Ctrl-C leaves a committed
+/// operation behind that can be waited on again.
 pub async fn apply_update(ctx: &Ctx, client: &Client, update: UpdateConfig) -> anyhow::Result<u8> {
+    let started = Instant::now();
     let mode = update.mode;
+    let timeout = update.wait_timeout;
     let threshold = update.threshold;
-    if mode == UpdateMode::WaitForApply && ctx.show_progress() {
-        let limit = update.wait_timeout.map_or_else(
-            || "the gateway's default 60s".to_owned(),
-            |d| humantime::format_duration(d).to_string(),
-        );
-        eprintln!("committing and waiting for the change to apply (up to {limit})...");
-    }
-    let result = client.update_config(update).await?;
-    ctx.out
-        .print(&result, |o| views::update_result(o, &result))?;
-    let op = &result.operation;
-    if result.idempotent_replay {
+    let commit = UpdateConfig {
+        mode: UpdateMode::CommitOnly,
+        wait_timeout: None,
+        threshold: None,
+        ..update
+    };
+    let result = client.update_config(commit).await?;
+    let replay = result.idempotent_replay;
+    if replay {
         ctx.note(format!(
             "the idempotency key matched an earlier request: nothing new was written; operation {} is the original",
-            op.id
+            result.operation.id
         ));
     }
     match mode {
         UpdateMode::CommitOnly => {
+            ctx.out
+                .print(&result, |o| views::update_result(o, &result))?;
+            let op = &result.operation;
             if !op.is_terminal() {
                 ctx.note(format!(
                     "committed as operation {id} ({state}); follow it with: openshell operations wait {id}",
@@ -65,7 +74,36 @@ pub async fn apply_update(ctx: &Ctx, client: &Client, update: UpdateConfig) -> a
             }
             Ok(exit::SUCCESS)
         }
-        UpdateMode::WaitForApply => Ok(conclude(ctx, op, threshold)),
+        UpdateMode::WaitForApply => {
+            let waited = follow(ctx, client, result.operation, timeout, threshold, started).await?;
+            finish_wait(ctx, waited, threshold, |op| {
+                let result = UpdateResult {
+                    operation: op.clone(),
+                    idempotent_replay: replay,
+                };
+                ctx.out.print(&result, |o| views::update_result(o, &result))
+            })
+        }
+    }
+}
+
+/// Prints how a wait ended (through `print`) and returns its exit code.
+/// An interrupted wait prints no result: it has none yet.
+pub fn finish_wait(
+    ctx: &Ctx,
+    waited: Waited,
+    threshold: Option<f64>,
+    print: impl FnOnce(&Operation) -> anyhow::Result<()>,
+) -> anyhow::Result<u8> {
+    match waited {
+        Waited::Done(op) | Waited::TimedOut(op) => {
+            print(&op)?;
+            Ok(conclude(ctx, &op, threshold))
+        }
+        Waited::Interrupted(op) => {
+            eprintln!("{}", interrupted_hint(&op));
+            Ok(exit::INTERRUPTED)
+        }
     }
 }
 
@@ -107,34 +145,6 @@ pub fn timed_out_hint(op: &Operation) -> String {
         id = op.id,
         state = op.state
     )
-}
-
-/// Prints one line per observed change of an operation during a wait.
-#[derive(Debug, Default)]
-pub struct ProgressLines {
-    last: Option<(OperationState, Option<FleetProgress>)>,
-}
-
-impl ProgressLines {
-    /// The line to print for `op`, or `None` when nothing changed.
-    pub fn observe(&mut self, op: &Operation) -> Option<String> {
-        let seen = (op.state, op.fleet);
-        if self.last == Some(seen) {
-            return None;
-        }
-        self.last = Some(seen);
-        let mut line = format!("operation {}: {}", op.id, op.state);
-        if let Some(fleet) = &op.fleet {
-            line.push_str(&format!(
-                " ({}/{} applied, {} failed, {} pending)",
-                fleet.applied, fleet.targets, fleet.failed, fleet.pending
-            ));
-        }
-        if op.is_terminal() {
-            line.push_str(&format!(", outcome {}", op.outcome));
-        }
-        Some(line)
-    }
 }
 
 #[cfg(test)]
@@ -187,24 +197,6 @@ mod tests {
         assert_eq!(update.wait_timeout, Some(Duration::from_secs(120)));
         assert_eq!(update.threshold, Some(0.9));
         assert_eq!(update.idempotency_key.as_deref(), Some("k"));
-    }
-
-    #[test]
-    fn progress_prints_only_changes() {
-        let mut lines = ProgressLines::default();
-        let pending = operation(OperationState::Pending);
-        assert_eq!(
-            lines.observe(&pending).as_deref(),
-            Some("operation op-0193: PENDING")
-        );
-        assert_eq!(lines.observe(&pending), None);
-        let applied = operation(OperationState::Applied);
-        assert!(
-            lines
-                .observe(&applied)
-                .unwrap()
-                .contains("APPLIED, outcome")
-        );
     }
 
     #[test]

@@ -8,6 +8,10 @@ use openshell_sdk::{
 };
 
 use crate::output::{Output, dash, finish, list_or_dash, revision, section, yes_no};
+use crate::progress::paint;
+
+const GREEN: &str = "32";
+const YELLOW_BOLD: &str = "1;33";
 
 pub fn sandbox(out: &Output, sb: &Sandbox) -> String {
     finish(out.kv(sandbox_rows(sb)))
@@ -331,6 +335,8 @@ pub fn inspection(out: &Output, i: &SessionInspection) -> String {
         ("last report at", dash(i.last_report_at.as_deref())),
     ];
     let mut text = finish(out.kv(rows));
+    // Hints first: they are the answer; the tables below are the evidence.
+    text.push_str(&section("Hints", &hints(out, &i.hints)));
 
     let mut components = out.list(&[
         "COMPONENT",
@@ -386,14 +392,19 @@ pub fn inspection(out: &Output, i: &SessionInspection) -> String {
         }
         text.push_str(&section("Recent events", &finish(events)));
     }
-
-    let hints = if i.hints.is_empty() {
-        "none: delivery looks healthy\n".to_owned()
-    } else {
-        i.hints.iter().map(|h| format!("  - {h}\n")).collect()
-    };
-    text.push_str(&section("Hints", &hints));
     text
+}
+
+/// One marked line per hint, in yellow when styled, so abnormal states
+/// stand out from the tables around them.
+fn hints(out: &Output, hints: &[String]) -> String {
+    if hints.is_empty() {
+        return format!("  {}\n", paint("delivery looks healthy", GREEN, out.color));
+    }
+    hints
+        .iter()
+        .map(|h| format!("  {} {h}\n", paint("!", YELLOW_BOLD, out.color)))
+        .collect()
 }
 
 pub fn gateway(out: &Output, g: &GatewayInfo) -> String {
@@ -499,6 +510,61 @@ mod tests {
         });
         let text = operation(&plain(OutputFormat::Table), &op);
         assert!(text.contains("7/10 applied"), "{text}");
+    }
+
+    fn inspection(hints: Vec<String>) -> SessionInspection {
+        SessionInspection {
+            sandbox: None,
+            gateway_mode: "push".into(),
+            connected: false,
+            negotiated_mode: openshell_sdk::DeliveryMode::Unspecified,
+            negotiated_reason: String::new(),
+            supervisor_version: String::new(),
+            protocol_revision: 0,
+            supports_config_snapshots: false,
+            supports_config_apply: false,
+            owner_replica: None,
+            session_id: None,
+            connected_at: None,
+            last_heartbeat_at: None,
+            components: Vec::new(),
+            pending_operations: Vec::new(),
+            recent_events: Vec::new(),
+            hints,
+            last_report: None,
+            last_report_at: None,
+        }
+    }
+
+    #[test]
+    fn inspection_lists_each_hint_before_the_evidence() {
+        let i = inspection(vec![
+            "no supervisor is connected".into(),
+            "gateway is in poll mode".into(),
+        ]);
+        let text = super::inspection(&plain(OutputFormat::Table), &i);
+        let hints_at = text.find("\nHints:\n").unwrap();
+        assert!(hints_at < text.find("\nComponents:").unwrap(), "{text}");
+        assert!(
+            text.contains("Hints:\n  ! no supervisor is connected\n  ! gateway is in poll mode\n"),
+            "{text}"
+        );
+        assert!(!text.contains("delivery looks healthy"));
+        assert!(!text.contains('\u{1b}'));
+        let styled = Output {
+            format: OutputFormat::Table,
+            color: true,
+        };
+        assert!(super::inspection(&styled, &i).contains("\u{1b}[1;33m!"));
+    }
+
+    #[test]
+    fn inspection_without_hints_says_healthy() {
+        let text = super::inspection(&plain(OutputFormat::Table), &inspection(Vec::new()));
+        assert!(
+            text.contains("Hints:\n  delivery looks healthy\n"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -9,14 +9,15 @@ mod sandbox;
 mod sessions;
 mod settings;
 
-use std::io::{self, Read};
+use std::io::{self, IsTerminal, Read};
 
 use anyhow::Context as _;
 use clap::CommandFactory;
+use openshell_sdk::Client;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, DocsCommand};
 use crate::context::Ctx;
-use crate::exit;
+use crate::exit::{self, UsageError};
 use crate::output::write_stdout;
 
 pub async fn run(cli: Cli) -> anyhow::Result<u8> {
@@ -36,6 +37,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
             write_stdout(&String::from_utf8_lossy(&script))?;
             Ok(exit::SUCCESS)
         }
+        Command::Docs(DocsCommand::Markdown) => {
+            write_stdout(&crate::docs::markdown())?;
+            Ok(exit::SUCCESS)
+        }
     }
 }
 
@@ -50,4 +55,36 @@ pub fn read_input(path: &str, what: &str) -> anyhow::Result<String> {
     } else {
         std::fs::read_to_string(path).with_context(|| format!("cannot read {what} file {path}"))
     }
+}
+
+/// How a file argument is named in messages and diff headers.
+pub fn source_label(path: &str) -> String {
+    if path == "-" {
+        "stdin".to_owned()
+    } else {
+        path.to_owned()
+    }
+}
+
+/// Reads a policy file argument (`-` for stdin) and refuses an empty one:
+/// the API reads an empty policy as "leave the policy alone", so sending it
+/// would quietly commit nothing instead of what the operator meant.
+pub fn read_policy(ctx: &Ctx, path: &str) -> anyhow::Result<String> {
+    if path == "-" && io::stdin().is_terminal() {
+        ctx.note("reading the policy from stdin; end it with Ctrl-D");
+    }
+    let text = read_input(path, "policy")?;
+    if text.trim().is_empty() {
+        return Err(UsageError(format!(
+            "the policy from {} is empty; it needs at least `version: 1`",
+            source_label(path)
+        ))
+        .into());
+    }
+    Ok(text)
+}
+
+/// Sandboxes a fleet write reaches, for confirmation prompts.
+pub async fn sandbox_count(client: &Client) -> anyhow::Result<usize> {
+    Ok(client.list_sandboxes(None, false).await?.len())
 }

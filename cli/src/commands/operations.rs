@@ -1,11 +1,13 @@
 //! `openshell operations …`: reading and waiting on durable operations.
 
-use openshell_sdk::{SandboxRef, SdkError};
+use std::time::Instant;
+
+use openshell_sdk::SandboxRef;
 
 use crate::cli::OperationsCommand;
 use crate::context::Ctx;
-use crate::report::{self, ProgressLines};
-use crate::{exit, views};
+use crate::follow::follow;
+use crate::{exit, report, views};
 
 pub async fn run(ctx: &Ctx, cmd: OperationsCommand) -> anyhow::Result<u8> {
     let client = ctx.client().await?;
@@ -20,30 +22,14 @@ pub async fn run(ctx: &Ctx, cmd: OperationsCommand) -> anyhow::Result<u8> {
             timeout,
             threshold,
         } => {
-            let mut lines = ProgressLines::default();
-            let quiet = ctx.global.quiet;
-            let result = client
-                .wait_for_apply_final(&id, timeout, threshold, |op| {
-                    if let Some(line) = lines.observe(op)
-                        && !quiet
-                    {
-                        eprintln!("{line}");
-                    }
-                })
-                .await;
-            match result {
-                Ok(op) => {
-                    ctx.out.print(&op, |o| views::operation(o, &op))?;
-                    Ok(report::conclude(ctx, &op, threshold))
-                }
-                Err(SdkError::WaitTimedOut { operation }) => {
-                    ctx.out
-                        .print(&*operation, |o| views::operation(o, &operation))?;
-                    eprintln!("{}", report::timed_out_hint(&operation));
-                    Ok(exit::WAIT_TIMED_OUT)
-                }
-                Err(err) => Err(err.into()),
-            }
+            let started = Instant::now();
+            // Read first: an unknown id fails before any progress is drawn,
+            // and the first version decides between a spinner and a fleet bar.
+            let op = client.get_operation(&id).await?;
+            let waited = follow(ctx, &client, op, timeout, threshold, started).await?;
+            report::finish_wait(ctx, waited, threshold, |op| {
+                ctx.out.print(op, |o| views::operation(o, op))
+            })
         }
         OperationsCommand::List {
             sandbox,

@@ -1,11 +1,13 @@
 //! `openshell policy …`: sandbox and global policies.
 
-use openshell_sdk::{SandboxRef, Target, UpdateConfig};
+use openshell_core::policy::SandboxPolicy as PolicyDoc;
+use openshell_sdk::{Client, PolicySource, SandboxRef, SdkError, Target, UpdateConfig};
 
 use crate::cli::{OutputFormat, PolicyCommand};
-use crate::commands::read_input;
+use crate::commands::{read_policy, sandbox_count, source_label};
 use crate::context::Ctx;
-use crate::output::write_stdout;
+use crate::diff::{self, PolicyDiff};
+use crate::output::{Output, no_color, write_stdout};
 use crate::{exit, report, views};
 
 pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
@@ -17,26 +19,65 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             wait,
         } => {
             // Read before connecting so a bad path fails without touching the gateway.
-            let text = read_input(&file, "policy")?;
+            let text = read_policy(ctx, &file)?;
+            let client = ctx.client().await?;
             let target = match sandbox {
-                Some(sb) => Target::Sandbox(SandboxRef::from(sb)),
-                None => Target::Global,
+                Some(sb) => {
+                    let sb = SandboxRef::from(sb);
+                    if let Some(code) =
+                        confirm_network_removal(ctx, &client, &sb, &text, &file).await?
+                    {
+                        return Ok(code);
+                    }
+                    Target::Sandbox(sb)
+                }
+                None => {
+                    let details = describe_global_policy(&client, &text);
+                    if let Some(code) = ctx
+                        .confirm(
+                            true,
+                            "set the global policy",
+                            "Set the global policy?",
+                            details,
+                        )
+                        .await?
+                    {
+                        return Ok(code);
+                    }
+                    Target::Global
+                }
             };
             let update = report::configure(
                 UpdateConfig::new(target).policy(text),
                 &wait,
                 ctx.stdout_is_terminal(),
             );
-            let client = ctx.client().await?;
             report::apply_update(ctx, &client, update).await
         }
         PolicyCommand::ClearGlobal { wait } => {
+            let client = ctx.client().await?;
+            let details = async {
+                Ok(format!(
+                    "This removes the global policy: each sandbox ({} now) goes back to its own policy.",
+                    sandbox_count(&client).await?
+                ))
+            };
+            if let Some(code) = ctx
+                .confirm(
+                    true,
+                    "clear the global policy",
+                    "Clear the global policy?",
+                    details,
+                )
+                .await?
+            {
+                return Ok(code);
+            }
             let update = report::configure(
                 UpdateConfig::new(Target::Global).clear_global_policy(),
                 &wait,
                 ctx.stdout_is_terminal(),
             );
-            let client = ctx.client().await?;
             report::apply_update(ctx, &client, update).await
         }
         PolicyCommand::Get { sandbox, revision } => {
@@ -72,5 +113,135 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
                 .print(&revisions, |o| views::policy_history(o, &revisions))?;
             Ok(exit::SUCCESS)
         }
+        PolicyCommand::Diff { sandbox, file } => {
+            let text = read_policy(ctx, &file)?;
+            let source = source_label(&file);
+            let new = diff::parse(&text, &source)?;
+            let client = ctx.client().await?;
+            let sandbox = SandboxRef::from(sandbox);
+            let current = current_policy(&client, &sandbox).await?;
+            let (doc, label) = match &current {
+                Some((doc, revision, _)) => (Some(doc), format!("{sandbox} (revision {revision})")),
+                None => (None, format!("{sandbox} (no policy yet)")),
+            };
+            let result = diff::compare(doc, &new, &label, &source);
+            ctx.out
+                .print(&result, |o| diff_table(o, &result, &source, &label))?;
+            if let Some((_, _, PolicySource::Global)) = current {
+                ctx.note(
+                    "note: a global policy is in effect; this sandbox's own policy applies once it is cleared",
+                );
+            }
+            // Like diff(1): 0 the same, 1 different.
+            Ok(if result.changed {
+                exit::DIFFERENT
+            } else {
+                exit::SUCCESS
+            })
+        }
     }
+}
+
+/// The sandbox's own latest policy, its revision and where the effective
+/// policy comes from; `None` when it has no policy yet.
+async fn current_policy(
+    client: &Client,
+    sandbox: &SandboxRef,
+) -> anyhow::Result<Option<(PolicyDoc, u64, PolicySource)>> {
+    // Ask for the sandbox first: "no such sandbox" is an error, "no policy yet" is not.
+    if client.get_sandbox(sandbox).await?.policy_revision == 0 {
+        return Ok(None);
+    }
+    let policy = client.get_sandbox_policy(sandbox, None).await?;
+    let Some(yaml) = policy.policy.policy_yaml.as_deref() else {
+        anyhow::bail!(
+            "revision {} came back without its policy text",
+            policy.policy.revision
+        );
+    };
+    let doc = diff::parse(yaml, "the gateway's current policy")?;
+    Ok(Some((doc, policy.policy.revision, policy.effective_source)))
+}
+
+fn diff_table(out: &Output, result: &PolicyDiff, source: &str, label: &str) -> String {
+    if !result.changed {
+        return format!("no differences: {source} matches {label}\n");
+    }
+    let mut text = diff::colorize(&result.diff, out.color);
+    if !result.removed_network_access.is_empty() {
+        text.push_str(&format!(
+            "\nremoves network access: {}\n",
+            result.removed_network_access.join(", ")
+        ));
+    }
+    text
+}
+
+/// Asks before a sandbox policy that takes network access away. Without
+/// `--yes` this reads the current policy, so scripts that remove access must
+/// say so; a file that does not parse is left for the gateway to report.
+async fn confirm_network_removal(
+    ctx: &Ctx,
+    client: &Client,
+    sandbox: &SandboxRef,
+    text: &str,
+    file: &str,
+) -> anyhow::Result<Option<u8>> {
+    if ctx.global.yes {
+        return Ok(None);
+    }
+    let Ok(new) = diff::parse(text, &source_label(file)) else {
+        return Ok(None);
+    };
+    let current = match client.get_sandbox_policy(sandbox, None).await {
+        Ok(policy) => policy,
+        // No sandbox or no policy yet: nothing to lose; the write reports the former.
+        Err(SdkError::NotFound(_)) => return Ok(None),
+        Err(err) => return Err(err.into()),
+    };
+    let Some(Ok(old)) = current
+        .policy
+        .policy_yaml
+        .as_deref()
+        .map(|yaml| diff::parse(yaml, "the gateway's current policy"))
+    else {
+        return Ok(None);
+    };
+    let label = format!("{sandbox} (revision {})", current.policy.revision);
+    let result = diff::compare(Some(&old), &new, &label, &source_label(file));
+    if result.removed_network_access.is_empty() {
+        return Ok(None);
+    }
+    let details = format!(
+        "This policy removes network access from sandbox {sandbox}: {}\n\n{}",
+        result.removed_network_access.join(", "),
+        diff::colorize(&result.diff, !no_color())
+    );
+    ctx.confirm(
+        true,
+        &format!("remove network access from sandbox {sandbox}"),
+        "Apply this policy?",
+        async { Ok(details) },
+    )
+    .await
+}
+
+/// What a global policy write reaches, for the confirmation prompt.
+async fn describe_global_policy(client: &Client, text: &str) -> anyhow::Result<String> {
+    let count = sandbox_count(client).await?;
+    let mut details = format!(
+        "This sets the global policy: while set, it replaces the policy of every sandbox ({count} now) in every workspace."
+    );
+    if let Ok(doc) = diff::parse(text, "the policy") {
+        let names: Vec<&str> = doc.network_policies.keys().map(String::as_str).collect();
+        details.push_str(&format!(
+            "\nIts network policies: {}.",
+            if names.is_empty() {
+                "none (no network access)".to_owned()
+            } else {
+                names.join(", ")
+            }
+        ));
+    }
+    Ok(details)
 }

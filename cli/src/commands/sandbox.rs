@@ -6,14 +6,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use openshell_sdk::{
-    CreatedSandbox, Operation, Sandbox, SandboxLifecycle, SandboxRef, SupervisorCredential,
+    Client, CreatedSandbox, Operation, OperationState, Sandbox, SandboxLifecycle, SandboxRef,
+    SupervisorCredential,
 };
 use serde::Serialize;
 
 use crate::cli::SandboxCommand;
 use crate::commands::read_input;
 use crate::context::Ctx;
-use crate::exit::{self, UsageError};
+use crate::exit;
 use crate::output::{Output, finish};
 use crate::views;
 
@@ -65,26 +66,16 @@ async fn lifecycle(ctx: &Ctx, sandbox: SandboxRef, to: SandboxLifecycle) -> anyh
 }
 
 async fn delete(ctx: &Ctx, sandbox: SandboxRef) -> anyhow::Result<u8> {
-    if !ctx.global.yes {
-        if !ctx.can_prompt() {
-            return Err(UsageError(format!(
-                "refusing to delete sandbox {sandbox} without confirmation: not on a terminal; pass --yes"
-            ))
-            .into());
-        }
-        let confirmed = dialoguer::Confirm::new()
-            .with_prompt(format!(
-                "Delete sandbox {sandbox}? Its pending operations will be cancelled"
-            ))
-            .default(false)
-            .interact()
-            .context("reading the confirmation")?;
-        if !confirmed {
-            eprintln!("aborted: sandbox {sandbox} was not deleted");
-            return Ok(exit::FAILURE);
-        }
+    let client = ctx.client().await?;
+    let action = format!("delete sandbox {sandbox}");
+    let question = format!("Delete sandbox {sandbox}?");
+    if let Some(code) = ctx
+        .confirm(true, &action, &question, describe_delete(&client, &sandbox))
+        .await?
+    {
+        return Ok(code);
     }
-    let deleted = ctx.client().await?.delete_sandbox(&sandbox).await?;
+    let deleted = client.delete_sandbox(&sandbox).await?;
     ctx.out
         .print(&deleted, |o| views::sandbox(o, &deleted.sandbox))?;
     if deleted.cancelled_operations > 0 {
@@ -94,6 +85,25 @@ async fn delete(ctx: &Ctx, sandbox: SandboxRef) -> anyhow::Result<u8> {
         ));
     }
     Ok(exit::SUCCESS)
+}
+
+/// What a delete takes away, for the confirmation prompt.
+async fn describe_delete(client: &Client, sandbox: &SandboxRef) -> anyhow::Result<String> {
+    let sb = client.get_sandbox(sandbox).await?;
+    let live = [OperationState::Pending, OperationState::Delivered];
+    // One page is enough to say "some"; the prompt is not an inventory.
+    let pending = client.list_operations(Some(sandbox), &live, 100).await?;
+    let mut text = format!(
+        "This deletes sandbox {}/{} ({}, {}, policy revision {}).",
+        sb.workspace, sb.name, sb.id, sb.lifecycle, sb.policy_revision
+    );
+    if !pending.is_empty() {
+        text.push_str(&format!(
+            "\n{} pending operation(s) will end CANCELLED.",
+            pending.len()
+        ));
+    }
+    Ok(text)
 }
 
 /// The printed form of a created sandbox: the credential itself, or where it was saved.

@@ -1,0 +1,1148 @@
+//! The `openshell` CLI end to end: the real binary against a real in-process
+//! gateway in push mode and real supervisor processes.
+//!
+//! Every command group has a scenario, `-o json` output is parsed and
+//! checked, and every documented exit code is reached by a real scenario
+//! (0 applied, 0 superseded, 1 failed, 2 usage, 3 inactive, 124 wait timed
+//! out, 130 interrupted). Runs without a terminal must print no control
+//! characters; the pseudo-terminal tests drive the CLI through a pty to see
+//! the live progress and answer a confirmation prompt.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use openshell_e2e::process::{SupervisorProcess, binary, spawn_supervisor};
+use openshell_e2e::{Api, TOKEN, TestGateway, create_sandbox, eventually};
+use openshell_gateway::DeliveryMode;
+use openshell_proto::v1 as pb;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const POLICY: &str = include_str!("../../examples/policy.yaml");
+const DEADLINE: Duration = Duration::from_secs(30);
+/// A rejected apply: the supervisor's hook refuses any policy that opens port 9999.
+const REJECT_9999: &str = r#"grep -q 9999 "$OPENSHELL_POLICY_FILE" && exit 3 || exit 0"#;
+
+/// The example policy with its first `port: 443` changed: a new revision
+/// that takes away the 443 reach of that endpoint.
+fn policy_with_port(port: u32) -> String {
+    POLICY.replacen("port: 443", &format!("port: {port}"), 1)
+}
+
+/// The example policy plus one network policy: a new revision that removes
+/// nothing, so no confirmation is needed.
+fn policy_with_extra(name: &str) -> String {
+    POLICY.replacen(
+        "network_policies:\n",
+        &format!(
+            "network_policies:\n  {name}:\n    endpoints:\n      - {{ host: {name}.example.com, port: 443, protocol: https, access: read_only }}\n"
+        ),
+        1,
+    )
+}
+
+/// One finished CLI run.
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code, code,
+            "exit code\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self.expect_plain();
+        self
+    }
+
+    /// Not on a terminal: no escape sequences, no carriage returns, nothing but text.
+    fn expect_plain(&self) {
+        for (name, text) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            assert!(
+                !text
+                    .chars()
+                    .any(|c| c.is_control() && c != '\n' && c != '\t'),
+                "{name} has control characters: {text:?}"
+            );
+        }
+    }
+}
+
+/// Runs the real `openshell` against one gateway, never on a terminal.
+struct Cli {
+    gateway: String,
+    dir: PathBuf,
+}
+
+impl Cli {
+    fn new(gw: &TestGateway) -> Self {
+        let dir = gw.store.dir.path().join("cli");
+        std::fs::create_dir_all(&dir).unwrap();
+        Self {
+            gateway: gw.endpoint(),
+            dir,
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(binary("openshell"));
+        cmd.args(args)
+            .env("OPENSHELL_GATEWAY", &self.gateway)
+            .env("OPENSHELL_TOKEN", TOKEN)
+            .env_remove("OPENSHELL_CA_CERT")
+            // Control characters must stay away because there is no terminal, not because of NO_COLOR.
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    async fn run(&self, args: &[&str]) -> Run {
+        finish(self.command(args).output().await.unwrap())
+    }
+
+    async fn run_with_stdin(&self, args: &[&str], input: &str) -> Run {
+        let mut child = self.command(args).stdin(Stdio::piped()).spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).await.unwrap();
+        drop(stdin);
+        finish(child.wait_with_output().await.unwrap())
+    }
+
+    async fn run_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = self.command(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        finish(cmd.output().await.unwrap())
+    }
+
+    /// Writes a file for `-f` and returns its path.
+    fn file(&self, name: &str, text: &str) -> String {
+        let path = self.dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    }
+}
+
+fn finish(output: std::process::Output) -> Run {
+    Run {
+        // A run killed by a signal has no code; -1 fails every code assertion.
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+fn sandbox_ref(id: &str) -> Option<pb::SandboxRef> {
+    Some(pb::SandboxRef {
+        id_or_name: id.into(),
+        workspace: String::new(),
+    })
+}
+
+async fn lifecycle(api: &Api, id: &str) -> pb::SandboxLifecycle {
+    let sb = api
+        .clone()
+        .get_sandbox(pb::GetSandboxRequest {
+            sandbox: sandbox_ref(id),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    pb::SandboxLifecycle::try_from(sb.lifecycle).unwrap()
+}
+
+async fn wait_running(api: &Api, id: &str) {
+    eventually("the sandbox to be RUNNING", DEADLINE, || async {
+        (lifecycle(api, id).await == pb::SandboxLifecycle::Running).then_some(())
+    })
+    .await;
+}
+
+/// A push-mode gateway, the CLI, and an API client for setup and checks.
+async fn setup() -> (TestGateway, Cli, Api) {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let cli = Cli::new(&gw);
+    let api = gw.api().await;
+    (gw, cli, api)
+}
+
+/// A sandbox with the example policy and a running supervisor.
+async fn supervised(
+    gw: &TestGateway,
+    api: &mut Api,
+    name: &str,
+    extra: &[&str],
+) -> (String, SupervisorProcess) {
+    let (id, credential) = create_sandbox(api, name, POLICY).await;
+    let dir = gw.store.dir.path().join(name);
+    let supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir, extra);
+    wait_running(api, &id).await;
+    (id, supervisor)
+}
+
+fn op_state(op: &Value) -> &str {
+    op["state"].as_str().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_commands_create_list_get_and_refuse_an_unconfirmed_delete() {
+    let (_gw, cli, api) = setup().await;
+    let policy = cli.file("policy.yaml", POLICY);
+
+    let created = cli
+        .run(&["sandbox", "create", "web", "-f", &policy, "-o", "json"])
+        .await;
+    let created = created.expect_code(0).json();
+    assert_eq!(created["sandbox"]["name"], "web");
+    assert_eq!(created["sandbox"]["workspace"], "default");
+    assert_eq!(created["sandbox"]["policy_revision"], 1);
+    assert!(created["supervisor_credential"].as_str().unwrap().len() > 16);
+    let id = created["sandbox"]["id"].as_str().unwrap().to_string();
+
+    let cred = cli.dir.join("cred");
+    let saved = cli
+        .run(&[
+            "sandbox",
+            "create",
+            "api",
+            "--credential-file",
+            cred.to_str().unwrap(),
+            "-o",
+            "json",
+        ])
+        .await;
+    let saved = saved.expect_code(0).json();
+    assert!(saved["supervisor_credential"].is_null());
+    assert!(!std::fs::read_to_string(&cred).unwrap().trim().is_empty());
+
+    let list = cli
+        .run(&["sandbox", "list", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{list}");
+    assert!(names.contains(&"web") && names.contains(&"api"), "{list}");
+
+    let yaml = cli.run(&["sandbox", "get", "web", "-o", "yaml"]).await;
+    let yaml: serde_norway::Value = serde_norway::from_str(&yaml.expect_code(0).stdout).unwrap();
+    assert_eq!(yaml["id"].as_str(), Some(id.as_str()));
+    assert_eq!(yaml["lifecycle"].as_str(), Some("PENDING"));
+    let table = cli.run(&["sandbox", "get", "web"]).await;
+    assert!(table.expect_code(0).stdout.contains(&id));
+
+    // No terminal and no --yes: refused as a usage error, and nothing is deleted.
+    let refused = cli.run(&["sandbox", "delete", "web"]).await;
+    refused.expect_code(2);
+    assert!(refused.stderr.contains("--yes"), "{}", refused.stderr);
+    assert_eq!(lifecycle(&api, &id).await, pb::SandboxLifecycle::Pending);
+
+    let deleted = cli
+        .run(&["sandbox", "delete", "web", "--yes", "-o", "json"])
+        .await;
+    let deleted = deleted.expect_code(0).json();
+    assert_eq!(deleted["sandbox"]["lifecycle"], "DELETED");
+    assert_eq!(lifecycle(&api, &id).await, pb::SandboxLifecycle::Deleted);
+    let list = cli
+        .run(&["sandbox", "list", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    let all = cli
+        .run(&["sandbox", "list", "--all", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(all.as_array().unwrap().len(), 2, "{all}");
+
+    let missing = cli.run(&["sandbox", "get", "nope"]).await;
+    missing.expect_code(1);
+    assert!(missing.stderr.starts_with("error:"), "{}", missing.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_set_wait_applies_with_progress_lines_and_round_trips() {
+    let (gw, cli, mut api) = setup().await;
+    let (id, supervisor) = supervised(&gw, &mut api, "web", &[]).await;
+    let moved = cli.file("p8443.yaml", &policy_with_port(8443));
+
+    // Moving 443 to 8443 takes reach away, so a script must confirm with --yes.
+    let set = cli
+        .run(&[
+            "policy", "set", "web", "-f", &moved, "--wait", "--yes", "-o", "json",
+        ])
+        .await;
+    let result = set.expect_code(0).json();
+    let op = &result["operation"];
+    assert_eq!(op_state(op), "APPLIED", "{result}");
+    assert_eq!(op["outcome"], "APPLIED");
+    assert_eq!(op["policy_revision"], 2);
+    assert_eq!(op["wait_timed_out"], false);
+    assert_eq!(result["idempotent_replay"], false);
+    let op_id = op["id"].as_str().unwrap();
+    // One plain line per state change, in order, ending with the terminal
+    // one. How many there are depends on how fast the supervisor acks: the
+    // commit may already return DELIVERED.
+    let prefix = format!("operation {op_id} ");
+    let states: Vec<&str> = set
+        .stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|rest| {
+            let (state, elapsed) = rest.split_once(' ').unwrap();
+            assert!(
+                elapsed.starts_with('(') && elapsed.ends_with("s)"),
+                "{rest}"
+            );
+            state
+        })
+        .collect();
+    let order = ["PENDING", "DELIVERED", "APPLIED"];
+    let ranks: Vec<usize> = states
+        .iter()
+        .map(|s| order.iter().position(|o| o == s).unwrap())
+        .collect();
+    assert!(ranks.windows(2).all(|w| w[0] < w[1]), "{}", set.stderr);
+    assert_eq!(states.last(), Some(&"APPLIED"), "{}", set.stderr);
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("8443")
+    );
+
+    // `policy get -o yaml` is accepted unchanged by `policy set -f -`: a no-op.
+    let yaml = cli
+        .run(&["policy", "get", "web", "-o", "yaml"])
+        .await
+        .expect_code(0)
+        .stdout
+        .clone();
+    assert!(yaml.contains("8443"), "{yaml}");
+    let again = cli
+        .run_with_stdin(
+            &["policy", "set", "web", "-f", "-", "--wait", "-o", "json"],
+            &yaml,
+        )
+        .await;
+    let again = again.expect_code(0).json();
+    assert_eq!(again["operation"]["no_op"], true, "{again}");
+    assert_eq!(again["operation"]["policy_revision"], 2);
+    assert_eq!(op_state(&again["operation"]), "APPLIED");
+    let same = cli
+        .run_with_stdin(&["policy", "diff", "web", "-f", "-"], &yaml)
+        .await;
+    assert!(
+        same.expect_code(0).stdout.starts_with("no differences"),
+        "{}",
+        same.stdout
+    );
+
+    // diff(1)-like: 1 when different, with the removed reach named.
+    let original = cli.file("policy.yaml", POLICY);
+    let diff = cli
+        .run(&["policy", "diff", "web", "-f", &original, "-o", "json"])
+        .await;
+    let diff = diff.expect_code(1).json();
+    assert_eq!(diff["changed"], true);
+    assert_eq!(
+        diff["removed_network_access"],
+        serde_json::json!(["github"])
+    );
+    let text = diff["diff"].as_str().unwrap();
+    assert!(text.contains("-      port: 8443"), "{text}");
+    assert!(text.contains("+      port: 443"), "{text}");
+    let table = cli.run(&["policy", "diff", "web", "-f", &original]).await;
+    table.expect_code(1);
+    assert!(
+        table.stdout.contains("removes network access: github"),
+        "{}",
+        table.stdout
+    );
+
+    let got = cli
+        .run(&["policy", "get", id.as_str(), "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(got["policy"]["revision"], 2);
+    assert_eq!(got["effective_source"], "SANDBOX");
+    let history = cli
+        .run(&["policy", "history", "web", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    let revisions: Vec<u64> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["revision"].as_u64().unwrap())
+        .collect();
+    assert_eq!(revisions, vec![2, 1]);
+
+    // --quiet: no progress lines at all.
+    let quiet = cli
+        .run(&[
+            "policy", "set", "web", "-f", &original, "--wait", "--yes", "--quiet", "-o", "json",
+        ])
+        .await;
+    assert_eq!(
+        op_state(&quiet.expect_code(0).json()["operation"]),
+        "APPLIED"
+    );
+    assert_eq!(quiet.stderr, "", "quiet prints nothing on success");
+
+    // Commit-only with an idempotency key; the same key again is a replay.
+    let extra = cli.file("extra.yaml", &policy_with_extra("npm"));
+    let args = [
+        "policy",
+        "set",
+        "web",
+        "-f",
+        &extra,
+        "--commit-only",
+        "--idempotency-key",
+        "k-1",
+        "-o",
+        "json",
+    ];
+    let first = cli.run(&args).await.expect_code(0).json();
+    let replay = cli.run(&args).await.expect_code(0).json();
+    assert_eq!(replay["idempotent_replay"], true);
+    assert_eq!(replay["operation"]["id"], first["operation"]["id"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_apply_exits_1() {
+    let (gw, cli, mut api) = setup().await;
+    let (_id, supervisor) = supervised(&gw, &mut api, "picky", &["--on-apply", REJECT_9999]).await;
+    let good = supervisor.active_file("policy.json").unwrap();
+    let bad = cli.file("p9999.yaml", &policy_with_port(9999));
+
+    let run = cli
+        .run(&[
+            "policy", "set", "picky", "-f", &bad, "--wait", "--yes", "-o", "json",
+        ])
+        .await;
+    let result = run.expect_code(1).json();
+    assert_eq!(op_state(&result["operation"]), "FAILED", "{result}");
+    assert_eq!(
+        result["operation"]["outcome"],
+        "FAILED_RETAINED_LAST_KNOWN_GOOD"
+    );
+    assert!(run.stderr.contains("error: operation"), "{}", run.stderr);
+    assert!(run.stderr.contains("last-known-good"), "{}", run.stderr);
+    assert_eq!(supervisor.active_file("policy.json").unwrap(), good);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_errors_and_unconfirmed_writes_exit_2() {
+    let (_gw, cli, mut api) = setup().await;
+    let (id, _) = create_sandbox(&mut api, "web", POLICY).await;
+    let bad = cli.file("p9999.yaml", &policy_with_port(9999));
+
+    for args in [
+        vec!["policy", "set", "web"],
+        vec!["policy", "set", "web", "-f", "p.yaml", "--timeout", "soon"],
+        vec![
+            "policy",
+            "set",
+            "web",
+            "-f",
+            "p.yaml",
+            "--wait",
+            "--commit-only",
+        ],
+        vec!["settings", "set", "--global", "log_level"],
+        vec!["sandbox", "frobnicate"],
+    ] {
+        let run = cli.run(&args).await;
+        run.expect_code(2);
+        assert!(run.stderr.contains("error"), "{args:?}: {}", run.stderr);
+    }
+
+    // Writes that need a confirmation no one can give here.
+    for args in [
+        vec!["policy", "set", "web", "-f", bad.as_str()],
+        vec!["policy", "set", "--global", "-f", bad.as_str()],
+        vec!["policy", "clear-global"],
+        vec!["settings", "set", "--global", "log_level=debug"],
+        vec!["settings", "delete", "--global", "log_level"],
+        vec!["sandbox", "delete", "web"],
+    ] {
+        let run = cli.run(&args).await;
+        run.expect_code(2);
+        assert!(
+            run.stderr.contains("refusing to") && run.stderr.contains("--yes"),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+    let empty = cli
+        .run_with_stdin(&["policy", "set", "web", "-f", "-"], "\n")
+        .await;
+    empty.expect_code(2);
+    assert!(empty.stderr.contains("empty"), "{}", empty.stderr);
+    let broken = cli.file("broken.yaml", "version: 1\nbogus: true\n");
+    cli.run(&["policy", "diff", "web", "-f", &broken])
+        .await
+        .expect_code(2);
+
+    // None of it wrote anything.
+    let ops = cli
+        .run(&["operations", "list", "--sandbox", id.as_str(), "-o", "json"])
+        .await;
+    let ops = ops.expect_code(0).json();
+    assert_eq!(
+        ops.as_array().unwrap().len(),
+        1,
+        "only the creation's policy operation: {ops}"
+    );
+    assert_eq!(lifecycle(&api, &id).await, pb::SandboxLifecycle::Pending);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_to_a_stopped_sandbox_exits_3() {
+    let (gw, cli, mut api) = setup().await;
+    let (id, _supervisor) = supervised(&gw, &mut api, "web", &[]).await;
+
+    let stopped = cli
+        .run(&["sandbox", "stop", "web", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(stopped["lifecycle"], "STOPPED");
+    let extra = cli.file("extra.yaml", &policy_with_extra("npm"));
+    let run = cli
+        .run(&["policy", "set", "web", "-f", &extra, "--wait", "-o", "json"])
+        .await;
+    let result = run.expect_code(3).json();
+    assert_eq!(op_state(&result["operation"]), "INACTIVE", "{result}");
+    assert!(run.stderr.contains("not in effect"), "{}", run.stderr);
+
+    let started = cli
+        .run(&["sandbox", "start", "web", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(started["id"], id.as_str());
+    assert_ne!(started["lifecycle"], "STOPPED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_that_times_out_exits_124_and_can_be_resumed() {
+    let (gw, cli, mut api) = setup().await;
+    let (id, credential) = create_sandbox(&mut api, "web", POLICY).await;
+    let extra = cli.file("extra.yaml", &policy_with_extra("npm"));
+
+    // No supervisor yet: nothing can apply it.
+    let run = cli
+        .run(&[
+            "policy",
+            "set",
+            "web",
+            "-f",
+            &extra,
+            "--wait",
+            "--timeout",
+            "300ms",
+            "-o",
+            "json",
+        ])
+        .await;
+    let result = run.expect_code(124).json();
+    let op = &result["operation"];
+    assert_eq!(op_state(op), "PENDING", "{result}");
+    assert_eq!(op["wait_timed_out"], true);
+    let op_id = op["id"].as_str().unwrap().to_string();
+    assert!(
+        run.stderr
+            .contains(&format!("openshell operations wait {op_id}")),
+        "{}",
+        run.stderr
+    );
+
+    let got = cli
+        .run(&["operations", "get", &op_id, "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(op_state(&got), "PENDING");
+    let listed = cli
+        .run(&[
+            "operations",
+            "list",
+            "--sandbox",
+            "web",
+            "--state",
+            "pending",
+            "-o",
+            "json",
+        ])
+        .await;
+    let listed = listed.expect_code(0).json();
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["id"] == op_id.as_str()),
+        "{listed}"
+    );
+    cli.run(&["operations", "wait", &op_id, "--timeout", "300ms"])
+        .await
+        .expect_code(124);
+
+    // The operation went on; once a supervisor connects, waiting again ends it.
+    let dir = gw.store.dir.path().join("web");
+    let _supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir, &[]);
+    let resumed = cli
+        .run(&[
+            "operations",
+            "wait",
+            &op_id,
+            "--timeout",
+            "30s",
+            "-o",
+            "json",
+        ])
+        .await;
+    let resumed = resumed.expect_code(0).json();
+    assert_eq!(op_state(&resumed), "APPLIED", "{resumed}");
+    assert!(resumed["completed_at"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_superseded_operation_exits_0_with_a_warning() {
+    let (gw, cli, mut api) = setup().await;
+    let (id, credential) = create_sandbox(&mut api, "web", POLICY).await;
+    // Two revisions committed while no supervisor runs: the bootstrap
+    // delivers the newer one, which supersedes the older.
+    let older = cli.file("older.yaml", &policy_with_extra("npm"));
+    let newer = cli.file("newer.yaml", &policy_with_extra("crates"));
+    let first = cli
+        .run(&[
+            "policy",
+            "set",
+            "web",
+            "-f",
+            &older,
+            "--commit-only",
+            "-o",
+            "json",
+        ])
+        .await;
+    let first_id = first.expect_code(0).json()["operation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        first
+            .stderr
+            .contains(&format!("openshell operations wait {first_id}"))
+    );
+    cli.run(&[
+        "policy",
+        "set",
+        "web",
+        "-f",
+        &newer,
+        "--commit-only",
+        "--yes",
+    ])
+    .await
+    .expect_code(0);
+
+    let dir = gw.store.dir.path().join("web");
+    let _supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir, &[]);
+    let run = cli
+        .run(&[
+            "operations",
+            "wait",
+            &first_id,
+            "--timeout",
+            "30s",
+            "-o",
+            "json",
+        ])
+        .await;
+    let op = run.expect_code(0).json();
+    assert_eq!(op_state(&op), "SUPERSEDED", "{op}");
+    assert!(run.stderr.contains("warning:"), "{}", run.stderr);
+    assert!(run.stderr.contains("superseded"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupting_a_wait_exits_130_and_leaves_the_operation_pending() {
+    let (_gw, cli, mut api) = setup().await;
+    create_sandbox(&mut api, "web", POLICY).await;
+    let extra = cli.file("extra.yaml", &policy_with_extra("npm"));
+
+    let mut child = cli
+        .command(&[
+            "policy",
+            "set",
+            "web",
+            "-f",
+            &extra,
+            "--wait",
+            "--timeout",
+            "60s",
+        ])
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    // The first progress line means the wait has begun (and Ctrl-C is handled).
+    let first = tokio::time::timeout(DEADLINE, stderr.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first.contains(" PENDING ("), "{first}");
+    let op_id = first.split_whitespace().nth(1).unwrap().to_string();
+    let pid = child.id().unwrap().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut rest = Vec::new();
+    while let Some(line) = tokio::time::timeout(DEADLINE, stderr.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        rest.push(line);
+    }
+    let status = tokio::time::timeout(DEADLINE, child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    let rest = rest.join("\n");
+    assert!(
+        rest.contains(&format!("resume with: openshell operations wait {op_id}")),
+        "{rest}"
+    );
+    assert!(!rest.contains('\u{1b}'), "{rest:?}");
+
+    let op = cli
+        .run(&["operations", "get", &op_id, "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(op_state(&op), "PENDING", "the operation is untouched: {op}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_commands_and_fleet_progress() {
+    let (gw, cli, mut api) = setup().await;
+    let (_id, _supervisor) = supervised(&gw, &mut api, "web", &[]).await;
+
+    let keys = cli
+        .run(&["settings", "keys", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert!(
+        keys.as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["key"] == "log_level"),
+        "{keys}"
+    );
+
+    let set = cli
+        .run(&[
+            "settings",
+            "set",
+            "--sandbox",
+            "web",
+            "log_level=debug",
+            "--wait",
+            "-o",
+            "json",
+        ])
+        .await;
+    let set = set.expect_code(0).json();
+    assert_eq!(op_state(&set["operation"]), "APPLIED", "{set}");
+    let got = cli
+        .run(&["settings", "get", "--sandbox", "web", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    let effective = got["effective"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["key"] == "log_level")
+        .unwrap()
+        .clone();
+    assert_eq!(effective["value"], "debug", "{got}");
+    assert_eq!(effective["scope"], "SANDBOX", "{got}");
+
+    // A global write is a fleet operation: N/M progress lines, per-target counts.
+    let global = cli
+        .run(&[
+            "settings",
+            "set",
+            "--global",
+            "log_level=warn",
+            "--wait",
+            "--yes",
+            "-o",
+            "json",
+        ])
+        .await;
+    let result = global.expect_code(0).json();
+    let op = &result["operation"];
+    assert_eq!(op["target_kind"], "GLOBAL");
+    assert_eq!(op_state(op), "APPLIED", "{result}");
+    assert_eq!(op["fleet"]["targets"], 1);
+    assert_eq!(op["fleet"]["applied"], 1);
+    assert!(
+        global.stderr.contains("1/1 applied, 0 failed, 0 pending"),
+        "{}",
+        global.stderr
+    );
+    let table = cli
+        .run(&["settings", "get", "--global"])
+        .await
+        .expect_code(0)
+        .stdout
+        .clone();
+    assert!(
+        table.contains("log_level") && table.contains("warn"),
+        "{table}"
+    );
+
+    let workspace = cli
+        .run(&[
+            "settings",
+            "set",
+            "--workspace",
+            "default",
+            "log_level=info",
+            "--wait",
+            "--threshold",
+            "1",
+            "-o",
+            "json",
+        ])
+        .await;
+    let workspace = workspace.expect_code(0).json();
+    assert_eq!(workspace["operation"]["target_kind"], "WORKSPACE");
+
+    let deleted = cli
+        .run(&[
+            "settings",
+            "delete",
+            "--global",
+            "log_level",
+            "--yes",
+            "--wait",
+            "-o",
+            "yaml",
+        ])
+        .await;
+    let deleted: serde_norway::Value =
+        serde_norway::from_str(&deleted.expect_code(0).stdout).unwrap();
+    assert_eq!(deleted["operation"]["state"].as_str(), Some("APPLIED"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_commands_never_print_credentials() {
+    let (_gw, cli, mut api) = setup().await;
+    create_sandbox(&mut api, "web", POLICY).await;
+    let secret = "ghp_e2e_secret_value_123";
+
+    let created = cli
+        .run_with_env(
+            &[
+                "provider",
+                "create",
+                "gh",
+                "--type",
+                "github",
+                "--env",
+                "GH_HOST=github.com",
+                "--credential-from-env",
+                "GITHUB_TOKEN",
+                "-o",
+                "json",
+            ],
+            &[("GITHUB_TOKEN", secret)],
+        )
+        .await;
+    let json = created.expect_code(0).json();
+    assert_eq!(json["provider"]["name"], "gh");
+    assert_eq!(
+        json["provider"]["credential_names"],
+        serde_json::json!(["GITHUB_TOKEN"])
+    );
+    assert_eq!(json["provider"]["env"]["GH_HOST"], "github.com");
+    assert!(!created.stdout.contains(secret) && !created.stderr.contains(secret));
+
+    let attached = cli
+        .run(&["provider", "attach", "web", "gh", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(attached["sandbox"]["providers"], serde_json::json!(["gh"]));
+    let got = cli.run(&["provider", "get", "gh"]).await;
+    assert!(!got.expect_code(0).stdout.contains(secret));
+    let list = cli
+        .run(&["provider", "list", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["attached_sandbox_ids"].as_array().unwrap().len(), 1);
+    // Attached providers cannot go.
+    cli.run(&["provider", "delete", "gh"]).await.expect_code(1);
+    let detached = cli
+        .run(&["provider", "detach", "web", "gh", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(detached["sandbox"]["providers"], serde_json::json!([]));
+    let deleted = cli
+        .run(&["provider", "delete", "gh", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(
+        deleted,
+        serde_json::json!({"provider": "gh", "deleted": true})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_gateway_and_completions() {
+    let (gw, cli, mut api) = setup().await;
+    let (id, _supervisor) = supervised(&gw, &mut api, "web", &[]).await;
+    create_sandbox(&mut api, "lonely", POLICY).await;
+
+    let sessions = cli
+        .run(&["sessions", "list", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    let sessions = sessions.as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["sandbox_id"], id.as_str());
+    assert_eq!(sessions[0]["mode"], "PUSH");
+
+    let inspect = cli
+        .run(&["sessions", "inspect", "web", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(inspect["connected"], true);
+    assert_eq!(inspect["negotiated_mode"], "PUSH");
+    assert_eq!(inspect["gateway_mode"], "push");
+    assert!(inspect["hints"].is_array());
+
+    // Hints stand out in their own section, one marked line each.
+    let lonely = cli.run(&["sessions", "inspect", "lonely"]).await;
+    let text = &lonely.expect_code(0).stdout;
+    let hints = text.split("\nHints:\n").nth(1).unwrap();
+    let first = hints.lines().next().unwrap();
+    assert!(
+        first.starts_with("  ! ") && first.contains("supervisor"),
+        "{text}"
+    );
+    let healthy = cli.run(&["sessions", "inspect", "web"]).await;
+    let text = &healthy.expect_code(0).stdout;
+    assert!(text.contains("\nHints:\n"), "{text}");
+    if inspect["hints"].as_array().unwrap().is_empty() {
+        assert!(text.contains("delivery looks healthy"), "{text}");
+    }
+
+    let info = cli
+        .run(&["gateway", "info", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(info["config_delivery_mode"], "push");
+    assert_eq!(info["sessions"], 1);
+
+    let bash = cli.run(&["completions", "bash"]).await;
+    assert!(bash.expect_code(0).stdout.contains("openshell"));
+    let zsh = cli.run(&["completions", "zsh"]).await;
+    assert!(zsh.expect_code(0).stdout.contains("#compdef openshell"));
+    let docs = cli.run(&["docs", "markdown"]).await;
+    assert!(
+        docs.expect_code(0)
+            .stdout
+            .starts_with("# `openshell` command reference")
+    );
+}
+
+/// Drives `openshell` on a pseudo-terminal; everything blocking runs off the runtime.
+mod pty {
+    use expectrl::process::unix::WaitStatus;
+    use expectrl::{Eof, Expect, Regex, Session};
+
+    use super::*;
+
+    /// Generous: the CLI is debug-built and CI machines are small.
+    const PTY_DEADLINE: Duration = Duration::from_secs(60);
+
+    pub fn spawn(
+        gateway: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> expectrl::session::OsSession {
+        let mut cmd = std::process::Command::new(binary("openshell"));
+        cmd.args(args)
+            .env("OPENSHELL_GATEWAY", gateway)
+            .env("OPENSHELL_TOKEN", TOKEN)
+            .env("TERM", "xterm-256color")
+            .env_remove("NO_COLOR");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut session = Session::spawn(cmd).unwrap();
+        session.get_process_mut().set_window_size(160, 40).unwrap();
+        session.set_expect_timeout(Some(PTY_DEADLINE));
+        session
+    }
+
+    /// Reads to the end and returns (exit code, everything printed).
+    pub fn finish(mut session: expectrl::session::OsSession, seen: &[u8]) -> (i32, String) {
+        let rest = session.expect(Eof).unwrap();
+        let mut all = seen.to_vec();
+        // `as_bytes` is everything read up to and including the match.
+        all.extend_from_slice(rest.as_bytes());
+        let status = session.get_process().wait().unwrap();
+        let code = match status {
+            WaitStatus::Exited(_, code) => code,
+            other => panic!("openshell did not exit normally: {other:?}"),
+        };
+        (code, String::from_utf8_lossy(&all).into_owned())
+    }
+
+    pub fn wait_and_delete(gateway: &str, policy: &str) -> (i32, String, i32, String) {
+        // A wait on a terminal draws the stages live and leaves the final line.
+        let mut session = spawn(
+            gateway,
+            &["policy", "set", "web", "-f", policy, "--wait"],
+            &[],
+        );
+        let staged = session.expect(Regex("operation op-[0-9a-f-]+: ")).unwrap();
+        let mut seen = staged.as_bytes().to_vec();
+        let applied = session.expect("applied (").unwrap();
+        seen.extend_from_slice(applied.as_bytes());
+        let (wait_code, wait_output) = finish(session, &seen);
+
+        // A delete asks first; 'y' answers without Enter.
+        let mut session = spawn(gateway, &["sandbox", "delete", "web"], &[]);
+        let prompt = session.expect("Delete sandbox web?").unwrap();
+        let seen = prompt.as_bytes().to_vec();
+        session.send("y").unwrap();
+        let (delete_code, delete_output) = finish(session, &seen);
+        (wait_code, wait_output, delete_code, delete_output)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_gets_live_progress_and_a_confirmation_prompt() {
+    let (gw, cli, mut api) = setup().await;
+    let (id, _supervisor) = supervised(&gw, &mut api, "web", &[]).await;
+    let extra = cli.file("extra.yaml", &policy_with_extra("npm"));
+
+    let gateway = gw.endpoint();
+    let policy = extra.clone();
+    let (wait_code, wait_output, delete_code, delete_output) =
+        tokio::task::spawn_blocking(move || pty::wait_and_delete(&gateway, &policy))
+            .await
+            .unwrap();
+
+    assert_eq!(wait_code, 0, "{wait_output}");
+    // The live view: a colored spinner line redrawn in place, then the stages, all done.
+    assert!(wait_output.contains('\u{1b}'), "{wait_output:?}");
+    assert!(wait_output.contains("committed"), "{wait_output:?}");
+    assert!(wait_output.contains("delivered"), "{wait_output:?}");
+    assert!(
+        wait_output.contains("\u{1b}[32m✔\u{1b}[0m applied ("),
+        "{wait_output:?}"
+    );
+    assert!(wait_output.contains("APPLIED"), "{wait_output:?}");
+
+    assert_eq!(delete_code, 0, "{delete_output}");
+    assert!(
+        delete_output.contains("This deletes sandbox default/web"),
+        "{delete_output:?}"
+    );
+    assert!(delete_output.contains("[y/N]"), "{delete_output:?}");
+    assert_eq!(lifecycle(&api, &id).await, pb::SandboxLifecycle::Deleted);
+
+    // The same wait without a terminal: plain lines, no control characters.
+    let other = create_sandbox(&mut api, "plain", POLICY).await;
+    let dir = gw.store.dir.path().join("plain");
+    let _plain = spawn_supervisor(&gw.endpoint(), &other.0, &other.1, &dir, &[]);
+    wait_running(&api, &other.0).await;
+    let run = cli
+        .run(&["policy", "set", "plain", "-f", &extra, "--wait"])
+        .await;
+    run.expect_code(0);
+    assert!(run.stderr.contains(" APPLIED ("), "{}", run.stderr);
+    assert!(run.stdout.contains("APPLIED"), "{}", run.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_color_keeps_a_terminal_free_of_color() {
+    use expectrl::Expect;
+
+    let (gw, cli, mut api) = setup().await;
+    let (_id, _supervisor) = supervised(&gw, &mut api, "web", &[]).await;
+    let extra = cli.file("extra.yaml", &policy_with_extra("npm"));
+    let gateway = gw.endpoint();
+
+    let (code, output) = tokio::task::spawn_blocking(move || {
+        let mut session = pty::spawn(
+            &gateway,
+            &["policy", "set", "web", "-f", &extra, "--wait"],
+            &[("NO_COLOR", "1")],
+        );
+        let staged = session.expect("✔ applied (").unwrap();
+        let seen = staged.as_bytes().to_vec();
+        pty::finish(session, &seen)
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{output}");
+    // Still redrawn in place (cursor control), but never colored or bold.
+    for sgr in ["\u{1b}[32m", "\u{1b}[36m", "\u{1b}[1m"] {
+        assert!(!output.contains(sgr), "{sgr:?} in {output:?}");
+    }
+    assert!(output.contains("APPLIED"), "{output:?}");
+}
