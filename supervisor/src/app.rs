@@ -82,6 +82,14 @@ async fn run_gateway(
             })?,
         );
     }
+    if let Some(path) = &args.image_policy {
+        options.image_policy = Some(std::fs::read_to_string(path).map_err(|source| {
+            SupervisorError::ImagePolicyFile {
+                path: path.clone(),
+                source,
+            }
+        })?);
+    }
     let mut watcher = args.policy_file.as_ref().map(PolicyFileWatcher::new);
     if let Some(watcher) = watcher.as_mut() {
         options.local_policy = Some(match watcher.check() {

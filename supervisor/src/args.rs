@@ -65,6 +65,11 @@ pub struct Args {
     #[arg(long, env = "OPENSHELL_SUPERVISOR_POLICY_FILE")]
     pub policy_file: Option<PathBuf>,
 
+    /// Policy baked into the image, offered to the gateway on the sandbox's first start;
+    /// the gateway keeps a stored policy if it has one, else validates and stores this one.
+    #[arg(long, env = "OPENSHELL_SUPERVISOR_IMAGE_POLICY", conflicts_with = "standalone")]
+    pub image_policy: Option<PathBuf>,
+
     /// Shell command run after each activation; a failure rolls the activation back.
     #[arg(long, env = "OPENSHELL_SUPERVISOR_ON_APPLY")]
     pub on_apply: Option<String>,

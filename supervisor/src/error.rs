@@ -16,6 +16,11 @@ pub enum SupervisorError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot read image policy {path}: {source}")]
+    ImagePolicyFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("gateway rejected the session permanently: {reason}")]
     Rejected { reason: String },
     #[error(transparent)]

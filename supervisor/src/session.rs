@@ -161,13 +161,23 @@ impl SessionRunner {
                     });
                 }
                 Inbound::StartupCandidate(candidate) => {
-                    // This supervisor offers no image policy, so it has nothing to enrich the
-                    // candidate with.
-                    debug!(origin = %candidate.origin, "startup candidate accepted unchanged");
+                    // Preparing means checking the candidate can run here: this
+                    // supervisor's own validation must accept it before the workload starts.
+                    let result = match openshell_core::policy::parse_and_validate(&candidate.policy) {
+                        Ok(_) => {
+                            debug!(origin = %candidate.origin, "startup candidate accepted unchanged");
+                            Prepared::Unchanged(true)
+                        }
+                        Err(err) => {
+                            let reason = crate::sanitize::sanitize_reason(&err.to_string(), std::iter::empty());
+                            warn!(origin = %candidate.origin, %reason, "startup candidate refused");
+                            Prepared::Failure(reason)
+                        }
+                    };
                     send(
                         tx,
                         Outbound::StartupPrepared(StartupConfigPrepared {
-                            result: Some(Prepared::Unchanged(true)),
+                            result: Some(result),
                         }),
                     )
                     .await?;

@@ -44,6 +44,8 @@ pub struct SupervisorOptions {
     pub config_apply: bool,
     /// A local policy file that keeps precedence over the gateway's policy.
     pub local_policy: Option<LocalPolicy>,
+    /// Image policy text offered in the hello for the startup exchange.
+    pub image_policy: Option<String>,
     pub poll_interval: Duration,
     /// Used unless the gateway's `SessionAccepted` names one.
     pub heartbeat_interval: Duration,
@@ -71,6 +73,7 @@ impl SupervisorOptions {
             protocol_revision: PROTOCOL_REVISION,
             config_apply: true,
             local_policy: None,
+            image_policy: None,
             poll_interval: Duration::from_secs(10),
             heartbeat_interval: Duration::from_secs(5),
             idle_timeout: None,
@@ -101,7 +104,7 @@ impl SupervisorOptions {
             supervisor_version: env!("CARGO_PKG_VERSION").to_string(),
             supports_config_snapshots: self.supports_config_snapshots(),
             supports_config_apply: self.supports_config_apply(),
-            image_policy: String::new(),
+            image_policy: self.image_policy.clone().unwrap_or_default(),
             local_policy_override: self.local_policy.is_some(),
         }
     }

@@ -148,13 +148,18 @@ impl Store {
 
     /// Frees idempotency keys past their retention so they can be reused.
     pub async fn expire_idempotency_keys(&self) -> Result<u64> {
+        self.expire_idempotency_keys_at(now_ms()).await
+    }
+
+    /// Frees idempotency keys whose retention ends at or before `now`.
+    pub async fn expire_idempotency_keys_at(&self, now: i64) -> Result<u64> {
         let mut tx = self.begin_write().await?;
         let result = sqlx::query(
             "UPDATE operations SET idempotency_key = NULL, request_fingerprint = NULL, \
              idempotency_expires_at = NULL WHERE idempotency_expires_at IS NOT NULL \
              AND idempotency_expires_at <= $1",
         )
-        .bind(now_ms())
+        .bind(now)
         .execute(tx.conn())
         .await?;
         tx.commit().await?;

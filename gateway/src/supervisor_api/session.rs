@@ -14,6 +14,7 @@ use super::identity::{Refusal, authenticate};
 use super::negotiate::{Capabilities, negotiate};
 use super::revisions_from_pb;
 use crate::api::convert::timestamp;
+use crate::config_update::{ConfigTarget, ConfigUpdate, commit_update};
 use crate::delivery::{self, Ack, Built, Component, SessionDelivery, SnapshotSource, StoreSource};
 use crate::metrics::{ModeLabel, OutcomeLabel, StatusLabel};
 use crate::operations::resolve::sanitize_error;
@@ -22,7 +23,7 @@ use crate::server::MAX_MESSAGE_BYTES;
 use crate::sessions::SessionInfo;
 use crate::snapshot::build_bootstrap;
 use crate::state::GatewayState;
-use crate::store::{OwnerClaim, new_id, now_ms};
+use crate::store::{Lifecycle, OwnerClaim, SandboxRecord, new_id, now_ms};
 
 /// How long a supervisor has to send its hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -142,6 +143,17 @@ async fn run(
             version = %hello.supervisor_version,
             "legacy supervisor (protocol revision 0) accepted; it keeps polling"
         );
+    }
+    if negotiation.apply_enabled
+        && !hello.image_policy.trim().is_empty()
+        && sandbox.lifecycle == Lifecycle::Pending
+        && let Err(refusal) =
+            startup_exchange(&state, &sandbox, &hello.image_policy, &mut inbound, &tx).await
+    {
+        state.metrics.sessions_rejected.inc();
+        tracing::warn!(sandbox = %sandbox.id, reason = %refusal.reason, "startup exchange failed; session rejected");
+        let _ = tx.send(rejected(refusal)).await;
+        return;
     }
     let session_id = new_id("ss");
     let heartbeat_interval = state.config.heartbeat_interval;
@@ -280,6 +292,133 @@ async fn run(
         tracing::warn!(error = %e, sandbox = %sandbox.id, "cannot release session owner");
     }
     tracing::info!(sandbox = %sandbox.id, session = %session_id, "supervisor session closed");
+}
+
+/// How long the supervisor has to prepare a startup candidate.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// First start with an image policy: offer the stored policy if there is one,
+/// else the image's; the supervisor prepares it; whatever it hands back is
+/// untrusted input and goes through the normal validated update path.
+async fn startup_exchange(
+    state: &GatewayState,
+    sandbox: &SandboxRecord,
+    image_policy: &str,
+    inbound: &mut Streaming<pb::SupervisorMessage>,
+    tx: &mpsc::Sender<pb::GatewayMessage>,
+) -> Result<(), Refusal> {
+    let unavailable = |e: crate::error::GatewayError| {
+        tracing::warn!(error = %e, "startup exchange store error");
+        Refusal {
+            reason: "the gateway's store is unavailable; retry later".into(),
+            permanent: false,
+        }
+    };
+    let stored = state
+        .store
+        .latest_policy(&sandbox.id)
+        .await
+        .map_err(unavailable)?;
+    let (origin, candidate) = match &stored {
+        Some(revision) => (
+            "stored",
+            openshell_core::policy::parse_policy(&revision.policy_json)
+                .map(|p| p.to_yaml())
+                .map_err(|e| unavailable(crate::error::GatewayError::Corrupt(e.to_string())))?,
+        ),
+        None => ("image", image_policy.to_string()),
+    };
+    let frame = pb::GatewayMessage {
+        message: Some(pb::gateway_message::Message::StartupCandidate(
+            pb::StartupConfigCandidate {
+                origin: origin.into(),
+                policy: candidate.clone(),
+            },
+        )),
+    };
+    tx.send(frame).await.map_err(|_| Refusal {
+        reason: "session closed during the startup exchange".into(),
+        permanent: false,
+    })?;
+    let deadline = tokio::time::Instant::now() + STARTUP_TIMEOUT;
+    let prepared = loop {
+        let frame = tokio::time::timeout_at(deadline, inbound.next())
+            .await
+            .map_err(|_| Refusal {
+                reason: format!("no StartupConfigPrepared within {STARTUP_TIMEOUT:?}"),
+                permanent: false,
+            })?;
+        match frame {
+            Some(Ok(pb::SupervisorMessage {
+                message: Some(pb::supervisor_message::Message::StartupPrepared(prepared)),
+            })) => break prepared,
+            Some(Ok(pb::SupervisorMessage {
+                message: Some(pb::supervisor_message::Message::Heartbeat(_)),
+            })) => continue,
+            Some(Ok(_)) => {
+                return Err(Refusal {
+                    reason: "expected StartupConfigPrepared during the startup exchange".into(),
+                    permanent: false,
+                });
+            }
+            Some(Err(_)) | None => {
+                return Err(Refusal {
+                    reason: "session closed during the startup exchange".into(),
+                    permanent: false,
+                });
+            }
+        }
+    };
+    let to_commit = match prepared.result {
+        Some(pb::startup_config_prepared::Result::Unchanged(_)) => {
+            (origin == "image").then_some(candidate)
+        }
+        Some(pb::startup_config_prepared::Result::PreparedPolicy(policy)) => Some(policy),
+        Some(pb::startup_config_prepared::Result::Failure(reason)) => {
+            return Err(Refusal {
+                reason: format!(
+                    "startup preparation failed on the supervisor: {}",
+                    sanitize_error(&reason)
+                ),
+                permanent: false,
+            });
+        }
+        None => {
+            return Err(Refusal {
+                reason: "StartupConfigPrepared carried no result".into(),
+                permanent: false,
+            });
+        }
+    };
+    if let Some(policy) = to_commit {
+        let update = ConfigUpdate {
+            target: ConfigTarget::Sandbox(sandbox.clone()),
+            policy: Some(policy),
+            clear_global_policy: false,
+            settings: Vec::new(),
+            idempotency_key: None,
+            caller: format!("supervisor:{}", sandbox.id),
+        };
+        let retention =
+            i64::try_from(state.config.idempotency_retention.as_millis()).unwrap_or(i64::MAX);
+        let committed = commit_update(&state.store, &update, retention)
+            .await
+            .map_err(|e| Refusal {
+                reason: format!(
+                    "the startup policy was rejected: {}",
+                    sanitize_error(tonic::Status::from(e).message())
+                ),
+                permanent: false,
+            })?;
+        tracing::info!(
+            sandbox = %sandbox.id,
+            origin,
+            operation = %committed.operation.id,
+            policy_revision = committed.operation.policy_revision,
+            "startup policy committed"
+        );
+    }
+    Ok(())
 }
 
 struct BootstrapFrames {

@@ -1,0 +1,407 @@
+//! The startup exchange (image policies on first start), provider fanout
+//! touching only attaching sessions, `sessions inspect` hints for each
+//! abnormal state, and retention of idempotency keys and operations.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use openshell_e2e::process::spawn_supervisor;
+use openshell_e2e::{Api, Backend, TestGateway, create_sandbox, eventually, terminal_operation};
+use openshell_gateway::DeliveryMode;
+use openshell_proto::v1 as pb;
+
+const POLICY: &str = include_str!("../../examples/policy.yaml");
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn sandbox_ref(id: &str) -> Option<pb::SandboxRef> {
+    Some(pb::SandboxRef {
+        id_or_name: id.into(),
+        workspace: String::new(),
+    })
+}
+
+async fn inspect(api: &Api, id: &str) -> pb::SessionInspection {
+    api.clone()
+        .inspect_session(pb::InspectSessionRequest {
+            sandbox: sandbox_ref(id),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+async fn commit(api: &Api, id: &str, policy: String) -> pb::Operation {
+    api.clone()
+        .update_config(pb::UpdateConfigRequest {
+            target: Some(pb::ConfigTarget {
+                target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
+                    id_or_name: id.into(),
+                    workspace: String::new(),
+                })),
+            }),
+            policy,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap()
+}
+
+async fn hints_eventually(api: &Api, id: &str, needle: &str) -> Vec<String> {
+    eventually(
+        &format!("a hint containing {needle:?}"),
+        DEADLINE,
+        || async {
+            let i = inspect(api, id).await;
+            i.hints
+                .iter()
+                .any(|h| h.contains(needle))
+                .then_some(i.hints)
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_policy_is_adopted_on_first_start_and_a_stored_one_wins() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let dir = gw.store.dir.path().to_path_buf();
+    let image = dir.join("image-policy.yaml");
+    std::fs::write(&image, POLICY.replacen("port: 443", "port: 6443", 1)).unwrap();
+
+    // No stored policy: the image's is validated and stored as revision 1.
+    let (fresh, credential) = create_sandbox(&mut api, "fresh", "").await;
+    let supervisor = spawn_supervisor(
+        &gw.endpoint(),
+        &fresh,
+        &credential,
+        &dir.join("fresh"),
+        &["--image-policy", image.to_str().unwrap()],
+    );
+    eventually("the image policy to be active", DEADLINE, || async {
+        supervisor
+            .active_file("policy.json")
+            .filter(|p| p.contains("6443"))
+            .map(|_| ())
+    })
+    .await;
+    let stored = api
+        .get_sandbox_policy(pb::GetSandboxPolicyRequest {
+            sandbox: sandbox_ref(&fresh),
+            revision: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .policy
+        .unwrap();
+    assert_eq!(stored.revision, 1);
+    assert!(stored.policy_yaml.contains("6443"));
+    let op = terminal_operation(&api, &stored.operation_id).await;
+    assert_eq!(op.state, pb::OperationState::Applied as i32, "{op:?}");
+    assert!(op.caller.starts_with("supervisor:"), "{op:?}");
+
+    // A stored policy wins over the image's.
+    let (kept, credential) = create_sandbox(&mut api, "kept", POLICY).await;
+    let supervisor = spawn_supervisor(
+        &gw.endpoint(),
+        &kept,
+        &credential,
+        &dir.join("kept"),
+        &["--image-policy", image.to_str().unwrap()],
+    );
+    eventually("the stored policy to be active", DEADLINE, || async {
+        supervisor
+            .active_file("policy.json")
+            .filter(|p| p.contains("\"port\":443"))
+            .map(|_| ())
+    })
+    .await;
+    assert!(
+        !supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("6443")
+    );
+
+    // An invalid image policy rejects the session and stores nothing.
+    let bad = dir.join("bad-policy.yaml");
+    std::fs::write(&bad, "version: 1\nnetwork_policies:\n  x:\n    endpoints:\n      - host: '*.com'\n        port: 443\n").unwrap();
+    let (refused, credential) = create_sandbox(&mut api, "refused", "").await;
+    let supervisor = spawn_supervisor(
+        &gw.endpoint(),
+        &refused,
+        &credential,
+        &dir.join("refused"),
+        &["--image-policy", bad.to_str().unwrap()],
+    );
+    eventually("the refusal in the supervisor log", DEADLINE, || async {
+        let log = supervisor.guard.log_text();
+        (log.contains("startup") && log.contains("host")).then_some(())
+    })
+    .await;
+    assert!(supervisor.active_file("policy.json").is_none());
+    assert_eq!(
+        gw.state()
+            .store
+            .policy_revision_count(&refused)
+            .await
+            .unwrap(),
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_change_rebuilds_only_the_sandboxes_that_attach_it() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let dir = gw.store.dir.path().to_path_buf();
+    let (with, c1) = create_sandbox(&mut api, "with", POLICY).await;
+    let (without, c2) = create_sandbox(&mut api, "without", POLICY).await;
+    api.create_provider(pb::CreateProviderRequest {
+        name: "acme".into(),
+        r#type: "acme".into(),
+        values: vec![pb::ProviderValueInput {
+            name: "ACME_REGION".into(),
+            value: "eu-1".into(),
+            class: pb::ValueClass::NonSecret as i32,
+        }],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    api.attach_provider(pb::AttachProviderRequest {
+        sandbox: sandbox_ref(&with),
+        provider: "acme".into(),
+    })
+    .await
+    .unwrap();
+    let s1 = spawn_supervisor(&gw.endpoint(), &with, &c1, &dir.join("with"), &[]);
+    let s2 = spawn_supervisor(&gw.endpoint(), &without, &c2, &dir.join("without"), &[]);
+    for id in [&with, &without] {
+        eventually("bootstrap", DEADLINE, || async {
+            inspect(&api, id)
+                .await
+                .recent_events
+                .iter()
+                .any(|e| e.text == "bootstrap applied")
+                .then_some(())
+        })
+        .await;
+    }
+    api.update_provider(pb::UpdateProviderRequest {
+        provider: "acme".into(),
+        values: vec![pb::ProviderValueInput {
+            name: "ACME_REGION".into(),
+            value: "us-2".into(),
+            class: pb::ValueClass::NonSecret as i32,
+        }],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    eventually(
+        "the new environment at the attaching sandbox",
+        DEADLINE,
+        || async {
+            s1.active_file("provider-env.json")
+                .filter(|t| t.contains("us-2"))
+                .map(|_| ())
+        },
+    )
+    .await;
+    let untouched = inspect(&api, &without).await;
+    assert!(
+        !untouched
+            .recent_events
+            .iter()
+            .any(|e| e.text.contains("provider_environment delivery")),
+        "{:?}",
+        untouched.recent_events
+    );
+    assert!(
+        !s2.active_file("provider-env.json")
+            .unwrap_or_default()
+            .contains("ACME_REGION")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_inspect_names_every_abnormal_state() {
+    let dir = tempfile::tempdir().unwrap();
+    // Poll gateway.
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Poll).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "polled", POLICY).await;
+    let _s = spawn_supervisor(
+        &gw.endpoint(),
+        &id,
+        &credential,
+        &dir.path().join("polled"),
+        &[],
+    );
+    hints_eventually(&api, &id, "gateway is in poll mode").await;
+    drop(gw);
+
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    // Disconnected: no supervisor at all.
+    let (lonely, _) = create_sandbox(&mut api, "lonely", POLICY).await;
+    hints_eventually(&api, &lonely, "no supervisor is connected").await;
+    // Legacy supervisor.
+    let (legacy, credential) = create_sandbox(&mut api, "legacy", POLICY).await;
+    let _l = spawn_supervisor(
+        &gw.endpoint(),
+        &legacy,
+        &credential,
+        &dir.path().join("legacy"),
+        &["--protocol-revision", "0"],
+    );
+    hints_eventually(&api, &legacy, "legacy supervisor").await;
+    // Healthy push: no hints at all.
+    let (healthy, credential) = create_sandbox(&mut api, "healthy", POLICY).await;
+    let _h = spawn_supervisor(
+        &gw.endpoint(),
+        &healthy,
+        &credential,
+        &dir.path().join("healthy"),
+        &[],
+    );
+    let op = commit(
+        &api,
+        &healthy,
+        POLICY.replacen("port: 443", "port: 8443", 1),
+    )
+    .await;
+    terminal_operation(&api, &op.id).await;
+    let inspection = inspect(&api, &healthy).await;
+    assert!(inspection.hints.is_empty(), "{:?}", inspection.hints);
+    assert_eq!(inspection.negotiated_mode, pb::DeliveryMode::Push as i32);
+    assert!(
+        inspection
+            .components
+            .iter()
+            .all(|c| c.ack_status.starts_with("APPLIED")),
+        "{:?}",
+        inspection.components
+    );
+    // Failed apply.
+    let (failing, credential) = create_sandbox(&mut api, "failing", POLICY).await;
+    let _f = spawn_supervisor(
+        &gw.endpoint(),
+        &failing,
+        &credential,
+        &dir.path().join("failing"),
+        &[
+            "--on-apply",
+            "grep -q 9999 \"$OPENSHELL_POLICY_FILE\" && exit 3 || exit 0",
+        ],
+    );
+    eventually("the failing sandbox's session", DEADLINE, || async {
+        inspect(&api, &failing).await.connected.then_some(())
+    })
+    .await;
+    let op = commit(
+        &api,
+        &failing,
+        POLICY.replacen("port: 443", "port: 9999", 1),
+    )
+    .await;
+    terminal_operation(&api, &op.id).await;
+    let hints = hints_eventually(&api, &failing, "last update failed").await;
+    assert!(
+        hints.iter().any(|h| h.contains("last-known-good")),
+        "{hints:?}"
+    );
+    // Local override.
+    let (local, credential) = create_sandbox(&mut api, "local", POLICY).await;
+    let local_file = dir.path().join("local.yaml");
+    std::fs::write(&local_file, POLICY).unwrap();
+    let _o = spawn_supervisor(
+        &gw.endpoint(),
+        &local,
+        &credential,
+        &dir.path().join("local"),
+        &["--policy-file", local_file.to_str().unwrap()],
+    );
+    hints_eventually(&api, &local, "local policy override").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_idempotency_keys_are_released_and_old_operations_removed() {
+    for backend in Backend::ALL {
+        let gw = TestGateway::start(backend).await;
+        let mut api = gw.api().await;
+        let (id, _) = create_sandbox(&mut api, "retained", POLICY).await;
+        let first = api
+            .update_config(pb::UpdateConfigRequest {
+                target: Some(pb::ConfigTarget {
+                    target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
+                        id_or_name: id.clone(),
+                        workspace: String::new(),
+                    })),
+                }),
+                policy: POLICY.replacen("port: 443", "port: 8443", 1),
+                idempotency_key: "short-lived".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .operation
+            .unwrap();
+        let store = &gw.state().store;
+        // Nothing has expired yet: the key stays reserved.
+        assert_eq!(store.expire_idempotency_keys().await.unwrap(), 0);
+        // As if the retention had passed.
+        assert_eq!(store.expire_idempotency_keys_at(i64::MAX).await.unwrap(), 1);
+        let reused = api
+            .update_config(pb::UpdateConfigRequest {
+                target: Some(pb::ConfigTarget {
+                    target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
+                        id_or_name: id.clone(),
+                        workspace: String::new(),
+                    })),
+                }),
+                policy: POLICY.replacen("port: 443", "port: 9443", 1),
+                idempotency_key: "short-lived".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(
+            !reused.idempotent_replay,
+            "{backend:?}: an expired key can be reused for a new change"
+        );
+        assert_ne!(reused.operation.unwrap().id, first.id);
+
+        // Operations: only terminal ones past retention are removed.
+        api.delete_sandbox(pb::DeleteSandboxRequest {
+            sandbox: sandbox_ref(&id),
+        })
+        .await
+        .unwrap();
+        let before = store.count_operations().await.unwrap();
+        assert_eq!(
+            store.remove_operations_completed_before(0).await.unwrap(),
+            0
+        );
+        let removed = store
+            .remove_operations_completed_before(i64::MAX)
+            .await
+            .unwrap();
+        assert_eq!(removed, before, "{backend:?}");
+        let err = api
+            .get_operation(pb::GetOperationRequest {
+                id: first.id.clone(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::NotFound);
+    }
+}
