@@ -1,0 +1,767 @@
+//! What a run produces: `report.json` (everything measured, with parameters and machine per
+//! scenario) and `report.md` (the same as tables, plus the targets with met / not met).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::stats::{Summary, fmt_ms};
+use crate::sys::Machine;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub tool: &'static str,
+    pub version: &'static str,
+    /// `quick` or `full`.
+    pub mode: &'static str,
+    /// Store of scenarios 1-4 and 6.
+    pub store: &'static str,
+    pub started_at: String,
+    pub duration_s: f64,
+    pub machine: Machine,
+    pub harness: Harness,
+    pub scenarios: Scenarios,
+    pub targets: Vec<TargetCheck>,
+    pub notes: Vec<String>,
+}
+
+/// How the harness ran the system under test.
+#[derive(Debug, Clone, Serialize)]
+pub struct Harness {
+    pub gateway_process: &'static str,
+    pub supervisor_process: &'static str,
+    pub channels: usize,
+    pub connect_batch: usize,
+    pub gateway_db_pool: u32,
+    pub gateway_heartbeat_s: u64,
+    pub gateway_reconcile_s: u64,
+    pub supervisor_reconnect_backoff: &'static str,
+    pub fd_limit: Option<u64>,
+    /// Time to connect every session of a batch run (informational).
+    pub connects: Vec<ConnectRecord>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnectRecord {
+    pub what: String,
+    pub sessions: usize,
+    pub mode: &'static str,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Scenarios {
+    pub single_sandbox_latency: Option<LatencyScenario>,
+    pub fleet_convergence: Option<FleetScenario>,
+    pub no_starvation: Option<StarvationScenario>,
+    pub idle_cost: Option<IdleScenario>,
+    pub commit_throughput: Option<ThroughputScenario>,
+    pub reconnect_storm: Option<StormScenario>,
+}
+
+// ---- 1. single-sandbox latency ----
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyScenario {
+    pub machine: Machine,
+    pub params: LatencyParams,
+    pub push: LatencyRun,
+    /// Poll mode at the production interval (10 s).
+    pub poll_production: Option<LatencyRun>,
+    /// Poll mode with the measured sandbox at a shorter interval (other sessions at 10 s).
+    pub poll_short: Option<LatencyRun>,
+    /// p50 of poll (production interval) over p50 of push.
+    pub p50_ratio_poll_over_push: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyParams {
+    pub store: &'static str,
+    pub sessions: usize,
+    pub warmup: usize,
+    pub write: &'static str,
+    pub latency: &'static str,
+    pub supervisor_latency: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyRun {
+    pub mode: &'static str,
+    /// Poll interval of the measured supervisor (poll mode only).
+    pub poll_interval_ms: Option<u64>,
+    pub samples: usize,
+    /// UpdateConfig(WAIT_FOR_APPLY) call start → response with APPLIED.
+    pub call: Summary,
+    /// Same call start → the supervisor library sent its ack (push) / its report was accepted (poll).
+    pub supervisor_ack: Summary,
+    /// Responses that were not APPLIED, or errors.
+    pub not_applied: usize,
+}
+
+// ---- 2. fleet convergence ----
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetScenario {
+    pub machine: Machine,
+    pub params: FleetParams,
+    pub runs: Vec<FleetRun>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetParams {
+    pub store: &'static str,
+    pub write: &'static str,
+    pub rounds: usize,
+    pub all_acked: &'static str,
+    pub operation: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetRun {
+    pub sessions: usize,
+    pub rounds: Vec<FleetRound>,
+    pub median_all_acked_ms: f64,
+    pub median_operation_ms: f64,
+    pub max_all_acked_ms: f64,
+    pub max_operation_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FleetRound {
+    /// Call start → every session applied and acked (supervisor side).
+    pub all_acked_ms: f64,
+    /// Distribution over sessions of call start → that session acked.
+    pub per_session: Summary,
+    /// Call start → UpdateConfig(Global, WAIT_FOR_APPLY) returned.
+    pub operation_ms: f64,
+    /// The operation's own completed_at - created_at (ms resolution).
+    pub operation_server_ms: Option<f64>,
+    pub operation_state: String,
+    pub fleet_targets: u32,
+    pub fleet_applied: u32,
+    pub fleet_failed: u32,
+    pub fleet_pending: u32,
+    pub sessions_missing: usize,
+}
+
+// ---- 3. no starvation ----
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StarvationScenario {
+    pub machine: Machine,
+    pub params: StarvationParams,
+    /// Sandbox writes (WAIT_FOR_APPLY) with no fanout running.
+    pub baseline_wait_for_apply: Summary,
+    /// Sandbox writes (WAIT_FOR_APPLY) started while a fleet fanout was in flight.
+    pub during_fanout_wait_for_apply: Summary,
+    /// Sandbox writes (COMMIT_ONLY) started while a fleet fanout was in flight.
+    pub during_fanout_commit_only: Summary,
+    pub fanouts: usize,
+    /// Per fanout: call start → all sessions acked.
+    pub fanout_all_acked_ms: Vec<f64>,
+    /// Per fanout: call start → fleet operation returned.
+    pub fanout_operation_ms: Vec<f64>,
+    pub not_applied: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StarvationParams {
+    pub store: &'static str,
+    pub sessions: usize,
+    pub fanout: &'static str,
+    pub writer: String,
+    pub min_samples: usize,
+    pub max_fanouts: usize,
+}
+
+// ---- 4. idle cost ----
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleScenario {
+    pub machine: Machine,
+    pub params: IdleParams,
+    pub push: Option<IdleRun>,
+    pub poll: Option<IdleRun>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleParams {
+    pub store: &'static str,
+    pub sessions: usize,
+    pub settle_s: f64,
+    pub cpu_window_s: f64,
+    pub heartbeat_s: u64,
+    pub poll_interval_s: u64,
+    pub method: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleRun {
+    pub mode: &'static str,
+    pub sessions: usize,
+    pub connect_s: f64,
+    pub rss_before_kib: u64,
+    pub rss_after_kib: u64,
+    pub hwm_after_kib: u64,
+    pub per_session_kib: f64,
+    /// Gateway CPU time per wall-clock second over the window (1000 = one core busy).
+    pub cpu_ms_per_s: f64,
+    pub cpu_us_per_session_per_s: f64,
+    pub gateway_threads: u64,
+    /// Swarm (client side) RSS for reference; not the gateway's cost.
+    pub swarm_rss_kib: u64,
+}
+
+// ---- 5. commit throughput ----
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ThroughputScenario {
+    pub machine: Machine,
+    pub params: ThroughputParams,
+    pub runs: Vec<ThroughputRun>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ThroughputParams {
+    pub clients: usize,
+    pub duration_s: f64,
+    pub write: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ThroughputRun {
+    pub store: &'static str,
+    pub db_pool: u32,
+    pub commits: u64,
+    pub errors: u64,
+    pub seconds: f64,
+    pub commits_per_s: f64,
+    pub latency: Summary,
+}
+
+// ---- 6. reconnect storm ----
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StormScenario {
+    pub machine: Machine,
+    pub params: StormParams,
+    /// Old gateway: stop requested → process gone.
+    pub shutdown_ms: f64,
+    /// New gateway process spawned → listening.
+    pub start_ms: f64,
+    /// New gateway listening → every session re-bootstrapped.
+    pub all_bootstrapped_ms: f64,
+    /// Stop requested → every session re-bootstrapped.
+    pub all_bootstrapped_since_stop_ms: f64,
+    /// Per session: new gateway listening → that session re-bootstrapped.
+    pub per_session: Summary,
+    pub sessions_missing: usize,
+    /// Peak RSS of the new gateway process (its whole life: start + storm).
+    pub gateway_hwm_kib: u64,
+    pub gateway_rss_after_kib: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StormParams {
+    pub store: &'static str,
+    pub sessions: usize,
+    pub restart: &'static str,
+    pub reconnect_backoff: &'static str,
+}
+
+// ---- targets ----
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetCheck {
+    pub target: String,
+    pub goal: String,
+    pub measured: String,
+    /// None when the scenario did not run at the target's scale.
+    pub met: Option<bool>,
+    pub note: String,
+}
+
+impl TargetCheck {
+    fn status(&self) -> &'static str {
+        match self.met {
+            Some(true) => "met",
+            Some(false) => "NOT met",
+            None => "n/a",
+        }
+    }
+}
+
+/// Evaluates the targets against what ran. A target measured below its scale (e.g.
+/// in quick mode) is reported but not judged.
+pub fn evaluate_targets(s: &Scenarios) -> Vec<TargetCheck> {
+    let mut out = Vec::new();
+    let judged = |ok: bool, at_scale: bool| at_scale.then_some(ok);
+    if let Some(l) = &s.single_sandbox_latency {
+        let at_scale = l.params.sessions >= 1000;
+        let p = &l.push.call;
+        let scale = format!("{} sessions", l.params.sessions);
+        out.push(TargetCheck {
+            target: "Single-sandbox push latency p50".into(),
+            goal: "≤ 3 ms with 1k sessions".into(),
+            measured: format!("{} ms ({scale})", fmt_ms(p.p50_ms)),
+            met: judged(p.count > 0 && p.p50_ms <= 3.0, at_scale),
+            note: "UpdateConfig(WAIT_FOR_APPLY) call → APPLIED response".into(),
+        });
+        out.push(TargetCheck {
+            target: "Single-sandbox push latency p99".into(),
+            goal: "≤ 15 ms with 1k sessions".into(),
+            measured: format!("{} ms ({scale})", fmt_ms(p.p99_ms)),
+            met: judged(p.count > 0 && p.p99_ms <= 15.0, at_scale),
+            note: "UpdateConfig(WAIT_FOR_APPLY) call → APPLIED response".into(),
+        });
+    }
+    if let Some(f) = &s.fleet_convergence {
+        for run in &f.runs {
+            let (goal_ms, label, at_scale) = if run.sessions >= 10_000 {
+                (1000.0, "10k", true)
+            } else {
+                (100.0, "1k", run.sessions >= 1000 && run.sessions < 10_000)
+            };
+            out.push(TargetCheck {
+                target: format!("Global change applied and acked by all ({label})"),
+                goal: format!("≤ {} ms for {label} sessions", goal_ms),
+                measured: format!(
+                    "median {} ms, worst {} ms ({} sessions, {} rounds)",
+                    fmt_ms(run.median_all_acked_ms),
+                    fmt_ms(run.max_all_acked_ms),
+                    run.sessions,
+                    run.rounds.len()
+                ),
+                met: judged(
+                    !run.rounds.is_empty() && run.median_all_acked_ms <= goal_ms,
+                    at_scale,
+                ),
+                note: "supervisor side: call start → last session's ack sent; judged on the median round".into(),
+            });
+            out.push(TargetCheck {
+                target: format!("Global fleet operation complete ({label})"),
+                goal: format!("≤ {} ms for {label} sessions", goal_ms),
+                measured: format!(
+                    "median {} ms, worst {} ms ({} sessions)",
+                    fmt_ms(run.median_operation_ms),
+                    fmt_ms(run.max_operation_ms),
+                    run.sessions
+                ),
+                met: judged(
+                    !run.rounds.is_empty() && run.median_operation_ms <= goal_ms,
+                    at_scale,
+                ),
+                note: "gateway side: UpdateConfig(Global, WAIT_FOR_APPLY) returned with every target resolved".into(),
+            });
+        }
+    }
+    if let Some(st) = &s.no_starvation {
+        let d = &st.during_fanout_wait_for_apply;
+        out.push(TargetCheck {
+            target: "Sandbox writes during a 10k fanout p99".into(),
+            goal: "≤ 50 ms".into(),
+            measured: format!(
+                "{} ms (p50 {} ms, n={}, {} sessions)",
+                fmt_ms(d.p99_ms),
+                fmt_ms(d.p50_ms),
+                d.count,
+                st.params.sessions
+            ),
+            met: judged(
+                d.count > 0 && d.p99_ms <= 50.0,
+                st.params.sessions >= 10_000,
+            ),
+            note: "WAIT_FOR_APPLY sandbox policy writes started while the fleet operation was in flight".into(),
+        });
+    }
+    if let Some(i) = &s.idle_cost
+        && let Some(push) = &i.push
+    {
+        out.push(TargetCheck {
+            target: "Gateway memory per idle session (push)".into(),
+            goal: "≤ 20 KiB".into(),
+            measured: format!(
+                "{:.1} KiB ({} sessions)",
+                push.per_session_kib, push.sessions
+            ),
+            met: judged(push.per_session_kib <= 20.0, push.sessions >= 1000),
+            note: "(VmRSS after − before connecting) / sessions, gateway process only".into(),
+        });
+    }
+    if let Some(t) = &s.commit_throughput {
+        for run in &t.runs {
+            out.push(TargetCheck {
+                target: format!("Commit throughput ({})", run.store),
+                goal: "≥ 2,000 commits/s".into(),
+                measured: format!(
+                    "{:.0} commits/s ({} clients)",
+                    run.commits_per_s, t.params.clients
+                ),
+                met: judged(
+                    run.commits_per_s >= 2000.0,
+                    t.params.clients >= 16 && t.params.duration_s >= 5.0,
+                ),
+                note: "COMMIT_ONLY sandbox setting writes".into(),
+            });
+        }
+    }
+    if let Some(st) = &s.reconnect_storm {
+        out.push(TargetCheck {
+            target: "Reconnect storm bootstrapped".into(),
+            goal: "≤ 10 s for 10k sessions".into(),
+            measured: format!(
+                "{:.2} s after the new gateway listened ({:.2} s since stop; {} sessions, {} missing)",
+                st.all_bootstrapped_ms / 1000.0,
+                st.all_bootstrapped_since_stop_ms / 1000.0,
+                st.params.sessions,
+                st.sessions_missing
+            ),
+            met: judged(
+                st.sessions_missing == 0 && st.all_bootstrapped_ms <= 10_000.0,
+                st.params.sessions >= 10_000,
+            ),
+            note: "gateway restarted as a new process on the same address and store".into(),
+        });
+    }
+    out
+}
+
+fn kib(v: u64) -> String {
+    if v >= 10 * 1024 {
+        format!("{:.1} MiB", v as f64 / 1024.0)
+    } else {
+        format!("{v} KiB")
+    }
+}
+
+/// One row of the summary table.
+struct Row {
+    scenario: String,
+    params: String,
+    metric: String,
+    value: String,
+}
+
+fn rows(r: &Report) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let mut row = |scenario: &str, params: String, metric: &str, value: String| {
+        rows.push(Row {
+            scenario: scenario.into(),
+            params,
+            metric: metric.into(),
+            value,
+        });
+    };
+    let s = &r.scenarios;
+    if let Some(l) = &s.single_sandbox_latency {
+        let base = format!("{} sessions, {}", l.params.sessions, l.params.store);
+        let runs = [
+            Some(&l.push),
+            l.poll_production.as_ref(),
+            l.poll_short.as_ref(),
+        ];
+        for run in runs.into_iter().flatten() {
+            let label = match run.poll_interval_ms {
+                Some(ms) => format!("{}, poll every {}", run.mode, fmt_interval(ms)),
+                None => run.mode.to_string(),
+            };
+            row(
+                "1. Single-sandbox latency",
+                format!("{base}, {label}, {} samples", run.samples),
+                "call → APPLIED p50/p90/p99/max",
+                run.call.cell(),
+            );
+            row(
+                "1. Single-sandbox latency",
+                format!("{base}, {label}"),
+                "call → supervisor ack p50/p90/p99/max",
+                run.supervisor_ack.cell(),
+            );
+        }
+        if let Some(ratio) = l.p50_ratio_poll_over_push {
+            row(
+                "1. Single-sandbox latency",
+                base.clone(),
+                "p50 poll (10 s) / p50 push",
+                format!("{ratio:.0}×"),
+            );
+        }
+    }
+    if let Some(f) = &s.fleet_convergence {
+        for run in &f.runs {
+            let params = format!(
+                "{} sessions, push, {}, {} rounds",
+                run.sessions,
+                f.params.store,
+                run.rounds.len()
+            );
+            row(
+                "2. Fleet convergence",
+                params.clone(),
+                "all applied+acked (median / worst)",
+                format!(
+                    "{} / {} ms",
+                    fmt_ms(run.median_all_acked_ms),
+                    fmt_ms(run.max_all_acked_ms)
+                ),
+            );
+            row(
+                "2. Fleet convergence",
+                params.clone(),
+                "fleet operation complete (median / worst)",
+                format!(
+                    "{} / {} ms",
+                    fmt_ms(run.median_operation_ms),
+                    fmt_ms(run.max_operation_ms)
+                ),
+            );
+            if let Some(last) = run.rounds.last() {
+                row(
+                    "2. Fleet convergence",
+                    params,
+                    "last round: state, targets/applied/failed/pending",
+                    format!(
+                        "{} {}/{}/{}/{}",
+                        last.operation_state,
+                        last.fleet_targets,
+                        last.fleet_applied,
+                        last.fleet_failed,
+                        last.fleet_pending
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(st) = &s.no_starvation {
+        let params = format!(
+            "{} sessions, {}, {} fanouts",
+            st.params.sessions, st.params.store, st.fanouts
+        );
+        row(
+            "3. No starvation",
+            params.clone(),
+            "sandbox WAIT_FOR_APPLY, no fanout p50/p90/p99/max",
+            st.baseline_wait_for_apply.cell(),
+        );
+        row(
+            "3. No starvation",
+            params.clone(),
+            "sandbox WAIT_FOR_APPLY during fanout p50/p90/p99/max",
+            st.during_fanout_wait_for_apply.cell(),
+        );
+        row(
+            "3. No starvation",
+            params.clone(),
+            "sandbox COMMIT_ONLY during fanout p50/p90/p99/max",
+            st.during_fanout_commit_only.cell(),
+        );
+        row(
+            "3. No starvation",
+            params,
+            "fanout all acked / operation (each fanout)",
+            st.fanout_all_acked_ms
+                .iter()
+                .zip(&st.fanout_operation_ms)
+                .map(|(a, o)| format!("{} / {} ms", fmt_ms(*a), fmt_ms(*o)))
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+    }
+    if let Some(i) = &s.idle_cost {
+        for run in [i.push.as_ref(), i.poll.as_ref()].into_iter().flatten() {
+            let params = format!(
+                "{} sessions, {}, {}",
+                run.sessions,
+                i.params.store,
+                if run.mode == "poll" {
+                    format!("poll every {} s", i.params.poll_interval_s)
+                } else {
+                    format!("push, heartbeat {} s", i.params.heartbeat_s)
+                }
+            );
+            row(
+                "4. Idle cost",
+                params.clone(),
+                "gateway RSS per session",
+                format!(
+                    "{:.1} KiB ({} → {})",
+                    run.per_session_kib,
+                    kib(run.rss_before_kib),
+                    kib(run.rss_after_kib)
+                ),
+            );
+            row(
+                "4. Idle cost",
+                params,
+                &format!("gateway CPU over {:.0} s", i.params.cpu_window_s),
+                format!(
+                    "{:.1} ms/s ({:.1}% of a core, {:.2} µs/session/s)",
+                    run.cpu_ms_per_s,
+                    run.cpu_ms_per_s / 10.0,
+                    run.cpu_us_per_session_per_s
+                ),
+            );
+        }
+    }
+    if let Some(t) = &s.commit_throughput {
+        for run in &t.runs {
+            row(
+                "5. Commit throughput",
+                format!(
+                    "{}, {} clients, {:.0} s, pool {}",
+                    run.store, t.params.clients, run.seconds, run.db_pool
+                ),
+                "COMMIT_ONLY commits/s (latency p50/p90/p99/max)",
+                format!(
+                    "{:.0}/s ({}; {} errors)",
+                    run.commits_per_s,
+                    run.latency.cell(),
+                    run.errors
+                ),
+            );
+        }
+    }
+    if let Some(st) = &s.reconnect_storm {
+        let params = format!("{} sessions, {}", st.params.sessions, st.params.store);
+        row(
+            "6. Reconnect storm",
+            params.clone(),
+            "all re-bootstrapped after new gateway listens",
+            format!(
+                "{:.2} s (since stop: {:.2} s; missing {})",
+                st.all_bootstrapped_ms / 1000.0,
+                st.all_bootstrapped_since_stop_ms / 1000.0,
+                st.sessions_missing
+            ),
+        );
+        row(
+            "6. Reconnect storm",
+            params.clone(),
+            "per-session re-bootstrap p50/p90/p99/max",
+            st.per_session.cell(),
+        );
+        row(
+            "6. Reconnect storm",
+            params,
+            "gateway peak RSS (VmHWM) / RSS after",
+            format!(
+                "{} / {}",
+                kib(st.gateway_hwm_kib),
+                kib(st.gateway_rss_after_kib)
+            ),
+        );
+    }
+    rows
+}
+
+fn fmt_interval(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+fn esc(text: &str) -> String {
+    text.replace('|', "\\|")
+}
+
+/// The results table alone (what docs/benchmarks.md pastes).
+pub fn results_table(r: &Report) -> String {
+    let mut md = String::new();
+    md.push_str("| Scenario | Parameters | Metric | Result |\n|---|---|---|---|\n");
+    for row in rows(r) {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} |",
+            esc(&row.scenario),
+            esc(&row.params),
+            esc(&row.metric),
+            esc(&row.value)
+        );
+    }
+    md
+}
+
+pub fn targets_table(r: &Report) -> String {
+    let mut md = String::new();
+    md.push_str("| Target | Goal | Measured | Status | How |\n|---|---|---|---|---|\n");
+    for t in &r.targets {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} |",
+            esc(&t.target),
+            esc(&t.goal),
+            esc(&t.measured),
+            t.status(),
+            esc(&t.note)
+        );
+    }
+    md
+}
+
+pub fn markdown(r: &Report) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# OpenShell benchmark results\n");
+    let _ = writeln!(
+        md,
+        "- Mode: **{}** · store: **{}** · started {} · took {:.0} s",
+        r.mode, r.store, r.started_at, r.duration_s
+    );
+    let _ = writeln!(md, "- Machine: {}", r.machine.summary());
+    let h = &r.harness;
+    let _ = writeln!(
+        md,
+        "- Harness: {}; {}; {} shared HTTP/2 connections; gateway db pool {}, heartbeat {} s, reconcile {} s; supervisor reconnect backoff {}",
+        h.gateway_process,
+        h.supervisor_process,
+        h.channels,
+        h.gateway_db_pool,
+        h.gateway_heartbeat_s,
+        h.gateway_reconcile_s,
+        h.supervisor_reconnect_backoff
+    );
+    md.push('\n');
+    md.push_str("## Results\n\n");
+    md.push_str(&results_table(r));
+    md.push_str("\n## Targets\n\n");
+    md.push_str(&targets_table(r));
+    if !h.connects.is_empty() {
+        md.push_str("\n## Session setup (informational)\n\n| What | Sessions | Mode | Seconds |\n|---|---|---|---|\n");
+        for c in &h.connects {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {:.1} |",
+                esc(&c.what),
+                c.sessions,
+                c.mode,
+                c.seconds
+            );
+        }
+    }
+    if !r.notes.is_empty() {
+        md.push_str("\n## Notes\n\n");
+        for n in &r.notes {
+            let _ = writeln!(md, "- {n}");
+        }
+    }
+    md
+}
+
+/// A scenario's parameters, machine and results, as printed when it finishes.
+pub fn scenario_block<T: Serialize>(title: &str, scenario: &T) -> String {
+    let body = serde_json::to_string_pretty(scenario).unwrap_or_else(|e| format!("<{e}>"));
+    format!("== {title}\n{body}\n")
+}
+
+pub fn write(r: &Report, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let json = serde_json::to_string_pretty(r)?;
+    std::fs::write(dir.join("report.json"), json)
+        .with_context(|| format!("cannot write {}", dir.join("report.json").display()))?;
+    std::fs::write(dir.join("report.md"), markdown(r))
+        .with_context(|| format!("cannot write {}", dir.join("report.md").display()))?;
+    Ok(())
+}

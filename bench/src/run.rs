@@ -1,0 +1,1386 @@
+//! The coordinator: starts the gateway and swarm processes, creates sandboxes through the SDK,
+//! runs the scenarios in phases that share setup, and writes the report.
+//!
+//! Phase 1 (`--sessions`, 1k): single-sandbox latency in push, fleet convergence, then the
+//! gateway restarts in poll mode for poll latency.
+//! Phase 2 (`--fleet-sessions`, 10k): idle cost in push (fresh gateway process), fleet
+//! convergence, no starvation, reconnect storm, then idle cost in poll (fresh gateway process).
+//! Phase 3: commit throughput on fresh SQLite and PostgreSQL stores.
+//!
+//! A fleet operation targets every live sandbox of the store, so each phase's store holds
+//! exactly as many sandboxes as there are sessions (phase 2 adds sandboxes to phase 1's).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::ValueEnum;
+use openshell_gateway::DeliveryMode;
+use openshell_sdk::{
+    Client, OperationState, SandboxRef, Target, UpdateConfig, UpdateMode, UpdateResult,
+};
+use rand::Rng;
+
+use crate::gateway::{GatewayLauncher, GatewayProc, StoreSpec};
+use crate::report::{
+    self, ConnectRecord, FleetParams, FleetRound, FleetRun, FleetScenario, Harness, IdleParams,
+    IdleRun, IdleScenario, LatencyParams, LatencyRun, LatencyScenario, Report, Scenarios,
+    StarvationParams, StarvationScenario, StormParams, StormScenario, ThroughputParams,
+    ThroughputRun, ThroughputScenario,
+};
+use crate::setup::{self, BenchSandbox, policy_with_port};
+use crate::stats::{Summary, median, round3};
+use crate::swarm::{SimSandbox, SwarmProc, Until};
+use crate::sys::{Machine, mono_ns, ms_between, pause, raise_fd_limit};
+
+/// The setting fleet changes write (an integer, so every round can use a new value).
+const FLEET_KEY: &str = "log_rate_limit_per_second";
+/// Production poll interval of supervisors.
+const PRODUCTION_POLL: Duration = Duration::from_secs(10);
+/// Gateway heartbeat and reconcile defaults (the harness does not change them).
+const HEARTBEAT_S: u64 = 5;
+const RECONCILE_S: u64 = 30;
+const BACKOFF: &str = "supervisor default: 1 s × 1.6 per attempt, ±20 % jitter, cap 30 s";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StoreKind {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScenarioId {
+    /// 1. Single-sandbox latency, push and poll.
+    Latency,
+    /// 2. Fleet convergence at --sessions and --fleet-sessions.
+    Fleet,
+    /// 3. Sandbox writes while a fleet fanout is in flight.
+    Starvation,
+    /// 4. Gateway memory and CPU per idle session, push and poll.
+    Idle,
+    /// 5. COMMIT_ONLY writes per second, SQLite and PostgreSQL.
+    Throughput,
+    /// 6. Every supervisor reconnecting after a gateway restart.
+    Storm,
+}
+
+/// Options of a benchmark run (the default command).
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Small N and few samples: a smoke test that finishes well under a minute (CI runs it).
+    #[arg(long)]
+    pub quick: bool,
+    /// Where report.json, report.md and the child processes' logs go.
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// Store of the gateway under test for scenarios 1-4 and 6.
+    #[arg(long, value_enum, default_value_t = StoreKind::Sqlite)]
+    pub store: StoreKind,
+    /// Admin URL of a PostgreSQL server. A fresh database is created for each use and dropped
+    /// afterwards. Required by `--store postgres`; with SQLite it adds the PostgreSQL
+    /// commit-throughput run.
+    #[arg(long, env = "OPENSHELL_BENCH_POSTGRES_URL", hide_env_values = true)]
+    pub postgres_url: Option<String>,
+    /// Sessions for single-sandbox latency and the smaller fleet [default: 1000; quick: 50].
+    #[arg(long)]
+    pub sessions: Option<usize>,
+    /// Sessions for the larger fleet, no starvation, idle cost and the reconnect storm
+    /// [default: 10000; quick: 200].
+    #[arg(long)]
+    pub fleet_sessions: Option<usize>,
+    /// Push latency samples [default: 200; quick: 5].
+    #[arg(long)]
+    pub samples: Option<usize>,
+    /// Poll latency samples at the production 10 s interval [default: 10; quick: 0].
+    #[arg(long)]
+    pub poll_samples: Option<usize>,
+    /// Poll latency samples at --short-poll-interval [default: 30; quick: 3].
+    #[arg(long)]
+    pub short_poll_samples: Option<usize>,
+    /// Poll interval of the measured supervisor for the short-interval poll run
+    /// [default: 1s; quick: 250ms].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub short_poll_interval: Option<Duration>,
+    /// Global changes per fleet size [default: 3; quick: 1].
+    #[arg(long)]
+    pub fleet_rounds: Option<usize>,
+    /// Idle time after connecting before memory is read [default: 60s, so reconcile is in its
+    /// steady state; quick: 1s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub idle_settle: Option<Duration>,
+    /// CPU measurement window with idle sessions [default: 10s; quick: 2s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub idle_window: Option<Duration>,
+    /// Length of each commit-throughput run [default: 10s; quick: 2s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub throughput_duration: Option<Duration>,
+    /// Concurrent clients of the commit-throughput run (each its own connection and sandbox).
+    #[arg(long, default_value_t = 16)]
+    pub throughput_clients: usize,
+    /// HTTP/2 connections the simulated supervisors share.
+    #[arg(long, default_value_t = 8)]
+    pub channels: usize,
+    /// Sessions started at a time when setting up (the storm scenario starts all at once).
+    #[arg(long, default_value_t = 1000)]
+    pub connect_batch: usize,
+    /// Gateway store pool size (gateway default when absent).
+    #[arg(long)]
+    pub db_pool: Option<u32>,
+    /// Scenarios to run (comma-separated); all when absent.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub scenarios: Vec<ScenarioId>,
+    /// Profiling: run each gateway process under this command, e.g. `heaptrack` or
+    /// `valgrind --tool=callgrind` (split on whitespace).
+    #[arg(long, hide = true)]
+    pub gateway_wrapper: Option<String>,
+    /// Log filter of the gateway and swarm processes (their logs go to the output directory).
+    #[arg(long, default_value = "warn")]
+    pub log: String,
+}
+
+/// Resolved parameters.
+#[derive(Debug, Clone)]
+struct Params {
+    quick: bool,
+    sessions: usize,
+    fleet_sessions: usize,
+    warmup: usize,
+    samples: usize,
+    poll_samples: usize,
+    short_poll_samples: usize,
+    short_poll_interval: Duration,
+    fleet_rounds: usize,
+    starvation_baseline: usize,
+    starvation_min_samples: usize,
+    starvation_max_fanouts: usize,
+    starvation_writers: usize,
+    idle_settle: Duration,
+    idle_window: Duration,
+    throughput_duration: Duration,
+    throughput_clients: usize,
+    channels: usize,
+    connect_batch: usize,
+    wait: Duration,
+    scenarios: Vec<ScenarioId>,
+}
+
+impl Params {
+    fn resolve(a: &RunArgs) -> Result<Self> {
+        let q = a.quick;
+        let pick =
+            |v: Option<usize>, quick: usize, full: usize| v.unwrap_or(if q { quick } else { full });
+        let pick_d = |v: Option<Duration>, quick: u64, full: u64| {
+            v.unwrap_or(Duration::from_millis(if q { quick } else { full }))
+        };
+        let sessions = pick(a.sessions, 50, 1000);
+        let fleet_sessions = pick(a.fleet_sessions, 200, 10_000);
+        if sessions < 2 {
+            bail!("--sessions must be at least 2 (the latency scenario measures two sandboxes)");
+        }
+        if fleet_sessions < sessions {
+            bail!(
+                "--fleet-sessions ({fleet_sessions}) must be at least --sessions ({sessions}): \
+                 the larger fleet reuses the smaller one's sandboxes"
+            );
+        }
+        if a.channels == 0 || a.throughput_clients == 0 || a.connect_batch == 0 {
+            bail!("--channels, --throughput-clients and --connect-batch must be positive");
+        }
+        let scenarios = if a.scenarios.is_empty() {
+            ScenarioId::value_variants().to_vec()
+        } else {
+            a.scenarios.clone()
+        };
+        Ok(Self {
+            quick: q,
+            sessions,
+            fleet_sessions,
+            warmup: if q { 2 } else { 10 },
+            samples: pick(a.samples, 5, 200).max(1),
+            poll_samples: pick(a.poll_samples, 0, 10),
+            short_poll_samples: pick(a.short_poll_samples, 3, 30),
+            short_poll_interval: pick_d(a.short_poll_interval, 250, 1000),
+            fleet_rounds: pick(a.fleet_rounds, 1, 3).max(1),
+            starvation_baseline: if q { 3 } else { 20 },
+            starvation_min_samples: if q { 3 } else { 100 },
+            starvation_max_fanouts: if q { 2 } else { 10 },
+            starvation_writers: 8.min(fleet_sessions),
+            idle_settle: pick_d(a.idle_settle, 1000, 60_000),
+            idle_window: pick_d(a.idle_window, 2000, 10_000),
+            throughput_duration: pick_d(a.throughput_duration, 2000, 10_000),
+            throughput_clients: a.throughput_clients,
+            channels: a.channels,
+            connect_batch: a.connect_batch,
+            wait: Duration::from_secs(if q { 30 } else { 120 }),
+            scenarios,
+        })
+    }
+
+    fn runs(&self, s: ScenarioId) -> bool {
+        self.scenarios.contains(&s)
+    }
+}
+
+/// Values that make every write a real change.
+struct Counters {
+    port: u32,
+    value: u64,
+}
+
+impl Counters {
+    fn next_policy(&mut self) -> String {
+        self.port = if self.port >= 60_000 {
+            1024
+        } else {
+            self.port + 1
+        };
+        policy_with_port(self.port)
+    }
+
+    fn next_value(&mut self) -> u64 {
+        self.value = if self.value >= 100_000 {
+            1
+        } else {
+            self.value + 1
+        };
+        self.value
+    }
+}
+
+fn sandbox_target(sb: &BenchSandbox) -> Target {
+    Target::Sandbox(SandboxRef::from(sb.id.as_str()))
+}
+
+/// Elapsed time since the run started, for progress lines.
+struct Clock(Instant);
+
+impl Clock {
+    fn log(&self, text: impl AsRef<str>) {
+        eprintln!(
+            "[{:7.1}s] {}",
+            self.0.elapsed().as_secs_f64(),
+            text.as_ref()
+        );
+    }
+}
+
+struct Bench {
+    p: Params,
+    machine: Machine,
+    clock: Clock,
+    launcher: GatewayLauncher,
+    exe: PathBuf,
+    out: PathBuf,
+    work: tempfile::TempDir,
+    /// Holds only the sandboxes; every scenario runs on a fresh copy of it.
+    template: StoreSpec,
+    copies: usize,
+    store_name: &'static str,
+    postgres_url: Option<String>,
+    pg_databases: Vec<String>,
+    addr: Option<SocketAddr>,
+    sandboxes: Vec<BenchSandbox>,
+    swarm: Option<SwarmProc>,
+    counters: Counters,
+    scenarios: Scenarios,
+    connects: Vec<ConnectRecord>,
+    notes: Vec<String>,
+    db_pool: u32,
+}
+
+/// Runs the benchmark and writes the report.
+pub async fn run(args: RunArgs) -> Result<()> {
+    let p = Params::resolve(&args)?;
+    let started = Instant::now();
+    let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let fd_limit = raise_fd_limit();
+    let out = args.out.clone();
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    for log in ["gateway.log", "swarm.log"] {
+        // Fresh logs per run.
+        std::fs::write(out.join(log), b"")
+            .with_context(|| format!("cannot write {}", out.join(log).display()))?;
+    }
+    let exe = std::env::current_exe().context("cannot find the benchmark binary")?;
+    let work = tempfile::Builder::new()
+        .prefix("openshell-bench-")
+        .tempdir()
+        .context("cannot create a temporary directory")?;
+    let token = format!("bench-{}", uuid::Uuid::now_v7().simple());
+    let machine = Machine::detect();
+    let clock = Clock(started);
+    let mut pg_databases = Vec::new();
+    let (store, store_name) = match args.store {
+        StoreKind::Sqlite => (setup::sqlite_store(&work.path().join("main"))?, "sqlite"),
+        StoreKind::Postgres => {
+            let url = args.postgres_url.as_deref().ok_or_else(|| {
+                anyhow!("--store postgres needs --postgres-url (an admin URL; a fresh database is created)")
+            })?;
+            let (store, name) = setup::postgres_store(url, &work.path().join("main")).await?;
+            pg_databases.push(name);
+            (store, "postgres")
+        }
+    };
+    clock.log(format!(
+        "openshell-bench {} mode, store {store_name}, machine: {}",
+        if p.quick { "quick" } else { "full" },
+        machine.summary()
+    ));
+    let mut bench = Bench {
+        launcher: GatewayLauncher {
+            exe: exe.clone(),
+            token,
+            log: args.log.clone(),
+            log_path: out.join("gateway.log"),
+            db_pool: args.db_pool,
+            wrapper: args
+                .gateway_wrapper
+                .as_deref()
+                .map(|w| w.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default(),
+        },
+        p,
+        machine,
+        clock,
+        exe,
+        out: out.clone(),
+        work,
+        template: store,
+        copies: 0,
+        store_name,
+        postgres_url: args.postgres_url.clone(),
+        pg_databases,
+        addr: None,
+        sandboxes: Vec::new(),
+        swarm: None,
+        counters: Counters {
+            port: 1024,
+            value: 1000,
+        },
+        scenarios: Scenarios::default(),
+        connects: Vec::new(),
+        notes: Vec::new(),
+        db_pool: 0,
+    };
+    let result = bench.run_phases().await;
+    if let Some(swarm) = bench.swarm.take() {
+        swarm.finish().await.ok();
+    }
+    if let Some(url) = &bench.postgres_url {
+        for name in &bench.pg_databases {
+            setup::drop_postgres_database(url, name).await;
+        }
+    }
+    result?;
+    let mut notes = std::mem::take(&mut bench.notes);
+    notes.push(
+        "Latency and convergence times are taken with CLOCK_MONOTONIC, shared by the coordinator and the swarm process; \
+         'call' times are measured by the SDK caller, 'ack' times when the supervisor library sent its acknowledgement."
+            .into(),
+    );
+    notes.push(
+        "The gateway, the swarm of simulated supervisors and the coordinator share this machine's cores; \
+         supervisor-side work (applying, acking) therefore competes with the gateway for CPU."
+            .into(),
+    );
+    let report = Report {
+        tool: "openshell-bench",
+        version: env!("CARGO_PKG_VERSION"),
+        mode: if bench.p.quick { "quick" } else { "full" },
+        store: bench.store_name,
+        started_at,
+        duration_s: round3(started.elapsed().as_secs_f64()),
+        machine: bench.machine.clone(),
+        harness: Harness {
+            gateway_process: "gateway in its own process (openshell_gateway::start), restarted as a new process",
+            supervisor_process: "simulated supervisors in one swarm process (openshell_supervisor::Supervisor + MemoryApplier)",
+            channels: bench.p.channels,
+            connect_batch: bench.p.connect_batch,
+            gateway_db_pool: bench.db_pool,
+            gateway_heartbeat_s: HEARTBEAT_S,
+            gateway_reconcile_s: RECONCILE_S,
+            supervisor_reconnect_backoff: BACKOFF,
+            fd_limit,
+            connects: bench.connects.clone(),
+        },
+        targets: report::evaluate_targets(&bench.scenarios),
+        scenarios: bench.scenarios.clone(),
+        notes,
+    };
+    report::write(&report, &out)?;
+    println!("{}", report::markdown(&report));
+    bench.clock.log(format!(
+        "wrote {} and {}",
+        out.join("report.json").display(),
+        out.join("report.md").display()
+    ));
+    Ok(())
+}
+
+impl Bench {
+    async fn run_phases(&mut self) -> Result<()> {
+        use ScenarioId::*;
+        if self.p.runs(Latency) || self.p.runs(Fleet) {
+            self.phase_small()
+                .await
+                .context("phase 1 (single-sandbox latency, 1k fleet)")?;
+        }
+        if self.p.runs(Fleet) || self.p.runs(Starvation) || self.p.runs(Idle) || self.p.runs(Storm)
+        {
+            self.phase_large()
+                .await
+                .context("phase 2 (large fleet, no starvation, idle cost, reconnect storm)")?;
+        }
+        if self.p.runs(Throughput) {
+            self.phase_throughput()
+                .await
+                .context("phase 3 (commit throughput)")?;
+        }
+        Ok(())
+    }
+
+    async fn start_gateway(
+        &mut self,
+        store: &StoreSpec,
+        mode: DeliveryMode,
+    ) -> Result<GatewayProc> {
+        let gw = self.launcher.start(store, mode, self.addr).await?;
+        self.addr = Some(gw.addr);
+        self.db_pool = gw.db_pool;
+        self.clock.log(format!(
+            "gateway started in {} mode at {} (pid {})",
+            mode.as_str(),
+            gw.addr,
+            gw.pid().unwrap_or(0)
+        ));
+        Ok(gw)
+    }
+
+    /// Brings the template store to `n` sandboxes.
+    async fn prepare(&mut self, n: usize) -> Result<()> {
+        if self.sandboxes.len() >= n {
+            return Ok(());
+        }
+        let template = self.template.clone();
+        let gw = self.start_gateway(&template, DeliveryMode::Push).await?;
+        let endpoint = gw.endpoint();
+        self.ensure_sandboxes(&endpoint, n).await?;
+        gw.stop().await?;
+        Ok(())
+    }
+
+    /// A fresh copy of the template store for one scenario.
+    async fn fresh_store(&mut self, label: &str) -> Result<StoreSpec> {
+        self.copies += 1;
+        let dir = self.work.path().join(format!("{:02}-{label}", self.copies));
+        let (store, pg) =
+            setup::clone_store(&self.template, self.postgres_url.as_deref(), &dir).await?;
+        self.pg_databases.extend(pg);
+        Ok(store)
+    }
+
+    fn swarm(&mut self, endpoint: &str) -> Result<&mut SwarmProc> {
+        if self.swarm.is_none() {
+            self.swarm = Some(SwarmProc::spawn(
+                &self.exe,
+                endpoint,
+                self.p.channels,
+                &self.launcher.log,
+                &self.out.join("swarm.log"),
+            )?);
+        }
+        self.swarm
+            .as_mut()
+            .ok_or_else(|| anyhow!("swarm process missing"))
+    }
+
+    /// Makes sure the store has sandboxes `bench-0 … bench-{n-1}`.
+    async fn ensure_sandboxes(&mut self, endpoint: &str, n: usize) -> Result<()> {
+        let have = self.sandboxes.len();
+        if have >= n {
+            return Ok(());
+        }
+        let client = setup::client(endpoint, &self.launcher.token).await?;
+        let t = Instant::now();
+        let created = setup::create_sandboxes(&client, "bench", have..n, 16).await?;
+        self.sandboxes.extend(created);
+        self.clock.log(format!(
+            "created {} sandboxes in {:.1} s ({} in the store)",
+            n - have,
+            t.elapsed().as_secs_f64(),
+            self.sandboxes.len()
+        ));
+        Ok(())
+    }
+
+    /// Starts supervisors for `sims` in batches and waits until each is ready.
+    async fn connect(
+        &mut self,
+        endpoint: &str,
+        sims: Vec<SimSandbox>,
+        push: bool,
+        what: &str,
+    ) -> Result<f64> {
+        let batch = self.p.connect_batch;
+        let total = sims.len();
+        let t = Instant::now();
+        let swarm = self.swarm(endpoint)?;
+        for chunk in sims.chunks(batch) {
+            let first = swarm.start(chunk.to_vec()).await?;
+            let indices: Vec<usize> = (first..first + chunk.len()).collect();
+            swarm
+                .arm("ready", Some(indices), Until::Ready { push }, true)
+                .await?;
+            let got = swarm.collect("ready", Duration::from_secs(600)).await?;
+            if got.missing > 0 {
+                bail!(
+                    "{} of {} sessions did not become ready ({} mode) within 10 minutes; see swarm.log and gateway.log",
+                    got.missing,
+                    chunk.len(),
+                    if push { "push" } else { "poll" }
+                );
+            }
+        }
+        let seconds = round3(t.elapsed().as_secs_f64());
+        self.clock.log(format!(
+            "{total} sessions ready in {} mode after {seconds:.1} s ({what})",
+            if push { "push" } else { "poll" }
+        ));
+        self.connects.push(ConnectRecord {
+            what: what.into(),
+            sessions: total,
+            mode: if push { "push" } else { "poll" },
+            seconds,
+        });
+        Ok(seconds)
+    }
+
+    async fn stop_sessions(&mut self) -> Result<()> {
+        if let Some(swarm) = self.swarm.as_mut() {
+            swarm.stop_all().await?;
+        }
+        Ok(())
+    }
+
+    fn sims(&self, n: usize, poll_ms: impl Fn(usize) -> u64) -> Vec<SimSandbox> {
+        self.sandboxes[..n]
+            .iter()
+            .enumerate()
+            .map(|(i, sb)| sb.sim(poll_ms(i)))
+            .collect()
+    }
+
+    // ---------------- phase 1 ----------------
+
+    async fn phase_small(&mut self) -> Result<()> {
+        let n = self.p.sessions;
+        self.prepare(n).await?;
+        let production_ms = ms(PRODUCTION_POLL);
+        let store = self.fresh_store("push-1k").await?;
+        let gw = self.start_gateway(&store, DeliveryMode::Push).await?;
+        let endpoint = gw.endpoint();
+        let client = setup::client(&endpoint, &self.launcher.token).await?;
+        let sims = self.sims(n, |_| production_ms);
+        self.connect(
+            &endpoint,
+            sims,
+            true,
+            "single-sandbox latency and fleet, push",
+        )
+        .await?;
+        pause(Duration::from_secs(1)).await;
+
+        let mut push_run = None;
+        if self.p.runs(ScenarioId::Latency) {
+            self.clock.log(format!(
+                "scenario 1: single-sandbox latency, push, {} sessions, {} samples",
+                n, self.p.samples
+            ));
+            push_run = Some(
+                self.latency_run("push", None, &client, 0, self.p.samples, false)
+                    .await?,
+            );
+        }
+        if self.p.runs(ScenarioId::Fleet) {
+            let run = self.fleet_run(&client, n).await?;
+            self.add_fleet_run(run);
+        }
+        self.stop_sessions().await?;
+        gw.stop().await?;
+
+        let Some(push) = push_run else {
+            return Ok(());
+        };
+        let mut poll_production = None;
+        let mut poll_short = None;
+        if self.p.poll_samples > 0 || self.p.short_poll_samples > 0 {
+            let store = self.fresh_store("poll-1k").await?;
+            let gw = self.start_gateway(&store, DeliveryMode::Poll).await?;
+            let client = setup::client(&gw.endpoint(), &self.launcher.token).await?;
+            let short_ms = ms(self.p.short_poll_interval);
+            // Sandbox 0 polls at the production interval, sandbox 1 at the short one; every
+            // other session polls at the production interval, as a real fleet would.
+            let sims = self.sims(n, |i| if i == 1 { short_ms } else { production_ms });
+            self.connect(&gw.endpoint(), sims, false, "single-sandbox latency, poll")
+                .await?;
+            pause(Duration::from_secs(1)).await;
+            if self.p.poll_samples > 0 {
+                self.clock.log(format!(
+                    "scenario 1: single-sandbox latency, poll every 10 s, {} samples (about {} s)",
+                    self.p.poll_samples,
+                    self.p.poll_samples * 10
+                ));
+                poll_production = Some(
+                    self.latency_run(
+                        "poll",
+                        Some(PRODUCTION_POLL),
+                        &client,
+                        0,
+                        self.p.poll_samples,
+                        true,
+                    )
+                    .await?,
+                );
+            }
+            if self.p.short_poll_samples > 0 {
+                self.clock.log(format!(
+                    "scenario 1: single-sandbox latency, poll every {:?}, {} samples",
+                    self.p.short_poll_interval, self.p.short_poll_samples
+                ));
+                poll_short = Some(
+                    self.latency_run(
+                        "poll",
+                        Some(self.p.short_poll_interval),
+                        &client,
+                        1,
+                        self.p.short_poll_samples,
+                        true,
+                    )
+                    .await?,
+                );
+            }
+            self.stop_sessions().await?;
+            gw.stop().await?;
+        }
+        let ratio = poll_production
+            .as_ref()
+            .filter(|p| p.call.count > 0 && push.call.p50_ms > 0.0)
+            .map(|p| round3(p.call.p50_ms / push.call.p50_ms));
+        let scenario = LatencyScenario {
+            machine: self.machine.clone(),
+            params: LatencyParams {
+                store: self.store_name,
+                sessions: n,
+                warmup: self.p.warmup,
+                write: "sandbox-scoped policy update (one network port changes), UpdateConfig WAIT_FOR_APPLY, one at a time",
+                latency: "UpdateConfig call start → response with operation APPLIED (SDK caller)",
+                supervisor_latency: "same call start → the supervisor library sent its ack (push) / its status report was accepted (poll)",
+            },
+            push,
+            poll_production,
+            poll_short,
+            p50_ratio_poll_over_push: ratio,
+        };
+        println!(
+            "{}",
+            report::scenario_block("scenario 1: single-sandbox latency", &scenario)
+        );
+        self.scenarios.single_sandbox_latency = Some(scenario);
+        Ok(())
+    }
+
+    /// Sequential WAIT_FOR_APPLY policy writes to sandbox `index`.
+    async fn latency_run(
+        &mut self,
+        mode: &'static str,
+        poll_interval: Option<Duration>,
+        client: &Client,
+        index: usize,
+        samples: usize,
+        random_phase: bool,
+    ) -> Result<LatencyRun> {
+        let sandbox = self.sandboxes[index].clone();
+        let warmup = if poll_interval.is_some() {
+            0
+        } else {
+            self.p.warmup
+        };
+        let mut call = Vec::new();
+        let mut ack = Vec::new();
+        let mut not_applied = 0;
+        for i in 0..warmup + samples {
+            if let Some(interval) = poll_interval.filter(|_| random_phase) {
+                // Writes land at a random point of the poll cycle, as real writes do.
+                let delay = rand::rng().random_range(0..ms(interval).max(1));
+                pause(Duration::from_millis(delay)).await;
+            }
+            let policy = self.counters.next_policy();
+            let swarm = self.swarm.as_mut().ok_or_else(|| anyhow!("no swarm"))?;
+            let s =
+                policy_write(client, Some((swarm, index)), &sandbox, policy, self.p.wait).await?;
+            if i < warmup {
+                continue;
+            }
+            if !s.applied {
+                not_applied += 1;
+                continue;
+            }
+            call.push(s.call_ms);
+            if let Some(a) = s.ack_ms {
+                ack.push(a);
+            }
+        }
+        Ok(LatencyRun {
+            mode,
+            poll_interval_ms: poll_interval.map(ms),
+            samples,
+            call: Summary::of(&call),
+            supervisor_ack: Summary::of(&ack),
+            not_applied,
+        })
+    }
+
+    // ---------------- fleet ----------------
+
+    async fn fleet_run(&mut self, client: &Client, n: usize) -> Result<FleetRun> {
+        self.clock.log(format!(
+            "scenario 2: fleet convergence, {n} sessions, {} rounds",
+            self.p.fleet_rounds
+        ));
+        let mut rounds = Vec::new();
+        for _ in 0..self.p.fleet_rounds {
+            let value = self.counters.next_value();
+            let swarm = self.swarm.as_mut().ok_or_else(|| anyhow!("no swarm"))?;
+            let round = fleet_round(client, swarm, value, self.p.wait).await?;
+            self.clock.log(format!(
+                "  round: all acked {:.1} ms, operation {:.1} ms ({}, {} missing)",
+                round.all_acked_ms,
+                round.operation_ms,
+                round.operation_state,
+                round.sessions_missing
+            ));
+            let finished = !matches!(round.operation_state.as_str(), "PENDING" | "DELIVERED")
+                && !round.operation_state.starts_with("error");
+            rounds.push(round);
+            if !finished {
+                self.notes.push(format!(
+                    "fleet convergence at {n} sessions: the fleet operation was not terminal when its {} s wait ended; \
+                     later rounds at this size were skipped",
+                    self.p.wait.as_secs()
+                ));
+                break;
+            }
+            pause(Duration::from_millis(500)).await;
+        }
+        let acked: Vec<f64> = rounds.iter().map(|r| r.all_acked_ms).collect();
+        let ops: Vec<f64> = rounds.iter().map(|r| r.operation_ms).collect();
+        Ok(FleetRun {
+            sessions: n,
+            median_all_acked_ms: median(&acked),
+            median_operation_ms: median(&ops),
+            max_all_acked_ms: Summary::of(&acked).max_ms,
+            max_operation_ms: Summary::of(&ops).max_ms,
+            rounds,
+        })
+    }
+
+    fn add_fleet_run(&mut self, run: FleetRun) {
+        let scenario = self
+            .scenarios
+            .fleet_convergence
+            .get_or_insert_with(|| FleetScenario {
+                machine: self.machine.clone(),
+                params: FleetParams {
+                    store: self.store_name,
+                    write: "global setting change (log_rate_limit_per_second), UpdateConfig on Target::Global with WAIT_FOR_APPLY",
+                    rounds: self.p.fleet_rounds,
+                    all_acked: "call start → the last session's supervisor sent its ack for the new global settings revision",
+                    operation: "call start → UpdateConfig returned (fleet operation terminal, per-target counts)",
+                },
+                runs: Vec::new(),
+            });
+        scenario.runs.push(run.clone());
+        println!(
+            "{}",
+            report::scenario_block(
+                &format!("scenario 2: fleet convergence ({} sessions)", run.sessions),
+                &serde_json::json!({"machine": scenario.machine, "params": scenario.params, "run": run}),
+            )
+        );
+    }
+
+    // ---------------- phase 2 ----------------
+
+    async fn phase_large(&mut self) -> Result<()> {
+        let n = self.p.fleet_sessions;
+        let production_ms = ms(PRODUCTION_POLL);
+        self.prepare(n).await?;
+        let run_idle = self.p.runs(ScenarioId::Idle);
+        let mut idle_push = None;
+
+        if run_idle || self.p.runs(ScenarioId::Storm) {
+            // A fresh gateway process with no session yet, so its RSS baseline is clean.
+            let store = self.fresh_store("idle-push-storm").await?;
+            let mut gw = self.start_gateway(&store, DeliveryMode::Push).await?;
+            if run_idle {
+                self.clock
+                    .log(format!("scenario 4: idle cost, push, {n} sessions"));
+                idle_push = Some(self.idle_run(&mut gw, n, true).await?);
+            } else {
+                let sims = self.sims(n, |_| production_ms);
+                self.connect(&gw.endpoint(), sims, true, "reconnect storm")
+                    .await?;
+            }
+            if let Ok(text) = gw.metrics().await {
+                std::fs::write(self.out.join("gateway-metrics-idle-push.txt"), text).ok();
+            }
+            if self.p.runs(ScenarioId::Storm) {
+                pause(Duration::from_secs(1)).await;
+                let (scenario, new_gw) = self.storm(gw, n).await?;
+                gw = new_gw;
+                println!(
+                    "{}",
+                    report::scenario_block("scenario 6: reconnect storm", &scenario)
+                );
+                self.scenarios.reconnect_storm = Some(scenario);
+            }
+            self.stop_sessions().await?;
+            gw.stop().await?;
+        }
+
+        if self.p.runs(ScenarioId::Fleet) {
+            let store = self.fresh_store("fleet-large").await?;
+            let mut gw = self.start_gateway(&store, DeliveryMode::Push).await?;
+            let client = setup::client(&gw.endpoint(), &self.launcher.token).await?;
+            let sims = self.sims(n, |_| production_ms);
+            self.connect(&gw.endpoint(), sims, true, "fleet convergence")
+                .await?;
+            pause(Duration::from_secs(1)).await;
+            let run = self.fleet_run(&client, n).await?;
+            self.add_fleet_run(run);
+            if let Ok(text) = gw.metrics().await {
+                std::fs::write(self.out.join("gateway-metrics-fleet.txt"), text).ok();
+            }
+            self.stop_sessions().await?;
+            gw.stop().await?;
+        }
+
+        if self.p.runs(ScenarioId::Starvation) {
+            let store = self.fresh_store("starvation").await?;
+            let gw = self.start_gateway(&store, DeliveryMode::Push).await?;
+            let client = setup::client(&gw.endpoint(), &self.launcher.token).await?;
+            let sims = self.sims(n, |_| production_ms);
+            self.connect(&gw.endpoint(), sims, true, "no starvation")
+                .await?;
+            pause(Duration::from_secs(1)).await;
+            let scenario = self.starvation(&client, n).await?;
+            println!(
+                "{}",
+                report::scenario_block("scenario 3: no starvation", &scenario)
+            );
+            self.scenarios.no_starvation = Some(scenario);
+            self.stop_sessions().await?;
+            gw.stop().await?;
+        }
+
+        if run_idle {
+            let store = self.fresh_store("idle-poll").await?;
+            let mut gw = self.start_gateway(&store, DeliveryMode::Poll).await?;
+            self.clock.log(format!(
+                "scenario 4: idle cost, poll every 10 s, {n} sessions"
+            ));
+            let idle_poll = self.idle_run(&mut gw, n, false).await?;
+            if let Ok(text) = gw.metrics().await {
+                std::fs::write(self.out.join("gateway-metrics-idle-poll.txt"), text).ok();
+            }
+            self.stop_sessions().await?;
+            gw.stop().await?;
+            let scenario = IdleScenario {
+                machine: self.machine.clone(),
+                params: IdleParams {
+                    store: self.store_name,
+                    sessions: n,
+                    settle_s: self.p.idle_settle.as_secs_f64(),
+                    cpu_window_s: self.p.idle_window.as_secs_f64(),
+                    heartbeat_s: HEARTBEAT_S,
+                    poll_interval_s: PRODUCTION_POLL.as_secs(),
+                    method: "fresh gateway process; VmRSS from its /proc/self/status before connecting and after connecting + settling; CPU = utime+stime from its /proc/self/stat over the window",
+                },
+                push: idle_push,
+                poll: Some(idle_poll),
+            };
+            println!(
+                "{}",
+                report::scenario_block("scenario 4: idle cost", &scenario)
+            );
+            self.scenarios.idle_cost = Some(scenario);
+        }
+        Ok(())
+    }
+
+    async fn idle_run(&mut self, gw: &mut GatewayProc, n: usize, push: bool) -> Result<IdleRun> {
+        pause(Duration::from_secs(2)).await;
+        let (before, _) = gw.usage().await?;
+        let sims = self.sims(n, |_| ms(PRODUCTION_POLL));
+        let endpoint = gw.endpoint();
+        let connect_s = self
+            .connect(
+                &endpoint,
+                sims,
+                push,
+                if push {
+                    "idle cost, push"
+                } else {
+                    "idle cost, poll"
+                },
+            )
+            .await?;
+        self.clock.log(format!(
+            "  settling {:?} before measuring",
+            self.p.idle_settle
+        ));
+        pause(self.p.idle_settle).await;
+        let (after, sessions) = gw.usage().await?;
+        if sessions < n {
+            self.notes.push(format!(
+                "idle cost ({}): only {sessions} of {n} sessions were registered when memory was read",
+                if push { "push" } else { "poll" }
+            ));
+        }
+        let (a, _) = gw.usage().await?;
+        pause(self.p.idle_window).await;
+        let (z, _) = gw.usage().await?;
+        let secs = (z.at_ns.saturating_sub(a.at_ns)) as f64 / 1e9;
+        let cpu_ms_per_s = if secs > 0.0 {
+            (z.cpu_ms - a.cpu_ms) / secs
+        } else {
+            0.0
+        };
+        let swarm_rss_kib = match self.swarm.as_mut() {
+            Some(s) => s.usage().await.map(|u| u.rss_kib).unwrap_or(0),
+            None => 0,
+        };
+        let per_session_kib = (after.rss_kib as f64 - before.rss_kib as f64) / n as f64;
+        let run = IdleRun {
+            mode: if push { "push" } else { "poll" },
+            sessions: n,
+            connect_s,
+            rss_before_kib: before.rss_kib,
+            rss_after_kib: after.rss_kib,
+            hwm_after_kib: z.hwm_kib,
+            per_session_kib: round3(per_session_kib),
+            cpu_ms_per_s: round3(cpu_ms_per_s),
+            cpu_us_per_session_per_s: round3(cpu_ms_per_s * 1000.0 / n as f64),
+            gateway_threads: z.threads,
+            swarm_rss_kib,
+        };
+        self.clock.log(format!(
+            "  {}: {:.1} KiB/session, {:.1} ms CPU/s",
+            run.mode, run.per_session_kib, run.cpu_ms_per_s
+        ));
+        Ok(run)
+    }
+
+    async fn starvation(&mut self, client: &Client, n: usize) -> Result<StarvationScenario> {
+        let writers: Vec<BenchSandbox> = self.sandboxes[..self.p.starvation_writers].to_vec();
+        self.clock.log(format!(
+            "scenario 3: no starvation, {n} sessions, writers on {} sandboxes",
+            writers.len()
+        ));
+        let wait = self.p.wait;
+        let mut baseline = Vec::new();
+        let mut not_applied = 0;
+        for i in 0..self.p.starvation_baseline {
+            let policy = self.counters.next_policy();
+            let s = policy_write(client, None, &writers[i % writers.len()], policy, wait).await?;
+            if s.applied {
+                baseline.push(s.call_ms);
+            } else {
+                not_applied += 1;
+            }
+        }
+        let mut during_wait = Vec::new();
+        let mut during_commit = Vec::new();
+        let mut fanout_acked = Vec::new();
+        let mut fanout_op = Vec::new();
+        let mut fanouts = 0;
+        let mut k = 0usize;
+        for _ in 0..self.p.starvation_max_fanouts {
+            let value = self.counters.next_value();
+            let swarm = self.swarm.as_mut().ok_or_else(|| anyhow!("no swarm"))?;
+            swarm
+                .arm("fanout", None, Until::GlobalSettingsChange, false)
+                .await?;
+            let fanout_client = client.clone();
+            let t0 = mono_ns();
+            let fanout = tokio::spawn(async move {
+                let r = fanout_client
+                    .update_config(
+                        UpdateConfig::new(Target::Global)
+                            .set(FLEET_KEY, value.to_string())
+                            .mode(UpdateMode::WaitForApply)
+                            .wait_timeout(wait),
+                    )
+                    .await;
+                (r, mono_ns())
+            });
+            let mut samples = Vec::new();
+            // Bounded: a fanout that never ends still ends the loop through the server-side wait.
+            while !fanout.is_finished() && samples.len() < 100_000 {
+                let sb = &writers[k % writers.len()];
+                k += 1;
+                let policy = self.counters.next_policy();
+                let w = policy_write(client, None, sb, policy, wait).await?;
+                let value = self.counters.next_value();
+                let c = setting_write(client, sb, value).await;
+                samples.push((w, c));
+            }
+            let (result, t1) = fanout.await.context("fanout task failed")?;
+            let swarm = self.swarm.as_mut().ok_or_else(|| anyhow!("no swarm"))?;
+            let got = swarm.collect("fanout", Duration::from_secs(60)).await?;
+            fanouts += 1;
+            let finished = match &result {
+                Ok(r) => r.operation.state.is_terminal(),
+                Err(e) => {
+                    self.notes
+                        .push(format!("no starvation: a fanout failed: {e}"));
+                    false
+                }
+            };
+            fanout_op.push(round3(ms_between(t0, t1)));
+            fanout_acked.push(round3(got.last().map_or(f64::NAN, |t| ms_between(t0, t))));
+            for (w, c) in samples {
+                if w.start_ns < t1 {
+                    if w.applied {
+                        during_wait.push(w.call_ms);
+                    } else {
+                        not_applied += 1;
+                    }
+                }
+                if let Some((start, ms)) = c
+                    && start < t1
+                {
+                    during_commit.push(ms);
+                }
+            }
+            self.clock.log(format!(
+                "  fanout {fanouts}: operation {:.0} ms, {} sandbox writes in flight so far",
+                ms_between(t0, t1),
+                during_wait.len()
+            ));
+            if during_wait.len() >= self.p.starvation_min_samples {
+                break;
+            }
+            if !finished {
+                self.notes.push(format!(
+                    "no starvation at {n} sessions: a fanout was not terminal when its {} s wait ended; no further fanouts were started",
+                    self.p.wait.as_secs()
+                ));
+                break;
+            }
+            pause(Duration::from_millis(500)).await;
+        }
+        Ok(StarvationScenario {
+            machine: self.machine.clone(),
+            params: StarvationParams {
+                store: self.store_name,
+                sessions: n,
+                fanout: "global setting change, UpdateConfig(Global, WAIT_FOR_APPLY), back to back until enough samples",
+                writer: format!(
+                    "one sequential writer, round-robin over {} sandboxes: a policy update with WAIT_FOR_APPLY, then a setting update with COMMIT_ONLY",
+                    writers.len()
+                ),
+                min_samples: self.p.starvation_min_samples,
+                max_fanouts: self.p.starvation_max_fanouts,
+            },
+            baseline_wait_for_apply: Summary::of(&baseline),
+            during_fanout_wait_for_apply: Summary::of(&during_wait),
+            during_fanout_commit_only: Summary::of(&during_commit),
+            fanouts,
+            fanout_all_acked_ms: fanout_acked,
+            fanout_operation_ms: fanout_op,
+            not_applied,
+        })
+    }
+
+    async fn storm(&mut self, gw: GatewayProc, n: usize) -> Result<(StormScenario, GatewayProc)> {
+        let store = gw.store.clone();
+        self.clock
+            .log(format!("scenario 6: reconnect storm, {n} sessions"));
+        let swarm = self.swarm.as_mut().ok_or_else(|| anyhow!("no swarm"))?;
+        swarm
+            .arm("storm", None, Until::Ready { push: true }, false)
+            .await?;
+        let t_stop = mono_ns();
+        gw.stop().await?;
+        let t_stopped = mono_ns();
+        let mut gw = self.start_gateway(&store, DeliveryMode::Push).await?;
+        let t_listen = mono_ns();
+        let swarm = self.swarm.as_mut().ok_or_else(|| anyhow!("no swarm"))?;
+        let got = swarm.collect("storm", Duration::from_secs(600)).await?;
+        let (usage, _) = gw.usage().await?;
+        if let Ok(text) = gw.metrics().await {
+            std::fs::write(self.out.join("gateway-metrics-storm.txt"), text).ok();
+        }
+        let per: Vec<f64> = got
+            .reached
+            .iter()
+            .map(|t| ms_between(t_listen, *t))
+            .collect();
+        let last = got.last().unwrap_or(t_listen);
+        let scenario = StormScenario {
+            machine: self.machine.clone(),
+            params: StormParams {
+                store: self.store_name,
+                sessions: n,
+                restart: "graceful stop of the gateway process, then a new process on the same address and store",
+                reconnect_backoff: BACKOFF,
+            },
+            shutdown_ms: round3(ms_between(t_stop, t_stopped)),
+            start_ms: round3(ms_between(t_stopped, t_listen)),
+            all_bootstrapped_ms: round3(ms_between(t_listen, last)),
+            all_bootstrapped_since_stop_ms: round3(ms_between(t_stop, last)),
+            per_session: Summary::of(&per),
+            sessions_missing: got.missing,
+            gateway_hwm_kib: usage.hwm_kib,
+            gateway_rss_after_kib: usage.rss_kib,
+        };
+        self.clock.log(format!(
+            "  all {} sessions re-bootstrapped {:.2} s after the new gateway listened ({} missing), peak RSS {} KiB",
+            got.reached.len(),
+            scenario.all_bootstrapped_ms / 1000.0,
+            got.missing,
+            usage.hwm_kib
+        ));
+        Ok((scenario, gw))
+    }
+
+    // ---------------- phase 3 ----------------
+
+    async fn phase_throughput(&mut self) -> Result<()> {
+        let mut runs = Vec::new();
+        let sqlite = setup::sqlite_store(&self.work.path().join("throughput-sqlite"))?;
+        runs.push(self.throughput_run(&sqlite).await?);
+        if let Some(url) = self.postgres_url.clone() {
+            let (pg, name) =
+                setup::postgres_store(&url, &self.work.path().join("throughput-postgres")).await?;
+            self.pg_databases.push(name);
+            runs.push(self.throughput_run(&pg).await?);
+        } else {
+            self.notes.push(
+                "commit throughput on PostgreSQL was skipped: no --postgres-url (or OPENSHELL_BENCH_POSTGRES_URL) given"
+                    .into(),
+            );
+        }
+        let scenario = ThroughputScenario {
+            machine: self.machine.clone(),
+            params: ThroughputParams {
+                clients: self.p.throughput_clients,
+                duration_s: self.p.throughput_duration.as_secs_f64(),
+                write: "sandbox-scoped setting change (log_rate_limit_per_second), UpdateConfig COMMIT_ONLY; each client has its own connection and sandbox; fresh store, no supervisor connected",
+            },
+            runs,
+        };
+        println!(
+            "{}",
+            report::scenario_block("scenario 5: commit throughput", &scenario)
+        );
+        self.scenarios.commit_throughput = Some(scenario);
+        Ok(())
+    }
+
+    async fn throughput_run(&mut self, store: &StoreSpec) -> Result<ThroughputRun> {
+        let clients_n = self.p.throughput_clients;
+        self.clock.log(format!(
+            "scenario 5: commit throughput on {}, {clients_n} clients, {:?}",
+            store.backend, self.p.throughput_duration
+        ));
+        let gw = self.launcher.start(store, DeliveryMode::Push, None).await?;
+        let endpoint = gw.endpoint();
+        let admin = setup::client(&endpoint, &self.launcher.token).await?;
+        let sandboxes = setup::create_sandboxes(&admin, "tp", 0..clients_n, 16).await?;
+        let mut clients = Vec::with_capacity(clients_n);
+        for _ in 0..clients_n {
+            clients.push(setup::client(&endpoint, &self.launcher.token).await?);
+        }
+        // Warm up every connection and sandbox.
+        for (c, sb) in clients.iter().zip(&sandboxes) {
+            for v in 1..=3 {
+                setting_write(c, sb, v).await;
+            }
+        }
+        let errors = Arc::new(AtomicU64::new(0));
+        let duration = self.p.throughput_duration;
+        let t0 = mono_ns();
+        let deadline = tokio::time::Instant::now() + duration;
+        let tasks: Vec<_> = clients
+            .into_iter()
+            .zip(sandboxes)
+            .map(|(client, sb)| {
+                let errors = errors.clone();
+                tokio::spawn(async move {
+                    let mut latencies = Vec::new();
+                    let mut value = 10u64;
+                    while tokio::time::Instant::now() < deadline {
+                        value = if value >= 100_000 { 10 } else { value + 1 };
+                        match setting_write(&client, &sb, value).await {
+                            Some((_, ms)) => latencies.push(ms),
+                            None => {
+                                errors.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    latencies
+                })
+            })
+            .collect();
+        let mut latencies = Vec::new();
+        for task in tasks {
+            latencies.extend(task.await.context("throughput client failed")?);
+        }
+        let seconds = ms_between(t0, mono_ns()) / 1000.0;
+        let db_pool = gw.db_pool;
+        gw.stop().await?;
+        let commits = latencies.len() as u64;
+        let run = ThroughputRun {
+            store: store.backend,
+            db_pool,
+            commits,
+            errors: errors.load(Ordering::Relaxed),
+            seconds: round3(seconds),
+            commits_per_s: round3(commits as f64 / seconds.max(1e-9)),
+            latency: Summary::of(&latencies),
+        };
+        self.clock.log(format!(
+            "  {}: {:.0} commits/s ({} errors)",
+            run.store, run.commits_per_s, run.errors
+        ));
+        Ok(run)
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// One timed write.
+struct WriteSample {
+    start_ns: u64,
+    call_ms: f64,
+    ack_ms: Option<f64>,
+    applied: bool,
+}
+
+/// A WAIT_FOR_APPLY policy update of `sandbox`; with a swarm, also when its supervisor acked.
+async fn policy_write(
+    client: &Client,
+    swarm: Option<(&mut SwarmProc, usize)>,
+    sandbox: &BenchSandbox,
+    policy: String,
+    wait: Duration,
+) -> Result<WriteSample> {
+    let mut swarm = swarm;
+    if let Some((s, index)) = swarm.as_mut() {
+        s.arm("write", Some(vec![*index]), Until::PolicyChange, false)
+            .await?;
+    }
+    let update = UpdateConfig::new(sandbox_target(sandbox))
+        .policy(policy)
+        .mode(UpdateMode::WaitForApply)
+        .wait_timeout(wait);
+    let start_ns = mono_ns();
+    let result = client.update_config(update).await;
+    let end_ns = mono_ns();
+    let applied = is_applied(&result);
+    let ack_ms = match swarm {
+        Some((s, _)) => {
+            let timeout = Duration::from_secs(if applied { 10 } else { 1 });
+            s.collect("write", timeout)
+                .await?
+                .last()
+                .map(|t| ms_between(start_ns, t))
+        }
+        None => None,
+    };
+    Ok(WriteSample {
+        start_ns,
+        call_ms: ms_between(start_ns, end_ns),
+        ack_ms,
+        applied,
+    })
+}
+
+/// A COMMIT_ONLY setting update of `sandbox`: (start, ms), or None on error.
+async fn setting_write(client: &Client, sandbox: &BenchSandbox, value: u64) -> Option<(u64, f64)> {
+    let update = UpdateConfig::new(sandbox_target(sandbox))
+        .set(FLEET_KEY, value.to_string())
+        .mode(UpdateMode::CommitOnly);
+    let start = mono_ns();
+    let result = client.update_config(update).await;
+    let end = mono_ns();
+    result.ok().map(|_| (start, ms_between(start, end)))
+}
+
+fn is_applied(result: &Result<UpdateResult, openshell_sdk::SdkError>) -> bool {
+    matches!(result, Ok(r) if r.operation.state == OperationState::Applied)
+}
+
+/// One global change: arms the swarm, writes, collects.
+async fn fleet_round(
+    client: &Client,
+    swarm: &mut SwarmProc,
+    value: u64,
+    wait: Duration,
+) -> Result<FleetRound> {
+    swarm
+        .arm("fleet", None, Until::GlobalSettingsChange, false)
+        .await?;
+    let update = UpdateConfig::new(Target::Global)
+        .set(FLEET_KEY, value.to_string())
+        .mode(UpdateMode::WaitForApply)
+        .wait_timeout(wait);
+    let t0 = mono_ns();
+    let result = client.update_config(update).await;
+    let t1 = mono_ns();
+    let ok = result.is_ok();
+    let got = swarm
+        .collect("fleet", Duration::from_secs(if ok { 60 } else { 5 }))
+        .await?;
+    let per: Vec<f64> = got.reached.iter().map(|t| ms_between(t0, *t)).collect();
+    let (state, fleet, server_ms) = match &result {
+        Ok(r) => {
+            let op = &r.operation;
+            let server_ms = match (&op.created_at, &op.completed_at) {
+                (Some(c), Some(d)) => match (
+                    humantime::parse_rfc3339_weak(c),
+                    humantime::parse_rfc3339_weak(d),
+                ) {
+                    (Ok(c), Ok(d)) => d.duration_since(c).ok().map(|x| x.as_secs_f64() * 1000.0),
+                    _ => None,
+                },
+                _ => None,
+            };
+            (
+                op.state.to_string(),
+                op.fleet.unwrap_or_default(),
+                server_ms,
+            )
+        }
+        Err(e) => (format!("error: {e}"), Default::default(), None),
+    };
+    Ok(FleetRound {
+        all_acked_ms: round3(got.last().map_or(f64::NAN, |t| ms_between(t0, t))),
+        per_session: Summary::of(&per),
+        operation_ms: round3(ms_between(t0, t1)),
+        operation_server_ms: server_ms,
+        operation_state: state,
+        fleet_targets: fleet.targets,
+        fleet_applied: fleet.applied,
+        fleet_failed: fleet.failed,
+        fleet_pending: fleet.pending,
+        sessions_missing: got.missing,
+    })
+}

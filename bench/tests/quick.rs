@@ -1,0 +1,118 @@
+//! CI smoke test: the benchmark's quick mode runs end to end with tiny numbers and writes a
+//! report in which every scenario is present and sane. It never asserts on timings: this test
+//! keeps the harness from rotting, it does not judge performance.
+//!
+//! PostgreSQL is included (commit throughput) only when `OPENSHELL_TEST_POSTGRES_URL` is set.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn count(v: &Value, path: &str) -> u64 {
+    v.pointer(path)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{path} missing or not a count in {v:#}"))
+}
+
+#[test]
+fn quick_mode_writes_a_complete_report() {
+    let out = tempfile::tempdir().unwrap();
+    let postgres = std::env::var("OPENSHELL_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_openshell-bench"));
+    cmd.args([
+        "--quick",
+        "--sessions",
+        "20",
+        "--fleet-sessions",
+        "20",
+        "--samples",
+        "5",
+        "--short-poll-samples",
+        "2",
+        "--out",
+    ])
+    .arg(out.path())
+    .env_remove("OPENSHELL_BENCH_POSTGRES_URL");
+    if let Some(url) = &postgres {
+        cmd.args(["--postgres-url", url]);
+    }
+    let output = cmd.output().unwrap();
+    assert!(
+        output.status.success(),
+        "openshell-bench --quick failed\nstdout:\n{}\nstderr:\n{}\ngateway log:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+        std::fs::read_to_string(out.path().join("gateway.log")).unwrap_or_default()
+    );
+
+    let text = std::fs::read_to_string(out.path().join("report.json")).unwrap();
+    let r: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(r["mode"], "quick");
+    assert!(count(&r, "/machine/cores") > 0);
+    let s = &r["scenarios"];
+
+    // 1. single-sandbox latency: every sample applied, in push and in poll.
+    let l = &s["single_sandbox_latency"];
+    assert_eq!(count(l, "/push/call/count"), 5);
+    assert_eq!(count(l, "/push/not_applied"), 0);
+    assert_eq!(count(l, "/push/supervisor_ack/count"), 5);
+    assert_eq!(count(l, "/poll_short/call/count"), 2);
+    assert!(count(l, "/machine/cores") > 0);
+    assert_eq!(count(l, "/params/sessions"), 20);
+
+    // 2. fleet convergence: each round reached every session and the operation says so.
+    let runs = s["fleet_convergence"]["runs"].as_array().unwrap();
+    assert!(!runs.is_empty());
+    for run in runs {
+        for round in run["rounds"].as_array().unwrap() {
+            assert_eq!(round["operation_state"], "APPLIED", "{round:#}");
+            assert_eq!(count(round, "/sessions_missing"), 0);
+            assert_eq!(count(round, "/fleet_targets"), 20);
+            assert_eq!(count(round, "/fleet_applied"), 20);
+            assert_eq!(count(round, "/per_session/count"), 20);
+        }
+    }
+
+    // 3. no starvation: sandbox writes happened while fanouts ran.
+    let st = &s["no_starvation"];
+    assert!(count(st, "/fanouts") > 0);
+    assert!(count(st, "/baseline_wait_for_apply/count") > 0);
+    assert!(count(st, "/during_fanout_wait_for_apply/count") > 0);
+
+    // 4. idle cost: both modes measured with every session connected.
+    for mode in ["push", "poll"] {
+        let run = &s["idle_cost"][mode];
+        assert_eq!(count(run, "/sessions"), 20, "{mode}");
+        assert!(count(run, "/rss_after_kib") > 0, "{mode}");
+    }
+
+    // 5. commit throughput: SQLite always, PostgreSQL when configured.
+    let tp = s["commit_throughput"]["runs"].as_array().unwrap();
+    let stores: Vec<&str> = tp.iter().map(|r| r["store"].as_str().unwrap()).collect();
+    assert_eq!(
+        stores.contains(&"postgres"),
+        postgres.is_some(),
+        "{stores:?}"
+    );
+    assert!(stores.contains(&"sqlite"));
+    for run in tp {
+        assert!(count(run, "/commits") > 0, "{run:#}");
+    }
+
+    // 6. reconnect storm: everyone came back.
+    let storm = &s["reconnect_storm"];
+    assert_eq!(count(storm, "/sessions_missing"), 0);
+    assert_eq!(count(storm, "/per_session/count"), 20);
+    assert!(count(storm, "/gateway_hwm_kib") > 0);
+
+    assert!(!r["targets"].as_array().unwrap().is_empty());
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(
+        md.contains("| Scenario |") && md.contains("## Targets"),
+        "{md}"
+    );
+}

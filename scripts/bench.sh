@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds the benchmark harness in release mode and runs it.
+#
+#   bash scripts/bench.sh --quick          # smoke run, well under a minute
+#   bash scripts/bench.sh                  # full run (1k and 10k sessions; about 15-25 min)
+#   bash scripts/bench.sh --store postgres --postgres-url postgres://postgres:postgres@127.0.0.1:5432/postgres
+#
+# Every other argument is passed to `openshell-bench` (see `--help`). Results go to
+# bench-results/ (report.json, report.md, and the gateway and swarm logs) unless --out is given.
+# With OPENSHELL_BENCH_POSTGRES_URL set (an admin URL), commit throughput is also measured on
+# PostgreSQL; each use gets a fresh database that is dropped afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release --locked -p openshell-bench
+exec ./target/release/openshell-bench "$@"
