@@ -67,7 +67,11 @@ pub struct Args {
 
     /// Policy baked into the image, offered to the gateway on the sandbox's first start;
     /// the gateway keeps a stored policy if it has one, else validates and stores this one.
-    #[arg(long, env = "OPENSHELL_SUPERVISOR_IMAGE_POLICY", conflicts_with = "standalone")]
+    #[arg(
+        long,
+        env = "OPENSHELL_SUPERVISOR_IMAGE_POLICY",
+        conflicts_with = "standalone"
+    )]
     pub image_policy: Option<PathBuf>,
 
     /// Shell command run after each activation; a failure rolls the activation back.

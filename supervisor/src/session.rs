@@ -163,13 +163,17 @@ impl SessionRunner {
                 Inbound::StartupCandidate(candidate) => {
                     // Preparing means checking the candidate can run here: this
                     // supervisor's own validation must accept it before the workload starts.
-                    let result = match openshell_core::policy::parse_and_validate(&candidate.policy) {
+                    let result = match openshell_core::policy::parse_and_validate(&candidate.policy)
+                    {
                         Ok(_) => {
                             debug!(origin = %candidate.origin, "startup candidate accepted unchanged");
                             Prepared::Unchanged(true)
                         }
                         Err(err) => {
-                            let reason = crate::sanitize::sanitize_reason(&err.to_string(), std::iter::empty());
+                            let reason = crate::sanitize::sanitize_reason(
+                                &err.to_string(),
+                                std::iter::empty(),
+                            );
                             warn!(origin = %candidate.origin, %reason, "startup candidate refused");
                             Prepared::Failure(reason)
                         }
