@@ -248,3 +248,33 @@ pub async fn terminal_operation(api: &Api, id: &str) -> openshell_proto::v1::Ope
     )
     .await
 }
+
+/// The example policy every test starts from.
+pub const POLICY: &str = include_str!("../../examples/policy.yaml");
+
+/// The example policy with its first port changed: a new revision that
+/// touches only the network section.
+pub fn policy_with_port(port: u32) -> String {
+    POLICY.replacen("port: 443", &format!("port: {port}"), 1)
+}
+
+/// A sandbox reference by id or name in the default workspace.
+pub fn sandbox_ref(id_or_name: &str) -> Option<openshell_proto::v1::SandboxRef> {
+    Some(openshell_proto::v1::SandboxRef {
+        id_or_name: id_or_name.into(),
+        workspace: String::new(),
+    })
+}
+
+/// An `UpdateConfig` target for one sandbox.
+pub fn sandbox_target(id_or_name: &str) -> Option<openshell_proto::v1::ConfigTarget> {
+    Some(openshell_proto::v1::ConfigTarget {
+        target: sandbox_ref(id_or_name).map(openshell_proto::v1::config_target::Target::Sandbox),
+    })
+}
+
+/// The state of an operation as the enum.
+pub fn state(op: &openshell_proto::v1::Operation) -> openshell_proto::v1::OperationState {
+    openshell_proto::v1::OperationState::try_from(op.state)
+        .unwrap_or(openshell_proto::v1::OperationState::Unspecified)
+}

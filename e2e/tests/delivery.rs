@@ -9,11 +9,13 @@ use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use openshell_e2e::process::{SupervisorProcess, spawn_supervisor};
-use openshell_e2e::{Api, TestGateway, create_sandbox, eventually, metric, terminal_operation};
+use openshell_e2e::{
+    Api, POLICY, TestGateway, create_sandbox, eventually, metric, policy_with_port, sandbox_target,
+    state, terminal_operation,
+};
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
 
-const POLICY: &str = include_str!("../../examples/policy.yaml");
 const DEADLINE: Duration = Duration::from_secs(30);
 
 macro_rules! in_both_modes {
@@ -33,19 +35,6 @@ in_both_modes!(
     a_local_policy_file_keeps_precedence_but_settings_apply,
     provider_environment_reaches_the_workload_and_credentials_stay_private,
 );
-
-fn policy_with_port(port: u32) -> String {
-    POLICY.replacen("port: 443", &format!("port: {port}"), 1)
-}
-
-fn sandbox_target(id: &str) -> Option<pb::ConfigTarget> {
-    Some(pb::ConfigTarget {
-        target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
-            id_or_name: id.into(),
-            workspace: String::new(),
-        })),
-    })
-}
 
 async fn commit_policy(api: &mut Api, sandbox: &str, policy: &str) -> pb::Operation {
     api.update_config(pb::UpdateConfigRequest {
@@ -107,10 +96,6 @@ async fn wait_running(api: &Api, sandbox: &str) {
         }
     })
     .await;
-}
-
-fn state(op: &pb::Operation) -> pb::OperationState {
-    pb::OperationState::try_from(op.state).unwrap()
 }
 
 async fn a_committed_change_is_applied_signalled_and_resolved(mode: DeliveryMode) {

@@ -3,11 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use openshell_e2e::{Api, Backend, TestGateway};
+use openshell_e2e::{
+    Api, Backend, POLICY, TestGateway, policy_with_port, sandbox_ref, sandbox_target,
+};
 use openshell_proto::v1 as pb;
 use tonic::Code;
-
-const POLICY: &str = include_str!("../../examples/policy.yaml");
 
 macro_rules! on_both_backends {
     ($($name:ident),+ $(,)?) => {
@@ -28,13 +28,6 @@ on_both_backends!(
     lifecycle_resolves_pending_operations,
     fleet_writes_record_their_targets,
 );
-
-fn sandbox_ref(name: &str) -> Option<pb::SandboxRef> {
-    Some(pb::SandboxRef {
-        id_or_name: name.to_string(),
-        workspace: String::new(),
-    })
-}
 
 async fn create(api: &mut Api, name: &str, policy: &str) -> pb::CreateSandboxResponse {
     api.create_sandbox(pb::CreateSandboxRequest {
@@ -60,10 +53,6 @@ fn set_policy(name: &str, policy: &str, key: &str) -> pb::UpdateConfigRequest {
         idempotency_key: key.into(),
         ..Default::default()
     }
-}
-
-fn with_github_port(port: u32) -> String {
-    POLICY.replacen("port: 443", &format!("port: {port}"), 1)
 }
 
 async fn create_commit_read_and_get_operation(backend: Backend) {
@@ -118,7 +107,7 @@ async fn create_commit_read_and_get_operation(backend: Backend) {
 
     // A second, different revision lands as 2 and shows in the history.
     let second = api
-        .update_config(set_policy("web", &with_github_port(8443), ""))
+        .update_config(set_policy("web", &policy_with_port(8443), ""))
         .await
         .unwrap()
         .into_inner()
@@ -164,7 +153,7 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
     let sandbox = create(&mut api, "idem", POLICY).await.sandbox.unwrap();
     assert_eq!(sandbox.policy_revision, 1);
 
-    let change = with_github_port(8443);
+    let change = policy_with_port(8443);
     let first = api
         .update_config(set_policy("idem", &change, "retry-me"))
         .await
@@ -200,7 +189,7 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
 
     // Same key, different request: an error that says so, nothing written.
     let err = api
-        .update_config(set_policy("idem", &with_github_port(9443), "retry-me"))
+        .update_config(set_policy("idem", &policy_with_port(9443), "retry-me"))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
@@ -306,15 +295,6 @@ struct Case {
     request: pb::UpdateConfigRequest,
     code: Code,
     needles: &'static [&'static str],
-}
-
-fn sandbox_target(name: &str) -> Option<pb::ConfigTarget> {
-    Some(pb::ConfigTarget {
-        target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
-            id_or_name: name.into(),
-            workspace: String::new(),
-        })),
-    })
 }
 
 fn policy_case(name: &'static str, policy: String, needles: &'static [&'static str]) -> Case {
@@ -504,7 +484,7 @@ fn bad_input_cases() -> Vec<Case> {
             name: "idempotency key reused with another request",
             request: pb::UpdateConfigRequest {
                 target: sandbox_target("target"),
-                policy: with_github_port(8080),
+                policy: policy_with_port(8080),
                 idempotency_key: "used-once".into(),
                 ..Default::default()
             },
@@ -515,7 +495,7 @@ fn bad_input_cases() -> Vec<Case> {
             name: "wait threshold out of range",
             request: pb::UpdateConfigRequest {
                 target: sandbox_target("target"),
-                policy: with_github_port(8081),
+                policy: policy_with_port(8081),
                 wait: Some(pb::WaitOptions {
                     timeout: None,
                     threshold: 1.5,
@@ -532,7 +512,7 @@ async fn bad_input_is_rejected_and_changes_nothing(backend: Backend) {
     let gw = TestGateway::start(backend).await;
     let mut api = gw.api().await;
     let sandbox = create(&mut api, "target", POLICY).await.sandbox.unwrap();
-    api.update_config(set_policy("target", &with_github_port(8443), "used-once"))
+    api.update_config(set_policy("target", &policy_with_port(8443), "used-once"))
         .await
         .unwrap();
     let store = &gw.state().store;
@@ -606,7 +586,7 @@ async fn bad_input_is_rejected_and_changes_nothing(backend: Backend) {
     for token in [None, Some("wrong-token")] {
         let mut anonymous = gw.api_with_token(token).await;
         let err = anonymous
-            .update_config(set_policy("target", &with_github_port(8082), ""))
+            .update_config(set_policy("target", &policy_with_port(8082), ""))
             .await
             .unwrap_err();
         assert_eq!(err.code(), Code::Unauthenticated, "{token:?}");
@@ -643,7 +623,7 @@ async fn restart_keeps_sandboxes_revisions_and_operations(backend: Backend) {
     let mut api = gw.api().await;
     let sandbox = create(&mut api, "durable", POLICY).await.sandbox.unwrap();
     let op = api
-        .update_config(set_policy("durable", &with_github_port(8443), "k"))
+        .update_config(set_policy("durable", &policy_with_port(8443), "k"))
         .await
         .unwrap()
         .into_inner()
@@ -670,7 +650,7 @@ async fn restart_keeps_sandboxes_revisions_and_operations(backend: Backend) {
     assert_eq!(fetched.policy_revision, 2);
     // The idempotency key survives the restart as well.
     let replay = api
-        .update_config(set_policy("durable", &with_github_port(8443), "k"))
+        .update_config(set_policy("durable", &policy_with_port(8443), "k"))
         .await
         .unwrap()
         .into_inner();
@@ -683,7 +663,7 @@ async fn lifecycle_resolves_pending_operations(backend: Backend) {
     let mut api = gw.api().await;
     create(&mut api, "doomed", POLICY).await;
     let op = api
-        .update_config(set_policy("doomed", &with_github_port(8443), ""))
+        .update_config(set_policy("doomed", &policy_with_port(8443), ""))
         .await
         .unwrap()
         .into_inner()
@@ -715,7 +695,7 @@ async fn lifecycle_resolves_pending_operations(backend: Backend) {
     .await
     .unwrap();
     let op = api
-        .update_config(set_policy("paused", &with_github_port(8443), ""))
+        .update_config(set_policy("paused", &policy_with_port(8443), ""))
         .await
         .unwrap()
         .into_inner()

@@ -9,35 +9,15 @@ use std::time::Duration;
 use futures::StreamExt;
 use openshell_e2e::process::{free_port, spawn_gateway, spawn_supervisor};
 use openshell_e2e::{
-    Api, BearerToken, TOKEN, TestGateway, create_sandbox, eventually, terminal_operation,
+    Api, BearerToken, POLICY, TOKEN, TestGateway, create_sandbox, eventually, policy_with_port,
+    sandbox_ref, sandbox_target, state, terminal_operation,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
 use openshell_proto::v1::open_shell_client::OpenShellClient;
 use tonic::transport::Channel;
 
-const POLICY: &str = include_str!("../../examples/policy.yaml");
 const DEADLINE: Duration = Duration::from_secs(30);
-
-fn policy_with_port(port: u32) -> String {
-    POLICY.replacen("port: 443", &format!("port: {port}"), 1)
-}
-
-fn target(id: &str) -> Option<pb::ConfigTarget> {
-    Some(pb::ConfigTarget {
-        target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
-            id_or_name: id.into(),
-            workspace: String::new(),
-        })),
-    })
-}
-
-fn sandbox_ref(id: &str) -> Option<pb::SandboxRef> {
-    Some(pb::SandboxRef {
-        id_or_name: id.into(),
-        workspace: String::new(),
-    })
-}
 
 fn wait(ms: u64) -> Option<pb::WaitOptions> {
     Some(pb::WaitOptions {
@@ -58,7 +38,7 @@ async fn set_policy(
     key: &str,
 ) -> pb::Operation {
     api.update_config(pb::UpdateConfigRequest {
-        target: target(id),
+        target: sandbox_target(id),
         policy: policy.into(),
         mode: mode as i32,
         idempotency_key: key.into(),
@@ -70,10 +50,6 @@ async fn set_policy(
     .into_inner()
     .operation
     .unwrap()
-}
-
-fn state(op: &pb::Operation) -> pb::OperationState {
-    pb::OperationState::try_from(op.state).unwrap()
 }
 
 async fn wait_connected(api: &Api, id: &str) {

@@ -7,19 +7,13 @@
 use std::time::Duration;
 
 use openshell_e2e::process::spawn_supervisor;
-use openshell_e2e::{Api, Backend, TestGateway, create_sandbox, eventually, terminal_operation};
+use openshell_e2e::{
+    Api, Backend, POLICY, TestGateway, create_sandbox, eventually, sandbox_ref, terminal_operation,
+};
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
 
-const POLICY: &str = include_str!("../../examples/policy.yaml");
 const DEADLINE: Duration = Duration::from_secs(30);
-
-fn sandbox_ref(id: &str) -> Option<pb::SandboxRef> {
-    Some(pb::SandboxRef {
-        id_or_name: id.into(),
-        workspace: String::new(),
-    })
-}
 
 async fn inspect(api: &Api, id: &str) -> pb::SessionInspection {
     api.clone()
