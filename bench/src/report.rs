@@ -154,7 +154,8 @@ pub struct StarvationScenario {
     pub params: StarvationParams,
     /// Sandbox writes (WAIT_FOR_APPLY) with no fanout running.
     pub baseline_wait_for_apply: Summary,
-    /// Sandbox writes (WAIT_FOR_APPLY) started while a fleet fanout was in flight.
+    /// Sandbox writes (WAIT_FOR_APPLY) started while a fleet fanout was in flight; writes not
+    /// applied within the wait are included with the time until the wait gave up.
     pub during_fanout_wait_for_apply: Summary,
     /// Sandbox writes (COMMIT_ONLY) started while a fleet fanout was in flight.
     pub during_fanout_commit_only: Summary,
@@ -163,6 +164,7 @@ pub struct StarvationScenario {
     pub fanout_all_acked_ms: Vec<f64>,
     /// Per fanout: call start → fleet operation returned.
     pub fanout_operation_ms: Vec<f64>,
+    /// WAIT_FOR_APPLY writes (baseline or during a fanout) that were not applied within the wait.
     pub not_applied: usize,
 }
 
@@ -363,14 +365,15 @@ pub fn evaluate_targets(s: &Scenarios) -> Vec<TargetCheck> {
             target: "Sandbox writes during a 10k fanout p99".into(),
             goal: "≤ 50 ms".into(),
             measured: format!(
-                "{} ms (p50 {} ms, n={}, {} sessions)",
+                "{} ms (p50 {} ms, n={}, {} not applied within the wait; {} sessions)",
                 fmt_ms(d.p99_ms),
                 fmt_ms(d.p50_ms),
                 d.count,
+                st.not_applied,
                 st.params.sessions
             ),
             met: judged(
-                d.count > 0 && d.p99_ms <= 50.0,
+                d.count > 0 && d.p99_ms <= 50.0 && st.not_applied == 0,
                 st.params.sessions >= 10_000,
             ),
             note: "WAIT_FOR_APPLY sandbox policy writes started while the fleet operation was in flight".into(),
@@ -556,6 +559,12 @@ fn rows(r: &Report) -> Vec<Row> {
             params.clone(),
             "sandbox COMMIT_ONLY during fanout p50/p90/p99/max",
             st.during_fanout_commit_only.cell(),
+        );
+        row(
+            "3. No starvation",
+            params.clone(),
+            "sandbox WAIT_FOR_APPLY writes not applied within the wait",
+            st.not_applied.to_string(),
         );
         row(
             "3. No starvation",

@@ -1054,9 +1054,10 @@ impl Bench {
             fanout_acked.push(round3(got.last().map_or(f64::NAN, |t| ms_between(t0, t))));
             for (w, c) in samples {
                 if w.start_ns < t1 {
-                    if w.applied {
-                        during_wait.push(w.call_ms);
-                    } else {
+                    // A write that was not applied within the wait counts with the time it
+                    // took to give up (a lower bound): leaving it out would hide starvation.
+                    during_wait.push(w.call_ms);
+                    if !w.applied {
                         not_applied += 1;
                     }
                 }
