@@ -58,6 +58,49 @@ fn the_operator_guide_configuration_example_is_accepted() {
     assert_eq!(config.operator_tokens[0].name, "ci");
 }
 
+#[test]
+fn the_operator_guide_start_command_starts_a_gateway() {
+    let guide = repo_file("docs/operator-guide.md");
+    let commands = blocks(&guide, "sh");
+    assert_eq!(commands.len(), 1, "one start command");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let bin_dir = binary("openshell-gateway").parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // The documented defaults, moved to a free port and a temp dir so tests can run side by side.
+    let mut child = Command::new("bash")
+        .arg("-c")
+        .arg(format!("exec {}", commands[0].trim()))
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("OPENSHELL_TOKEN", TOKEN)
+        .env("OPENSHELL_LISTEN", format!("127.0.0.1:{port}"))
+        .env("OPENSHELL_METRICS_LISTEN", "off")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut listening = false;
+    while started.elapsed() < std::time::Duration::from_secs(30) {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            listening = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(listening, "the documented command starts a gateway");
+    assert!(
+        dir.path().join("openshell-data/gateway.db").exists(),
+        "the default SQLite file"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_command_in_the_troubleshooting_skill_runs() {
     let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
