@@ -143,6 +143,18 @@ impl WriteTx {
     /// Ends a fleet operation once none of its targets is live. Any failed
     /// target makes it FAILED; otherwise any applied one makes it APPLIED.
     pub async fn complete_fleet_if_done(&mut self, operation_id: &str) -> Result<bool> {
+        // Two last acks committing at once would each see the other's target
+        // still live under READ COMMITTED and neither would end the operation.
+        // Locking the operation row first serialises them: the second one's
+        // count then sees the first one's committed target.
+        let lock = format!(
+            "SELECT id FROM operations WHERE id = $1{}",
+            self.for_update()
+        );
+        sqlx::query(AssertSqlSafe(lock))
+            .bind(operation_id)
+            .fetch_optional(self.conn())
+            .await?;
         let rows = sqlx::query(
             "SELECT state, COUNT(*) AS n FROM operation_targets WHERE operation_id = $1 GROUP BY state",
         )
