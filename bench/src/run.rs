@@ -365,7 +365,11 @@ pub async fn run(args: RunArgs) -> Result<()> {
         notes: Vec::new(),
         db_pool: 0,
     };
-    let result = bench.run_phases().await;
+    // Ctrl-C or SIGTERM still stops the children and drops the PostgreSQL databases.
+    let result = tokio::select! {
+        r = bench.run_phases() => r,
+        () = interrupted() => Err(anyhow!("interrupted")),
+    };
     if let Some(swarm) = bench.swarm.take() {
         swarm.finish().await.ok();
     }
@@ -1260,6 +1264,20 @@ impl Bench {
             run.store, run.commits_per_s, run.errors
         ));
         Ok(run)
+    }
+}
+
+async fn interrupted() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
     }
 }
 
