@@ -27,6 +27,9 @@ pub enum GatewayError {
     /// The store failed; details are logged, not returned.
     #[error("store error: {0}")]
     Store(#[from] sqlx::Error),
+    /// The gateway cannot serve the request now (it is stopping); retry.
+    #[error("{0}")]
+    Unavailable(String),
     /// Stored data could not be decoded (corruption or a bad key).
     #[error("stored data is unreadable: {0}")]
     Corrupt(String),
@@ -86,6 +89,7 @@ impl From<GatewayError> for tonic::Status {
             GatewayError::AlreadyExists(m) => tonic::Status::already_exists(m),
             GatewayError::FailedPrecondition(m) => tonic::Status::failed_precondition(m),
             GatewayError::Unauthenticated(m) => tonic::Status::unauthenticated(m),
+            GatewayError::Unavailable(m) => tonic::Status::unavailable(m),
             GatewayError::Store(e) => {
                 tracing::error!(error = %e, "store error");
                 tonic::Status::unavailable("the gateway's store is unavailable; retry later")

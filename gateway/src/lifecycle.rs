@@ -8,7 +8,6 @@ use openshell_core::policy::parse_and_validate;
 use crate::config_update::write_sandbox_policy;
 use crate::crypto::{hash_credential, new_supervisor_credential};
 use crate::error::{GatewayError, Result};
-use crate::operations::resolve::complete_fleet_operations_of;
 use crate::store::{
     Lifecycle, NewOperation, OperationRecord, OperationState, SandboxRecord, Store, TargetKind,
     new_id,
@@ -132,7 +131,6 @@ pub async fn delete_sandbox(
             "sandbox was deleted before the change was applied",
         )
         .await?;
-    complete_fleet_operations_of(&mut tx, &sandbox.id).await?;
     tx.commit().await?;
     Ok((store.get_sandbox(&sandbox.id).await?, cancelled))
 }
@@ -168,7 +166,6 @@ pub async fn set_lifecycle(
                 "sandbox was stopped; the change is not in effect",
             )
             .await?;
-            complete_fleet_operations_of(&mut tx, &sandbox.id).await?;
         }
     }
     tx.commit().await?;

@@ -19,6 +19,7 @@ use crate::config::GatewayConfig;
 use crate::crypto::CredentialCipher;
 use crate::delivery::{Permits, Publisher};
 use crate::metrics::Metrics;
+use crate::operations::ReportResolver;
 use crate::sessions::SessionRegistry;
 use crate::state::GatewayState;
 use crate::store::{Store, StoreOptions, now_ms};
@@ -93,6 +94,16 @@ impl GatewayHandle {
                 self.server.abort();
             }
         }
+        // Sessions release their owner rows and queue their last acks on the
+        // way out; both need the store, so it closes after them.
+        self.state.session_tasks.close();
+        if tokio::time::timeout(DRAIN_TIMEOUT, self.state.session_tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("sessions did not end within {DRAIN_TIMEOUT:?}; stopping anyway");
+        }
+        self.state.reports.flush().await;
         self.state.store.close().await;
     }
 
@@ -157,11 +168,14 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     };
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
+    let metrics = Arc::new(Metrics::default());
     let state = Arc::new(GatewayState {
+        reports: ReportResolver::spawn(store.clone(), metrics.clone()),
+        session_tasks: tokio_util::task::TaskTracker::new(),
         stopping: stopping_rx,
         store,
         sessions: SessionRegistry::default(),
-        metrics: Arc::new(Metrics::default()),
+        metrics,
         started_at_ms: now_ms(),
         publisher: Publisher::default(),
         permits: Arc::new(Permits::for_pool(config.db_pool_size as usize)),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::config::GatewayConfig;
 use crate::delivery::{DeliveryTuning, Permits, Publication, Publisher};
 use crate::metrics::Metrics;
+use crate::operations::ReportResolver;
 use crate::sessions::SessionRegistry;
 use crate::store::Store;
 
@@ -19,6 +20,11 @@ pub struct GatewayState {
     pub publisher: Publisher,
     pub permits: Arc<Permits>,
     pub tuning: DeliveryTuning,
+    /// Where poll reports and push acks go to resolve operations.
+    pub reports: ReportResolver,
+    /// Session tasks, which outlive their response streams for a moment
+    /// (owner release): shutdown waits for them before closing the store.
+    pub session_tasks: tokio_util::task::TaskTracker,
     /// Flips to true when the gateway stops: sessions and waits end so the
     /// server can drain.
     pub stopping: tokio::sync::watch::Receiver<bool>,

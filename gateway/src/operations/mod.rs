@@ -1,12 +1,14 @@
 //! Durable operations after commit: waiting on them (`wait`) and resolving
 //! them from what supervisors report and from lifecycle changes (`resolve`).
-//! Poll reports and push acks both go through `resolve`, so there is one
-//! resolution path with two sources.
+//! Poll reports and push acks both go through `resolver` (group commit) into
+//! `resolve`, so there is one resolution path with two sources.
 
 pub mod resolve;
+pub mod resolver;
 pub mod wait;
 
-pub use resolve::{ReportStatus, SupervisorReport, resolve_from_report};
+pub use resolve::{ReportStatus, SupervisorReport};
+pub use resolver::ReportResolver;
 pub use wait::{
     DEFAULT_WAIT, MAX_WAIT, OperationWatch, ended_by_deadline, threshold_reached, wait_deadline,
     wait_for_terminal,

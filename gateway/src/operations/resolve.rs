@@ -10,7 +10,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::store::{Lifecycle, OperationRecord, OperationState, Outcome, Store, TargetKind};
+use crate::store::{
+    Lifecycle, OperationRecord, OperationState, Outcome, Store, TargetKind, WriteTx,
+};
 
 /// Longest error text stored on an operation.
 pub const MAX_ERROR_BYTES: usize = 1024;
@@ -101,11 +103,6 @@ fn position(
     }
 }
 
-/// Resolves every operation the report settles; returns how many it ended.
-pub async fn resolve_from_report(store: &Store, report: &SupervisorReport) -> Result<u32> {
-    resolve(store, report, true).await
-}
-
 /// A no-op write tracks revisions the supervisor may already run: replay
 /// each target sandbox's last report against it.
 pub async fn settle_from_last_reports(store: &Store, operation: &OperationRecord) -> Result<()> {
@@ -138,9 +135,21 @@ pub async fn settle_from_last_reports(store: &Store, operation: &OperationRecord
 }
 
 async fn resolve(store: &Store, report: &SupervisorReport, record: bool) -> Result<u32> {
+    let mut tx = store.begin_write().await?;
+    let resolved = resolve_in(&mut tx, report, record).await?;
+    tx.commit().await?;
+    Ok(resolved)
+}
+
+/// Resolves every operation the report settles inside `tx`; returns how
+/// many it ended. `record` keeps the report as the sandbox's last one.
+pub(super) async fn resolve_in(
+    tx: &mut WriteTx,
+    report: &SupervisorReport,
+    record: bool,
+) -> Result<u32> {
     let reason = sanitize_error(&report.reason);
     let r = &report.revisions;
-    let mut tx = store.begin_write().await?;
     let sandbox = tx.lock_sandbox(&report.sandbox_id).await?;
     let mut resolved = 0u32;
     for op in tx.live_sandbox_operations(&report.sandbox_id).await? {
@@ -185,7 +194,6 @@ async fn resolve(store: &Store, report: &SupervisorReport, record: bool) -> Resu
             resolved += 1;
         }
     }
-    let mut fleet_ops = Vec::new();
     for target in tx.live_targets_for_sandbox(&report.sandbox_id).await? {
         let reached = match target.target_kind {
             TargetKind::Global => {
@@ -218,18 +226,16 @@ async fn resolve(store: &Store, report: &SupervisorReport, record: bool) -> Resu
                 (OperationState::Applied, Outcome::Applied, String::new())
             }
         };
-        tx.finish_target(
-            &target.operation_id,
-            &report.sandbox_id,
-            state,
-            outcome,
-            &error,
-        )
-        .await?;
-        fleet_ops.push(target.operation_id);
-    }
-    for op_id in fleet_ops {
-        if tx.complete_fleet_if_done(&op_id).await? {
+        if tx
+            .finish_target(
+                &target.operation_id,
+                &report.sandbox_id,
+                state,
+                outcome,
+                &error,
+            )
+            .await?
+        {
             resolved += 1;
         }
     }
@@ -251,20 +257,7 @@ async fn resolve(store: &Store, report: &SupervisorReport, record: bool) -> Resu
     {
         tx.mark_running(&report.sandbox_id).await?;
     }
-    tx.commit().await?;
     Ok(resolved)
-}
-
-/// After a lifecycle change ended a sandbox's targets, ends the fleet
-/// operations that now have no live target.
-pub async fn complete_fleet_operations_of(
-    tx: &mut crate::store::WriteTx,
-    sandbox_id: &str,
-) -> Result<()> {
-    for op_id in tx.fleet_operations_touching(sandbox_id).await? {
-        tx.complete_fleet_if_done(&op_id).await?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

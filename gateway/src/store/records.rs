@@ -198,9 +198,10 @@ pub(crate) fn policy_revision_from_row(row: &AnyRow) -> Result<PolicyRevisionRec
 
 pub(crate) fn operation_from_row(row: &AnyRow) -> Result<OperationRecord> {
     let no_op: i64 = row.try_get("no_op")?;
+    let target_kind = TargetKind::parse(&row.try_get::<String, _>("target_kind")?)?;
     Ok(OperationRecord {
         id: row.try_get("id")?,
-        target_kind: TargetKind::parse(&row.try_get::<String, _>("target_kind")?)?,
+        target_kind,
         target: row.try_get("target")?,
         sandbox_id: row.try_get("sandbox_id")?,
         state: OperationState::parse(&row.try_get::<String, _>("state")?)?,
@@ -216,6 +217,24 @@ pub(crate) fn operation_from_row(row: &AnyRow) -> Result<OperationRecord> {
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         completed_at: row.try_get("completed_at")?,
-        fleet: None,
+        fleet: if target_kind == TargetKind::Sandbox {
+            None
+        } else {
+            Some(fleet_counts_from_row(row)?)
+        },
+    })
+}
+
+/// The per-state target counts kept on a fleet operation's row.
+pub(crate) fn fleet_counts_from_row(row: &AnyRow) -> Result<FleetCounts> {
+    let count = |col: &str| u64_col(row, col).map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    Ok(FleetCounts {
+        targets: count("targets_total")?,
+        pending: count("targets_pending")?,
+        applied: count("targets_applied")?,
+        failed: count("targets_failed")?,
+        superseded: count("targets_superseded")?,
+        inactive: count("targets_inactive")?,
+        cancelled: count("targets_cancelled")?,
     })
 }

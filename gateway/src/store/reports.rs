@@ -10,6 +10,18 @@ use super::records::{
 use super::{Store, WriteTx, now_ms};
 use crate::error::Result;
 
+/// The count column of a fleet operation that holds its targets in `state`.
+fn target_count_column(state: OperationState) -> &'static str {
+    match state {
+        OperationState::Pending | OperationState::Delivered => "targets_pending",
+        OperationState::Applied => "targets_applied",
+        OperationState::Failed => "targets_failed",
+        OperationState::Superseded => "targets_superseded",
+        OperationState::Inactive => "targets_inactive",
+        OperationState::Cancelled => "targets_cancelled",
+    }
+}
+
 /// A fleet operation's pending target for one sandbox.
 #[derive(Debug, Clone)]
 pub struct LiveTarget {
@@ -115,6 +127,9 @@ impl WriteTx {
             .collect()
     }
 
+    /// Ends one sandbox's live target of a fleet operation, and the
+    /// operation itself when that was its last live target. Returns whether
+    /// the operation ended.
     pub async fn finish_target(
         &mut self,
         operation_id: &str,
@@ -122,8 +137,8 @@ impl WriteTx {
         state: OperationState,
         outcome: Outcome,
         error: &str,
-    ) -> Result<()> {
-        sqlx::query(
+    ) -> Result<bool> {
+        let result = sqlx::query(
             "UPDATE operation_targets SET state = $3, outcome = $4, error = $5, updated_at = $6 \
              WHERE operation_id = $1 AND sandbox_id = $2 AND state IN ('PENDING', 'DELIVERED')",
         )
@@ -135,75 +150,56 @@ impl WriteTx {
         .bind(now_ms())
         .execute(self.conn())
         .await?;
-        // The fleet operation's counts changed: its waiters want to know.
-        self.operation_changed(operation_id);
-        Ok(())
-    }
-
-    /// Ends a fleet operation once none of its targets is live. Any failed
-    /// target makes it FAILED; otherwise any applied one makes it APPLIED.
-    pub async fn complete_fleet_if_done(&mut self, operation_id: &str) -> Result<bool> {
-        // Two last acks committing at once would each see the other's target
-        // still live under READ COMMITTED and neither would end the operation.
-        // Locking the operation row first serialises them: the second one's
-        // count then sees the first one's committed target.
-        let lock = format!(
-            "SELECT id FROM operations WHERE id = $1{}",
-            self.for_update()
-        );
-        sqlx::query(AssertSqlSafe(lock))
-            .bind(operation_id)
-            .fetch_optional(self.conn())
-            .await?;
-        let rows = sqlx::query(
-            "SELECT state, COUNT(*) AS n FROM operation_targets WHERE operation_id = $1 GROUP BY state",
-        )
-        .bind(operation_id)
-        .fetch_all(self.conn())
-        .await?;
-        let mut live = 0;
-        let mut failed = 0;
-        let mut applied = 0;
-        let mut first_error = String::new();
-        for row in &rows {
-            let n = u64_col(row, "n")?;
-            match OperationState::parse(&row.try_get::<String, _>("state")?)? {
-                OperationState::Pending | OperationState::Delivered => live += n,
-                OperationState::Failed => failed += n,
-                OperationState::Applied => applied += n,
-                _ => {}
-            }
-        }
-        if live > 0 {
+        if result.rows_affected() == 0 {
             return Ok(false);
         }
-        if failed > 0 {
-            first_error =
-                format!("{failed} target(s) failed to apply; see `openshell operations get`");
-        }
-        let (state, outcome) = if failed > 0 {
-            (OperationState::Failed, Outcome::FailedRetainedLastKnownGood)
-        } else if applied > 0 {
-            (OperationState::Applied, Outcome::Applied)
-        } else {
-            (OperationState::Inactive, Outcome::Lifecycle)
-        };
-        self.finish_operation(operation_id, state, outcome, &first_error)
-            .await
+        self.count_finished_targets(operation_id, state, 1).await
     }
 
-    /// Fleet operations with a target on this sandbox that are still live.
-    pub async fn fleet_operations_touching(&mut self, sandbox_id: &str) -> Result<Vec<String>> {
-        let rows = sqlx::query(
-            "SELECT DISTINCT o.id FROM operation_targets t JOIN operations o ON o.id = t.operation_id \
-             WHERE t.sandbox_id = $1 AND o.state IN ('PENDING', 'DELIVERED')",
-        )
-        .bind(sandbox_id)
-        .fetch_all(self.conn())
+    /// Moves `n` targets of a fleet operation from pending to `state` in
+    /// its counts, and ends the operation when none is left pending.
+    /// Returns whether the operation ended.
+    pub(crate) async fn count_finished_targets(
+        &mut self,
+        operation_id: &str,
+        state: OperationState,
+        n: u64,
+    ) -> Result<bool> {
+        let column = target_count_column(state);
+        let n = i64::try_from(n).unwrap_or(i64::MAX);
+        // The row update also locks the row (PostgreSQL) until commit, so of
+        // two last acks committing at once only the second sees zero pending.
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "UPDATE operations SET targets_pending = targets_pending - $2, {column} = {column} + $2 \
+             WHERE id = $1 RETURNING targets_pending, targets_applied, targets_failed"
+        )))
+        .bind(operation_id)
+        .bind(n)
+        .fetch_optional(self.conn())
         .await?;
-        rows.iter()
-            .map(|r| r.try_get::<String, _>("id").map_err(Into::into))
-            .collect()
+        // The fleet operation's counts changed: its waiters want to know.
+        self.operation_changed(operation_id);
+        let Some(row) = row else {
+            return Ok(false);
+        };
+        if row.try_get::<i64, _>("targets_pending")? > 0 {
+            return Ok(false);
+        }
+        let applied = u64_col(&row, "targets_applied")?;
+        let failed = u64_col(&row, "targets_failed")?;
+        let (state, outcome, error) = if failed > 0 {
+            (
+                OperationState::Failed,
+                Outcome::FailedRetainedLastKnownGood,
+                format!("{failed} target(s) failed to apply; see `openshell operations get`"),
+            )
+        } else if applied > 0 {
+            (OperationState::Applied, Outcome::Applied, String::new())
+        } else {
+            (OperationState::Inactive, Outcome::Lifecycle, String::new())
+        };
+        self.finish_operation(operation_id, state, outcome, &error)
+            .await
     }
 
     pub async fn record_report(

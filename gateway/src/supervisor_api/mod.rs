@@ -16,7 +16,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::metrics::{RpcLabel, StatusLabel};
 use crate::operations::resolve::ReportedRevisions;
-use crate::operations::{ReportStatus, SupervisorReport, resolve_from_report};
+use crate::operations::{ReportStatus, SupervisorReport};
 use crate::snapshot;
 use crate::state::GatewayState;
 use identity::authenticate;
@@ -141,11 +141,7 @@ impl Supervisor for SupervisorApi {
             revisions: revisions_from_pb(req.revisions.as_ref()),
             reason: req.reason,
         };
-        let resolved = resolve_from_report(&self.state.store, &report).await?;
-        self.state
-            .metrics
-            .operations_resolved
-            .inc_by(u64::from(resolved));
+        let resolved = self.state.reports.resolve(report.clone()).await?;
         tracing::info!(
             sandbox = %sandbox.id,
             status = status.as_str(),

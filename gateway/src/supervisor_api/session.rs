@@ -18,7 +18,7 @@ use crate::config_update::{ConfigTarget, ConfigUpdate, commit_update};
 use crate::delivery::{self, Ack, Built, Component, SessionDelivery, SnapshotSource, StoreSource};
 use crate::metrics::{ModeLabel, OutcomeLabel, StatusLabel};
 use crate::operations::resolve::sanitize_error;
-use crate::operations::{ReportStatus, SupervisorReport, resolve_from_report};
+use crate::operations::{ReportStatus, SupervisorReport};
 use crate::server::MAX_MESSAGE_BYTES;
 use crate::sessions::SessionInfo;
 use crate::snapshot::build_bootstrap;
@@ -39,7 +39,8 @@ pub fn spawn(
 ) -> impl Stream<Item = pb::GatewayMessage> {
     let (control_tx, control_rx) = mpsc::channel(16);
     let (config_tx, config_rx) = mpsc::channel(4);
-    tokio::spawn(run(state, inbound, control_tx, config_tx));
+    let tasks = state.session_tasks.clone();
+    tasks.spawn(run(state, inbound, control_tx, config_tx));
     futures::stream::unfold(
         (control_rx, config_rx, false),
         |(mut control, mut config, mut config_done)| async move {
@@ -513,12 +514,7 @@ impl LiveSession<'_> {
             .await;
     }
 
-    async fn report(
-        &self,
-        status: ReportStatus,
-        revisions: Option<&pb::AppliedRevisions>,
-        reason: &str,
-    ) {
+    fn report(&self, status: ReportStatus, revisions: Option<&pb::AppliedRevisions>, reason: &str) {
         let report = SupervisorReport {
             sandbox_id: self.sandbox_id.to_string(),
             status,
@@ -532,14 +528,9 @@ impl LiveSession<'_> {
                 status: status.as_str(),
             })
             .inc();
-        match resolve_from_report(&self.state.store, &report).await {
-            Ok(n) => {
-                self.state.metrics.operations_resolved.inc_by(u64::from(n));
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, sandbox = %self.sandbox_id, "cannot resolve operations from ack")
-            }
-        }
+        // Resolution is not awaited: the read loop must keep reading
+        // heartbeats however long the store takes.
+        self.state.reports.submit(report);
     }
 
     /// Returns false when the session must end.
@@ -560,8 +551,7 @@ impl LiveSession<'_> {
                 },
                 result.revisions.as_ref(),
                 &result.reason,
-            )
-            .await;
+            );
             self.close_with(format!(
                 "bootstrap failed on the supervisor: {}",
                 sanitize_error(&result.reason)
@@ -594,8 +584,7 @@ impl LiveSession<'_> {
             .bootstraps
             .get_or_create(&OutcomeLabel { outcome: "applied" })
             .inc();
-        self.report(ReportStatus::Applied, result.revisions.as_ref(), "")
-            .await;
+        self.report(ReportStatus::Applied, result.revisions.as_ref(), "");
         self.start_delivery();
         true
     }
@@ -624,8 +613,7 @@ impl LiveSession<'_> {
             _ => None,
         };
         if let Some(report_status) = report_status {
-            self.report(report_status, result.revisions.as_ref(), &result.reason)
-                .await;
+            self.report(report_status, result.revisions.as_ref(), &result.reason);
         }
         delivery.ack(Ack {
             delivery_id: result.delivery_id,

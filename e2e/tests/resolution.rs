@@ -1,0 +1,163 @@
+//! Resolving operations from supervisor reports through the gateway's
+//! resolver: reports queued together are committed together, a report that
+//! cannot be resolved loses none of the others, and a fleet operation's
+//! last two acks, resolved at the same moment by two replicas sharing
+//! PostgreSQL, end it exactly once.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use openshell_e2e::{Backend, POLICY, TestGateway, TestStore, create_sandbox, policy_with_port};
+use openshell_gateway::DeliveryMode;
+use openshell_gateway::operations::resolve::ReportedRevisions;
+use openshell_gateway::operations::{ReportStatus, SupervisorReport};
+use openshell_gateway::store::OperationState;
+use openshell_proto::v1 as pb;
+
+fn applied(sandbox_id: &str, revisions: ReportedRevisions) -> SupervisorReport {
+    SupervisorReport {
+        sandbox_id: sandbox_id.to_string(),
+        status: ReportStatus::Applied,
+        revisions,
+        reason: String::new(),
+    }
+}
+
+/// Revisions past any global change these tests make.
+fn past_every_global_change() -> ReportedRevisions {
+    ReportedRevisions {
+        global_settings_revision: 1_000_000,
+        global_policy_revision: 1_000_000,
+        ..Default::default()
+    }
+}
+
+async fn commit_only(api: &mut openshell_e2e::Api, request: pb::UpdateConfigRequest) -> String {
+    api.update_config(pb::UpdateConfigRequest {
+        mode: pb::UpdateMode::CommitOnly as i32,
+        ..request
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .operation
+    .unwrap()
+    .id
+}
+
+fn global_setting(value: u32) -> pb::UpdateConfigRequest {
+    pb::UpdateConfigRequest {
+        target: Some(pb::ConfigTarget {
+            target: Some(pb::config_target::Target::Global(true)),
+        }),
+        settings: vec![pb::SettingChange {
+            key: "log_rate_limit_per_second".into(),
+            change: Some(pb::setting_change::Change::Raw(value.to_string())),
+        }],
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_that_cannot_be_resolved_loses_none_of_its_batch() {
+    let gw = TestGateway::start(Backend::Sqlite).await;
+    let mut api = gw.api().await;
+    let (id, _) = create_sandbox(&mut api, "batched", POLICY).await;
+    let op_id = commit_only(
+        &mut api,
+        pb::UpdateConfigRequest {
+            target: openshell_e2e::sandbox_target(&id),
+            policy: policy_with_port(8443),
+            ..Default::default()
+        },
+    )
+    .await;
+    let op = gw.state().store.get_operation(&op_id).await.unwrap();
+    let exact = ReportedRevisions {
+        policy_revision: op.policy_revision,
+        sandbox_settings_revision: op.settings_revision,
+        ..Default::default()
+    };
+    // Queued at once, so they share transactions: the unknown sandboxes'
+    // reports fail, the real one's must still commit.
+    let resolver = gw.state().reports.clone();
+    let mut queued = Vec::new();
+    for i in 0..40 {
+        let report = if i == 20 {
+            applied(&id, exact.clone())
+        } else {
+            applied(&format!("sb-missing-{i}"), exact.clone())
+        };
+        let resolver = resolver.clone();
+        queued.push(tokio::spawn(async move { resolver.resolve(report).await }));
+    }
+    let mut outcomes = Vec::new();
+    for task in queued {
+        outcomes.push(task.await.unwrap());
+    }
+    for (i, outcome) in outcomes.iter().enumerate() {
+        if i == 20 {
+            // Its own operation, and the sandbox's creation it supersedes.
+            assert!(outcome.as_ref().is_ok_and(|n| *n >= 1), "{outcome:?}");
+        } else {
+            let err = outcome.as_ref().expect_err("unknown sandbox must fail");
+            assert!(err.to_string().contains("sb-missing"), "{err}");
+        }
+    }
+    let op = gw.state().store.get_operation(&op_id).await.unwrap();
+    assert_eq!(op.state, OperationState::Applied, "{op:?}");
+    let last = gw.state().store.last_report(&id).await.unwrap();
+    assert_eq!(last.map(|r| r.status).as_deref(), Some("APPLIED"));
+}
+
+/// Two sandboxes, each acked by a different replica at the same moment:
+/// exactly one ack sees no target left, so the operation always ends.
+async fn last_acks_end_the_fleet_operation(gateways: &[TestGateway]) {
+    let mut api = gateways[0].api().await;
+    let (a, _) = create_sandbox(&mut api, "left", POLICY).await;
+    let (b, _) = create_sandbox(&mut api, "right", POLICY).await;
+    for round in 0..10 {
+        let op_id = commit_only(&mut api, global_setting(100 + round)).await;
+        let first = gateways[0].state().reports.clone();
+        let second = gateways[gateways.len() - 1].state().reports.clone();
+        let (ra, rb) = tokio::join!(
+            first.resolve(applied(&a, past_every_global_change())),
+            second.resolve(applied(&b, past_every_global_change())),
+        );
+        // One of the two ended the fleet operation.
+        assert_eq!(ra.unwrap() + rb.unwrap(), 1, "round {round}");
+        let op = gateways[0]
+            .state()
+            .store
+            .get_operation(&op_id)
+            .await
+            .unwrap();
+        assert_eq!(op.state, OperationState::Applied, "round {round}: {op:?}");
+        let fleet = op.fleet.unwrap();
+        assert_eq!(
+            (fleet.targets, fleet.applied, fleet.pending),
+            (2, 2, 0),
+            "round {round}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_last_acks_end_a_fleet_operation_on_sqlite() {
+    let gw = TestGateway::start(Backend::Sqlite).await;
+    last_acks_end_the_fleet_operation(std::slice::from_ref(&gw)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_last_acks_on_two_replicas_end_a_fleet_operation_on_postgres() {
+    let first = TestGateway::start(Backend::Postgres).await;
+    let shared = TestStore {
+        backend: Backend::Postgres,
+        url: first.store.url.clone(),
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let second = TestGateway::start_with(shared, DeliveryMode::Poll, |config| {
+        config.replica_id = "replica-b".into();
+    })
+    .await;
+    last_acks_end_the_fleet_operation(&[first, second]).await;
+}
