@@ -1,4 +1,5 @@
-//! Jittered exponential backoff, shared by session reconnects and report retries.
+//! Jittered exponential backoff, shared by session reconnects and report retries, and the
+//! jitter that spreads the first poll after a lost push session.
 //!
 //! Jitter matters here more than usual: when a gateway restarts, every supervisor of the fleet
 //! loses its session at the same instant, and without jitter they would all come back in lockstep.
@@ -93,6 +94,15 @@ impl Backoff {
     }
 }
 
+/// A delay drawn uniformly from `[0, within)`; zero when `within` is zero.
+pub(crate) fn spread(within: Duration) -> Duration {
+    let nanos = u64::try_from(within.as_nanos()).unwrap_or(u64::MAX);
+    if nanos == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_nanos(rand::rng().random_range(0..nanos))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -161,5 +171,14 @@ mod tests {
             seen.insert(b.next_delay().as_micros());
         }
         assert!(seen.len() > 1, "50 draws gave one value: no jitter");
+    }
+
+    #[test]
+    fn spread_stays_below_its_bound_and_varies() {
+        assert_eq!(spread(Duration::ZERO), Duration::ZERO);
+        let within = Duration::from_secs(10);
+        let draws: std::collections::BTreeSet<_> = (0..50).map(|_| spread(within)).collect();
+        assert!(draws.iter().all(|d| *d < within), "{draws:?}");
+        assert!(draws.len() > 1, "50 draws gave one value: no jitter");
     }
 }

@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use crate::applier::{Applier, ApplyError, ApplyStage};
 use crate::desired::DesiredConfig;
 use crate::local_policy::{GatewayPolicyId, LocalPolicy, gateway_policy_retained};
+use crate::poll::mode_for;
 use crate::sanitize::sanitize_reason;
 use crate::status::SupervisorStatus;
 
@@ -61,6 +62,10 @@ pub(crate) struct Outcome {
 pub(crate) struct Mode {
     pub polling: bool,
     pub poll_interval: Duration,
+    /// Wait before the first poll under this mode. Set when polling takes over from a lost
+    /// push session: a gateway restart drops the sessions of the whole fleet at once, and
+    /// polling all at that instant would pile a poll storm onto the reconnect storm.
+    pub first_poll_delay: Duration,
 }
 
 #[derive(Default)]
@@ -92,10 +97,7 @@ impl Engine {
         poll_interval: Duration,
         status: watch::Sender<SupervisorStatus>,
     ) -> Self {
-        let (mode, _) = watch::channel(Mode {
-            polling: false,
-            poll_interval,
-        });
+        let (mode, _) = watch::channel(mode_for(false, poll_interval));
         Self {
             applier,
             sandbox_id,
@@ -289,11 +291,7 @@ mod tests {
             Duration::from_secs(10),
             status,
         );
-        e.set_mode(Mode {
-            polling: true,
-            poll_interval: Duration::from_secs(10),
-        })
-        .await;
+        e.set_mode(mode_for(true, Duration::from_secs(10))).await;
         e
     }
 
@@ -336,11 +334,7 @@ mod tests {
     async fn poll_offers_are_ignored_while_push_applies() {
         let applier = Arc::new(MemoryApplier::new());
         let e = engine(applier.clone(), None).await;
-        e.set_mode(Mode {
-            polling: false,
-            poll_interval: Duration::from_secs(1),
-        })
-        .await;
+        e.set_mode(mode_for(false, Duration::from_secs(1))).await;
         assert_eq!(
             e.offer(sample(1, "e1"), Origin::Poll).await.verdict,
             Verdict::Unchanged

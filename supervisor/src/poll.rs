@@ -1,7 +1,8 @@
 //! Poll mode: fetch the snapshots with the unary RPCs, apply what changed, report the outcome.
 //!
 //! The loop runs on its own, independent of the session, so it keeps working while the session
-//! is down; it pauses only while a session has push apply negotiated.
+//! is down; it pauses only while a session has push apply negotiated. When it takes over from a
+//! lost push session, its first poll waits a random part of the interval (see [`Mode`]).
 
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use tokio::sync::watch;
 use tonic::transport::Channel;
 use tracing::{debug, warn};
 
+use crate::backoff::spread;
 use crate::desired::DesiredConfig;
 use crate::engine::{Engine, Mode, Origin, Verdict};
 use crate::identity::Identity;
@@ -34,26 +36,14 @@ pub(crate) struct PollLoop {
 
 impl PollLoop {
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
-        let mut mode = self.engine.mode();
-        loop {
-            let current = tokio::select! {
-                m = mode.wait_for(|m| m.polling) => match m {
-                    Ok(m) => *m,
-                    Err(_) => return,
-                },
-                _ = shutdown.wait_for(|stop| *stop) => return,
-            };
+        let mut schedule = Schedule::new(self.engine.mode());
+        while schedule.next(&mut shutdown).await {
             // Fetching may be abandoned at shutdown; an apply, once started, is not.
             let fetched = tokio::select! {
                 fetched = self.fetch() => fetched,
                 _ = shutdown.wait_for(|stop| *stop) => return,
             };
             self.apply(fetched).await;
-            tokio::select! {
-                _ = tokio::time::sleep(current.poll_interval) => {}
-                changed = mode.changed() => if changed.is_err() { return },
-                _ = shutdown.wait_for(|stop| *stop) => return,
-            }
         }
     }
 
@@ -148,6 +138,63 @@ async fn rpc<T>(
     }
 }
 
+/// When the next poll is due.
+pub(crate) struct Schedule {
+    mode: watch::Receiver<Mode>,
+    /// A poll was made under the mode last seen, so the next one waits a full interval.
+    polled: bool,
+}
+
+impl Schedule {
+    pub fn new(mode: watch::Receiver<Mode>) -> Self {
+        Self {
+            mode,
+            polled: false,
+        }
+    }
+
+    /// Waits until a poll is due: `first_poll_delay` after polling (re)starts, then every
+    /// interval. A mode change starts over, so a session that comes back during the wait
+    /// cancels the poll. `false` at shutdown.
+    pub async fn next(&mut self, shutdown: &mut watch::Receiver<bool>) -> bool {
+        loop {
+            // The mode may have changed while the last poll was in flight.
+            if self.mode.has_changed().unwrap_or(false) {
+                self.polled = false;
+            }
+            let current = tokio::select! {
+                m = self.mode.wait_for(|m| m.polling) => match m {
+                    Ok(m) => *m,
+                    Err(_) => return false,
+                },
+                _ = shutdown.wait_for(|stop| *stop) => return false,
+            };
+            let wait = if self.polled {
+                current.poll_interval
+            } else {
+                current.first_poll_delay
+            };
+            if wait.is_zero() {
+                self.polled = true;
+                return true;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {
+                    self.polled = true;
+                    return true;
+                }
+                changed = self.mode.changed() => {
+                    if changed.is_err() {
+                        return false;
+                    }
+                    self.polled = false;
+                }
+                _ = shutdown.wait_for(|stop| *stop) => return false,
+            }
+        }
+    }
+}
+
 /// Poll interval for a session's `poll_interval_ms`, falling back to the configured one.
 pub(crate) fn effective_poll_interval(accepted_ms: u32, configured: Duration) -> Duration {
     if accepted_ms == 0 {
@@ -162,5 +209,190 @@ pub(crate) fn mode_for(polling: bool, poll_interval: Duration) -> Mode {
     Mode {
         polling,
         poll_interval,
+        first_poll_delay: Duration::ZERO,
+    }
+}
+
+/// The mode once a session ended, `current` being the mode it left behind. Without a session
+/// nothing is pushed, so polling takes over. Only a lost push session (`accepted`, not yet
+/// polling) spreads the first poll over the interval; a supervisor that never had a session
+/// polls at once, and one already polling keeps its schedule.
+pub(crate) fn mode_after_session(current: Mode, accepted: bool) -> Mode {
+    if current.polling {
+        return current;
+    }
+    let mut mode = mode_for(true, current.poll_interval);
+    if accepted {
+        mode.first_poll_delay = spread(current.poll_interval);
+    }
+    mode
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use tokio::sync::mpsc;
+    use tokio::task::JoinHandle;
+    use tokio::time::Instant;
+
+    const INTERVAL: Duration = Duration::from_secs(10);
+
+    /// A schedule driven like the poll loop drives it, recording when each poll would start.
+    struct Polls {
+        mode: watch::Sender<Mode>,
+        stop: watch::Sender<bool>,
+        turns: mpsc::UnboundedReceiver<Instant>,
+        task: JoinHandle<()>,
+    }
+
+    impl Polls {
+        /// Starts with a push session applying: no polling.
+        fn start() -> Self {
+            let (mode, modes) = watch::channel(mode_for(false, INTERVAL));
+            let (stop, mut stopped) = watch::channel(false);
+            let (tx, turns) = mpsc::unbounded_channel();
+            let task = tokio::spawn(async move {
+                let mut schedule = Schedule::new(modes);
+                while schedule.next(&mut stopped).await {
+                    let _ = tx.send(Instant::now());
+                }
+            });
+            Self {
+                mode,
+                stop,
+                turns,
+                task,
+            }
+        }
+
+        /// Sets `mode` the way the session runner does when the session ends.
+        fn session_ended(&self, accepted: bool) -> Mode {
+            let mode = mode_after_session(*self.mode.borrow(), accepted);
+            self.mode.send_replace(mode);
+            mode
+        }
+
+        async fn next_turn(&mut self) -> Instant {
+            self.turns.recv().await.expect("the schedule stopped")
+        }
+
+        /// No poll starts while `span` passes.
+        async fn assert_no_turn_for(&mut self, span: Duration) {
+            tokio::time::sleep(span).await;
+            assert!(self.turns.try_recv().is_err(), "unexpected poll");
+        }
+    }
+
+    /// The timer wheel ticks in milliseconds, so a random delay fires up to 1 ms late.
+    fn assert_within_a_tick(actual: Duration, expected: Duration) {
+        assert!(
+            actual >= expected && actual <= expected + Duration::from_millis(1),
+            "{actual:?} vs {expected:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_any_session_the_first_poll_is_at_once() {
+        let mut polls = Polls::start();
+        let start = Instant::now();
+        let mode = polls.session_ended(false);
+        assert!(mode.polling);
+        assert_eq!(mode.first_poll_delay, Duration::ZERO);
+        assert_eq!(polls.next_turn().await, start);
+        assert_eq!(polls.next_turn().await, start + INTERVAL);
+        assert_eq!(polls.next_turn().await, start + INTERVAL * 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn plain_poll_mode_polls_at_once() {
+        let mut polls = Polls::start();
+        let start = Instant::now();
+        polls.mode.send_replace(mode_for(true, INTERVAL));
+        assert_eq!(polls.next_turn().await, start);
+        assert_eq!(polls.next_turn().await, start + INTERVAL);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_push_session_spreads_the_first_poll_over_the_interval() {
+        let mut polls = Polls::start();
+        let start = Instant::now();
+        let mode = polls.session_ended(true);
+        assert!(mode.polling);
+        assert!(mode.first_poll_delay < INTERVAL, "{mode:?}");
+        let first = polls.next_turn().await;
+        assert_within_a_tick(first - start, mode.first_poll_delay);
+        assert!(first - start <= INTERVAL);
+        // After that, the normal interval.
+        assert_within_a_tick(polls.next_turn().await - first, INTERVAL);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_fallback_poll_waits_its_delay_and_a_session_back_cancels_it() {
+        let mut polls = Polls::start();
+        let fallback = Mode {
+            first_poll_delay: Duration::from_secs(3),
+            ..mode_for(true, INTERVAL)
+        };
+        polls.mode.send_replace(fallback);
+        polls.assert_no_turn_for(Duration::from_secs(2)).await;
+        // The push session is back before the delay ends: no poll, not even much later.
+        polls.mode.send_replace(mode_for(false, INTERVAL));
+        polls.assert_no_turn_for(Duration::from_secs(3600)).await;
+        // Lost again: a fresh delay, then the interval.
+        let start = Instant::now();
+        polls.mode.send_replace(fallback);
+        let first = polls.next_turn().await;
+        assert_eq!(first, start + Duration::from_secs(3));
+        assert_eq!(polls.next_turn().await, first + INTERVAL);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_is_honoured_during_the_delay() {
+        let mut polls = Polls::start();
+        polls.mode.send_replace(Mode {
+            first_poll_delay: Duration::from_secs(3),
+            ..mode_for(true, INTERVAL)
+        });
+        polls.assert_no_turn_for(Duration::from_secs(1)).await;
+        let stopped_at = Instant::now();
+        polls.stop.send_replace(true);
+        polls.task.await.unwrap();
+        assert_eq!(
+            Instant::now(),
+            stopped_at,
+            "stopped without waiting out the delay"
+        );
+        assert!(polls.turns.try_recv().is_err(), "no poll after shutdown");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_mode_change_during_a_poll_starts_the_schedule_over() {
+        let (mode, modes) = watch::channel(mode_for(true, INTERVAL));
+        let (_stop, mut stopped) = watch::channel(false);
+        let mut schedule = Schedule::new(modes);
+        assert!(schedule.next(&mut stopped).await);
+        // While that poll is in flight, a push session comes and goes.
+        mode.send_replace(mode_for(false, INTERVAL));
+        let fallback = Mode {
+            first_poll_delay: Duration::from_secs(3),
+            ..mode_for(true, INTERVAL)
+        };
+        mode.send_replace(fallback);
+        let start = Instant::now();
+        assert!(schedule.next(&mut stopped).await);
+        assert_eq!(Instant::now() - start, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn a_session_ending_leaves_a_running_poll_schedule_alone() {
+        // A failed reconnect after a fallback must not wake the poll loop early.
+        let fallback = Mode {
+            first_poll_delay: Duration::from_secs(3),
+            ..mode_for(true, INTERVAL)
+        };
+        assert_eq!(mode_after_session(fallback, false), fallback);
+        let plain = mode_for(true, INTERVAL);
+        assert_eq!(mode_after_session(plain, true), plain);
     }
 }

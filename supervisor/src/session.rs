@@ -21,7 +21,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::backoff::Backoff;
 use crate::engine::Engine;
-use crate::poll::{effective_poll_interval, mode_for};
+use crate::poll::{effective_poll_interval, mode_after_session, mode_for};
 use crate::push::{apply_bootstrap, handle_update};
 use crate::status::{SessionState, SupervisorStatus};
 use crate::supervisor::SupervisorOptions;
@@ -86,9 +86,15 @@ impl SessionRunner {
                 }
                 Err(err) => warn!(error = %err, "session lost"),
             }
-            // Without a session nothing is pushed, so polling takes over until one is back.
-            let poll_interval = self.engine.mode().borrow().poll_interval;
-            self.engine.set_mode(mode_for(true, poll_interval)).await;
+            let current = *self.engine.mode().borrow();
+            let mode = mode_after_session(current, ended.accepted_for.is_some());
+            if mode != current {
+                debug!(
+                    first_poll_in = ?mode.first_poll_delay,
+                    "polling takes over until a session is back"
+                );
+                self.engine.set_mode(mode).await;
+            }
             if ended
                 .accepted_for
                 .is_some_and(|d| d > self.options.backoff_reset_after)

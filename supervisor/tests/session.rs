@@ -444,6 +444,36 @@ async fn polling_resumes_when_a_new_session_disables_apply() {
 }
 
 #[tokio::test]
+async fn polling_takes_over_after_a_push_session_is_lost() {
+    let gateway = FakeGateway::start(accept(true)).await;
+    let applier = Arc::new(MemoryApplier::new());
+    let running = Running::start(fast_options(&gateway), applier.clone());
+    gateway
+        .wait_until("a bootstrap result", |r| !r.bootstrap_results().is_empty())
+        .await;
+    assert_eq!(gateway.recorded(|r| r.get_config_calls), 0);
+
+    // The session drops and the gateway refuses new ones: only the (delayed) fallback poll
+    // can deliver the new configuration.
+    gateway.set_answer(Answer::Reject {
+        reason: "replica draining".into(),
+        permanent: false,
+    });
+    gateway.set_config(snapshot_pair(5, "env-1"));
+    gateway.close_session();
+    gateway
+        .wait_until("a LOADED report for revision 5", |r| {
+            r.reports.iter().any(|p| {
+                p.status() == PolicyLoadStatus::Loaded
+                    && p.revisions.as_ref().unwrap().policy_revision == 5
+            })
+        })
+        .await;
+    assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 5);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn gateway_heartbeat_interval_is_honoured() {
     let gateway = FakeGateway::start(Answer::Accept {
         apply: false,
