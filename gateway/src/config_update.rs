@@ -396,9 +396,10 @@ async fn try_commit(
             tx.complete_empty_fleet_operation(&operation_id).await?;
         }
     }
+    let operation = tx.get_operation(&operation_id).await?;
     tx.commit().await?;
     Ok(Committed {
-        operation: store.get_operation(&operation_id).await?,
+        operation,
         idempotent_replay: false,
     })
 }

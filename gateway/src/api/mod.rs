@@ -612,16 +612,13 @@ impl OpenShell for OpenShellApi {
                 },
             };
             self.state.publish(publication).await;
-            if committed.operation.no_op {
-                // The revision may already be in effect: settle it from the last report.
-                settle_from_last_reports(&self.state.store, &committed.operation).await?;
-            }
         }
-        let mut operation = self
-            .state
-            .store
-            .get_operation(&committed.operation.id)
-            .await?;
+        let mut operation = committed.operation;
+        if !committed.idempotent_replay && operation.no_op {
+            // The revision may already be in effect: settle it from the last report.
+            settle_from_last_reports(&self.state.store, &operation).await?;
+            operation = self.state.store.get_operation(&operation.id).await?;
+        }
         let mut wait_timed_out = false;
         if mode == pb::UpdateMode::WaitForApply && !operation.state.is_terminal() {
             let (op, timed_out) = wait_for_terminal(

@@ -357,6 +357,19 @@ impl Store {
         policy_revision: u64,
         settings_revision: u64,
     ) -> Result<u64> {
+        // Most sends carry no pending sandbox operation (fanouts, reconcile,
+        // bootstraps): an indexed read keeps them off the store's write lock.
+        // A pending operation this send carries was committed before the
+        // snapshot was built, so the read cannot miss it.
+        let pending = sqlx::query(
+            "SELECT 1 AS one FROM operations WHERE sandbox_id = $1 AND state = 'PENDING' LIMIT 1",
+        )
+        .bind(sandbox_id)
+        .fetch_optional(self.pool())
+        .await?;
+        if pending.is_none() {
+            return Ok(0);
+        }
         let mut tx = self.begin_write().await?;
         let now = now_ms();
         let delivered = sqlx::query(
