@@ -23,6 +23,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         // These carry credentials: `redact.rs` gives them a Debug that hides them.
         .skip_debug(REDACTED_MESSAGES)
+        // Small initial stream buffers: see `src/codec.rs`.
+        .codec_path("crate::codec::SmallBufferCodec")
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;

@@ -14,4 +14,5 @@ pub mod v1 {
 
 pub use v1::*;
 
+pub mod codec;
 mod redact;

@@ -18,5 +18,10 @@ pub use publish::{Publication, PublicationScope, Publisher};
 pub use task::{Ack, BuildError, Built, SessionDelivery, SnapshotSource, StoreSource};
 pub use tuning::DeliveryTuning;
 
+/// A frame queued for a session's stream. Boxed because a `GatewayMessage`
+/// is over 500 bytes (an acceptance holds two snapshots inline) and each
+/// idle session keeps two channels whose slots are allocated 32 at a time.
+pub type Frame = Box<openshell_proto::v1::GatewayMessage>;
+
 #[cfg(test)]
 mod tests;

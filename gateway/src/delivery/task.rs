@@ -246,7 +246,7 @@ pub async fn run(
     delivery: Arc<SessionDelivery>,
     source: Arc<dyn SnapshotSource>,
     permits: Arc<Permits>,
-    out: mpsc::Sender<pb::GatewayMessage>,
+    out: mpsc::Sender<super::Frame>,
     tuning: DeliveryTuning,
     metrics: Arc<Metrics>,
 ) {
@@ -539,7 +539,7 @@ fn record_build(
 async fn send_ready(
     delivery: &SessionDelivery,
     source: &Arc<dyn SnapshotSource>,
-    out: &mpsc::Sender<pb::GatewayMessage>,
+    out: &mpsc::Sender<super::Frame>,
 ) -> bool {
     for component in Component::ALL {
         let ready = {
@@ -584,7 +584,7 @@ async fn send_ready(
         let frame = pb::GatewayMessage {
             message: Some(pb::gateway_message::Message::ConfigUpdate(update)),
         };
-        if out.send(frame).await.is_err() {
+        if out.send(Box::new(frame)).await.is_err() {
             return false;
         }
         if component == Component::SandboxConfig {

@@ -85,7 +85,7 @@ impl SnapshotSource for FakeSource {
 
 struct Harness {
     delivery: Arc<SessionDelivery>,
-    out: mpsc::Receiver<pb::GatewayMessage>,
+    out: mpsc::Receiver<super::Frame>,
     metrics: Arc<Metrics>,
 }
 

@@ -15,7 +15,9 @@ use super::negotiate::{Capabilities, negotiate};
 use super::revisions_from_pb;
 use crate::api::convert::timestamp;
 use crate::config_update::{ConfigTarget, ConfigUpdate, commit_update};
-use crate::delivery::{self, Ack, Built, Component, SessionDelivery, SnapshotSource, StoreSource};
+use crate::delivery::{
+    self, Ack, Built, Component, Frame, SessionDelivery, SnapshotSource, StoreSource,
+};
 use crate::metrics::{ModeLabel, OutcomeLabel, StatusLabel};
 use crate::operations::resolve::sanitize_error;
 use crate::operations::{ReportStatus, SupervisorReport};
@@ -49,10 +51,10 @@ pub fn spawn(
                     biased;
                     frame = control.recv() => {
                         // The session ends with its control channel.
-                        return frame.map(|f| (f, (control, config, config_done)));
+                        return frame.map(|f| (*f, (control, config, config_done)));
                     }
                     frame = config.recv(), if !config_done => match frame {
-                        Some(f) => return Some((f, (control, config, config_done))),
+                        Some(f) => return Some((*f, (control, config, config_done))),
                         None => config_done = true,
                     },
                 }
@@ -61,23 +63,23 @@ pub fn spawn(
     )
 }
 
-fn rejected(refusal: Refusal) -> pb::GatewayMessage {
-    pb::GatewayMessage {
+fn rejected(refusal: Refusal) -> Frame {
+    Box::new(pb::GatewayMessage {
         message: Some(pb::gateway_message::Message::Rejected(
             pb::SessionRejected {
                 reason: refusal.reason,
                 permanent: refusal.permanent,
             },
         )),
-    }
+    })
 }
 
-fn heartbeat() -> pb::GatewayMessage {
-    pb::GatewayMessage {
+fn heartbeat() -> Frame {
+    Box::new(pb::GatewayMessage {
         message: Some(pb::gateway_message::Message::Heartbeat(pb::Heartbeat {
             sent_at: Some(timestamp(now_ms())),
         })),
-    }
+    })
 }
 
 async fn read_hello(
@@ -110,8 +112,8 @@ async fn read_hello(
 async fn run(
     state: Arc<GatewayState>,
     mut inbound: Streaming<pb::SupervisorMessage>,
-    tx: mpsc::Sender<pb::GatewayMessage>,
-    config_tx: mpsc::Sender<pb::GatewayMessage>,
+    tx: mpsc::Sender<Frame>,
+    config_tx: mpsc::Sender<Frame>,
 ) {
     let hello = match read_hello(&mut inbound).await {
         Ok(hello) => hello,
@@ -260,7 +262,7 @@ async fn run(
     let accepted_frame = pb::GatewayMessage {
         message: Some(pb::gateway_message::Message::Accepted(accepted)),
     };
-    if tx.send(accepted_frame).await.is_ok() {
+    if tx.send(Box::new(accepted_frame)).await.is_ok() {
         let mut session = LiveSession {
             state: &state,
             sandbox_id: &sandbox.id,
@@ -306,7 +308,7 @@ async fn startup_exchange(
     sandbox: &SandboxRecord,
     image_policy: &str,
     inbound: &mut Streaming<pb::SupervisorMessage>,
-    tx: &mpsc::Sender<pb::GatewayMessage>,
+    tx: &mpsc::Sender<Frame>,
 ) -> Result<(), Refusal> {
     let unavailable = |e: crate::error::GatewayError| {
         tracing::warn!(error = %e, "startup exchange store error");
@@ -337,7 +339,7 @@ async fn startup_exchange(
             },
         )),
     };
-    tx.send(frame).await.map_err(|_| Refusal {
+    tx.send(Box::new(frame)).await.map_err(|_| Refusal {
         reason: "session closed during the startup exchange".into(),
         permanent: false,
     })?;
@@ -473,8 +475,8 @@ struct LiveSession<'a> {
     state: &'a Arc<GatewayState>,
     sandbox_id: &'a str,
     session_id: &'a str,
-    tx: &'a mpsc::Sender<pb::GatewayMessage>,
-    config_tx: mpsc::Sender<pb::GatewayMessage>,
+    tx: &'a mpsc::Sender<Frame>,
+    config_tx: mpsc::Sender<Frame>,
     delivery: Option<Arc<SessionDelivery>>,
     bootstrap: Option<BootstrapFrames>,
     awaiting_bootstrap_until: Option<tokio::time::Instant>,
@@ -486,7 +488,9 @@ impl LiveSession<'_> {
         let Some(delivery) = &self.delivery else {
             return;
         };
-        if let Some(bootstrap) = &self.bootstrap {
+        // The bootstrap snapshots are not needed past this point; an idle
+        // session should hold no copy of its configuration.
+        if let Some(bootstrap) = self.bootstrap.take() {
             delivery.record_bootstrap(&bootstrap.config, &bootstrap.env);
         }
         let source: Arc<dyn SnapshotSource> = Arc::new(StoreSource {
