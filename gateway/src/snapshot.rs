@@ -132,11 +132,14 @@ pub async fn build_provider_environment(
     })
 }
 
-/// Content fingerprint of a `sandbox_config` snapshot (build time excluded),
-/// so an unchanged rebuild is recognised as a duplicate.
+/// Content fingerprint of a `sandbox_config` snapshot, so an unchanged
+/// rebuild is recognised as a duplicate. Build time and lifecycle are left
+/// out, as the supervisor's own fingerprint leaves them out: a sandbox
+/// turning running after its bootstrap is no reason to send it again.
 pub fn sandbox_config_fingerprint(s: &pb::SandboxConfigSnapshot) -> String {
     let mut copy = s.clone();
     copy.built_at = None;
+    copy.lifecycle = 0;
     fingerprint_of(&prost::Message::encode_to_vec(&copy))
 }
 
@@ -256,4 +259,37 @@ pub enum BootstrapError {
     Inconsistent,
     #[error(transparent)]
     Store(#[from] crate::error::GatewayError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fingerprint_ignores_build_time_and_lifecycle_only() {
+        let base = pb::SandboxConfigSnapshot {
+            sandbox_id: "sb-1".into(),
+            policy_revision: 2,
+            lifecycle: pb::SandboxLifecycle::Pending as i32,
+            built_at: Some(convert::timestamp(1)),
+            ..Default::default()
+        };
+        let running_later = pb::SandboxConfigSnapshot {
+            lifecycle: pb::SandboxLifecycle::Running as i32,
+            built_at: Some(convert::timestamp(2)),
+            ..base.clone()
+        };
+        let next_revision = pb::SandboxConfigSnapshot {
+            policy_revision: 3,
+            ..base.clone()
+        };
+        assert_eq!(
+            sandbox_config_fingerprint(&base),
+            sandbox_config_fingerprint(&running_later)
+        );
+        assert_ne!(
+            sandbox_config_fingerprint(&base),
+            sandbox_config_fingerprint(&next_revision)
+        );
+    }
 }
