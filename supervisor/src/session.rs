@@ -57,6 +57,23 @@ pub(crate) struct SessionRunner {
     pub status: watch::Sender<SupervisorStatus>,
 }
 
+/// How long a stopping supervisor waits for the gateway to close its side.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// Closes our side of the session and reads until the gateway closes its
+/// side. Dropping the response stream instead would reset the stream and
+/// discard frames still queued on it, such as the ack of the last apply.
+async fn close_gracefully(
+    tx: mpsc::Sender<SupervisorMessage>,
+    mut inbound: Streaming<GatewayMessage>,
+) {
+    drop(tx);
+    let drained = async { while let Ok(Some(_)) = inbound.message().await {} };
+    if tokio::time::timeout(CLOSE_GRACE, drained).await.is_err() {
+        debug!("gateway did not close the session within {CLOSE_GRACE:?}");
+    }
+}
+
 /// Aborts a spawned task when the session that owns it ends.
 struct AbortOnDrop(JoinHandle<()>);
 
@@ -271,7 +288,11 @@ impl SessionRunner {
             // deadline is judged.
             let frame = tokio::select! {
                 biased;
-                _ = shutdown.wait_for(|stop| *stop) => return Ok(()),
+                _ = async { shutdown.wait_for(|stop| *stop).await.map(|_| ()) } => {
+                    drop(_heartbeats);
+                    close_gracefully(tx, inbound).await;
+                    return Ok(());
+                }
                 frame = inbound.message() => frame,
                 () = idle => return Err(SessionError::Idle(idle_limit)),
             };
