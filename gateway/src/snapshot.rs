@@ -3,7 +3,7 @@
 //! build time, so a build reflects every write committed before it. The
 //! poll RPCs and push delivery both project these, never their own copies.
 
-use openshell_core::settings::{self, Scope};
+use openshell_core::settings;
 use openshell_proto::v1 as pb;
 use sha2::{Digest, Sha256};
 
@@ -17,31 +17,21 @@ pub async fn build_sandbox_config(
     store: &Store,
     sandbox_id: &str,
 ) -> Result<pb::SandboxConfigSnapshot> {
-    let sandbox = store.get_sandbox(sandbox_id).await?;
-    let own = store.latest_policy(sandbox_id).await?;
-    let (global_policy_revision, global) = store.global_policy().await?;
-    let (policy_json, policy_hash, source) = match (&global, &own) {
+    let inputs = store.sandbox_config_inputs(sandbox_id).await?;
+    let sandbox = &inputs.sandbox;
+    let (policy_json, policy_hash, source) = match (&inputs.global_policy, &inputs.own_policy) {
         (Some(g), _) => (
             g.policy_json.clone(),
             g.policy_hash.clone(),
             pb::PolicySource::Global,
         ),
-        (None, Some(p)) => (
-            p.policy_json.clone(),
-            p.policy_hash.clone(),
-            pb::PolicySource::Sandbox,
-        ),
+        (None, Some((hash, json))) => (json.clone(), hash.clone(), pb::PolicySource::Sandbox),
         (None, None) => (String::new(), String::new(), pb::PolicySource::Sandbox),
     };
-    let global_settings = store.settings_at(Scope::Global, "").await?;
-    let workspace_settings = store
-        .settings_at(Scope::Workspace, &sandbox.workspace)
-        .await?;
-    let sandbox_settings = store.settings_at(Scope::Sandbox, sandbox_id).await?;
     let effective = settings::effective(
-        &global_settings.values,
-        &workspace_settings.values,
-        &sandbox_settings.values,
+        &inputs.global_settings.values,
+        &inputs.workspace_settings.values,
+        &inputs.sandbox_settings.values,
     );
     Ok(pb::SandboxConfigSnapshot {
         sandbox_id: sandbox_id.to_string(),
@@ -49,7 +39,7 @@ pub async fn build_sandbox_config(
         policy_source: source as i32,
         policy_revision: sandbox.policy_revision,
         policy_hash,
-        global_policy_revision,
+        global_policy_revision: inputs.global_policy_revision,
         settings: effective
             .iter()
             .map(|e| pb::Setting {
@@ -58,11 +48,13 @@ pub async fn build_sandbox_config(
                 scope: convert::scope(e.source) as i32,
             })
             .collect(),
-        global_settings_revision: global_settings.revision,
-        workspace_settings_revision: workspace_settings.revision,
-        sandbox_settings_revision: sandbox_settings.revision,
-        provider_env_revision: provider_env_revision(store, sandbox_id, sandbox.attachment_epoch)
-            .await?,
+        global_settings_revision: inputs.global_settings.revision,
+        workspace_settings_revision: inputs.workspace_settings.revision,
+        sandbox_settings_revision: inputs.sandbox_settings.revision,
+        provider_env_revision: provider_env_revision_of(
+            sandbox.attachment_epoch,
+            &inputs.attached_provider_revisions,
+        ),
         built_at: Some(convert::timestamp(now_ms())),
         lifecycle: convert::lifecycle(sandbox.lifecycle) as i32,
     })
@@ -76,16 +68,26 @@ pub async fn provider_env_revision(
     sandbox_id: &str,
     attachment_epoch: u64,
 ) -> Result<String> {
-    let attached = store.attached_provider_revisions(sandbox_id).await?;
+    // Epoch 0: nothing was ever attached, so there is nothing to read.
+    let attached = if attachment_epoch == 0 {
+        Vec::new()
+    } else {
+        store.attached_provider_revisions(sandbox_id).await?
+    };
+    Ok(provider_env_revision_of(attachment_epoch, &attached))
+}
+
+/// [`provider_env_revision`] from the attached `(provider id, revision)` pairs, by id.
+fn provider_env_revision_of(attachment_epoch: u64, attached: &[(String, u64)]) -> String {
     let mut hasher = Sha256::new();
-    for (id, revision) in &attached {
+    for (id, revision) in attached {
         hasher.update(id.as_bytes());
         hasher.update(b":");
         hasher.update(revision.to_string().as_bytes());
         hasher.update(b";");
     }
     let digest = hex::encode(hasher.finalize());
-    Ok(format!("e{attachment_epoch}-{}", &digest[..12]))
+    format!("e{attachment_epoch}-{}", &digest[..12])
 }
 
 /// The `provider_environment` component: env values and credentials of

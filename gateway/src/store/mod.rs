@@ -7,6 +7,7 @@
 //! time, so writes take an in-process lock there instead of failing with
 //! SQLITE_BUSY; PostgreSQL relies on row locks.
 
+mod build_inputs;
 mod events;
 mod operations;
 mod policies;
@@ -27,6 +28,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 use crate::crypto::CredentialCipher;
 use crate::error::{GatewayError, Result};
 
+pub use build_inputs::{SandboxConfigInputs, SharedInputCache};
 pub use events::OperationEvents;
 pub use operations::{IdempotentMatch, NewOperation, OperationFilter};
 pub use providers::ProviderValues;
@@ -62,6 +64,7 @@ pub struct Store {
     write_lock: Arc<Mutex<()>>,
     cipher: CredentialCipher,
     events: OperationEvents,
+    shared_inputs: SharedInputCache,
 }
 
 /// A write transaction. Dropping it without [`commit`](WriteTx::commit) rolls back.
@@ -157,6 +160,7 @@ impl Store {
             write_lock: Arc::new(Mutex::new(())),
             cipher,
             events: OperationEvents::default(),
+            shared_inputs: SharedInputCache::default(),
         })
     }
 
@@ -171,6 +175,11 @@ impl Store {
     /// Wake-ups for operation waiters in this process.
     pub fn operation_events(&self) -> &OperationEvents {
         &self.events
+    }
+
+    /// Snapshot inputs shared by many sandboxes, cached by revision.
+    pub(crate) fn shared_inputs(&self) -> &SharedInputCache {
+        &self.shared_inputs
     }
 
     pub(crate) fn cipher(&self) -> &CredentialCipher {

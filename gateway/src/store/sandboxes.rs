@@ -6,7 +6,7 @@ use super::records::{Lifecycle, SandboxRecord, sandbox_from_row};
 use super::{Store, WriteTx, now_ms};
 use crate::error::{GatewayError, Result};
 
-const SANDBOX_COLUMNS: &str = "id, name, workspace, lifecycle, policy_revision, settings_revision, \
+pub(super) const SANDBOX_COLUMNS: &str = "id, name, workspace, lifecycle, policy_revision, settings_revision, \
      attachment_epoch, created_at, updated_at";
 
 impl Store {

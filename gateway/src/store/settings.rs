@@ -29,72 +29,67 @@ fn scope_name(scope: Scope) -> &'static str {
     }
 }
 
-fn decode_values(rows: &[AnyRow]) -> Result<BTreeMap<String, SettingValue>> {
+/// Revision and values of one scope in one statement, so the two always
+/// match (the scope's row left-joined with its settings; no settings gives
+/// one row with NULL key).
+fn scoped_settings_query(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Global => {
+            "SELECT c.value AS revision, s.key, s.value_json FROM counters c \
+             LEFT JOIN settings s ON s.scope = 'global' AND s.scope_id = $1 \
+             WHERE c.name = 'global_settings_revision' ORDER BY s.key"
+        }
+        Scope::Workspace => {
+            "SELECT w.settings_revision AS revision, s.key, s.value_json FROM workspaces w \
+             LEFT JOIN settings s ON s.scope = 'workspace' AND s.scope_id = w.name \
+             WHERE w.name = $1 ORDER BY s.key"
+        }
+        Scope::Sandbox => {
+            "SELECT x.settings_revision AS revision, s.key, s.value_json FROM sandboxes x \
+             LEFT JOIN settings s ON s.scope = 'sandbox' AND s.scope_id = x.id \
+             WHERE x.id = $1 ORDER BY s.key"
+        }
+    }
+}
+
+fn scoped_settings_from_rows(rows: &[AnyRow]) -> Result<ScopedSettings> {
+    let Some(first) = rows.first() else {
+        return Ok(ScopedSettings::default());
+    };
     let mut values = BTreeMap::new();
     for row in rows {
-        let key: String = row.try_get("key")?;
+        let Some(key) = row.try_get::<Option<String>, _>("key")? else {
+            continue;
+        };
         let json: String = row.try_get("value_json")?;
         let value: SettingValue = serde_json::from_str(&json)
             .map_err(|e| GatewayError::Corrupt(format!("setting {key}: {e}")))?;
         values.insert(key, value);
     }
-    Ok(values)
-}
-
-fn revision_query(scope: Scope) -> &'static str {
-    match scope {
-        Scope::Global => {
-            "SELECT value AS revision FROM counters WHERE name = 'global_settings_revision' AND $1 = ''"
-        }
-        Scope::Workspace => "SELECT settings_revision AS revision FROM workspaces WHERE name = $1",
-        Scope::Sandbox => "SELECT settings_revision AS revision FROM sandboxes WHERE id = $1",
-    }
+    Ok(ScopedSettings {
+        revision: u64_col(first, "revision")?,
+        values,
+    })
 }
 
 impl Store {
     /// Values and revision of one scope (`scope_id` is "" for global).
     pub async fn settings_at(&self, scope: Scope, scope_id: &str) -> Result<ScopedSettings> {
-        let rows = sqlx::query(
-            "SELECT key, value_json FROM settings WHERE scope = $1 AND scope_id = $2 ORDER BY key",
-        )
-        .bind(scope_name(scope))
-        .bind(scope_id)
-        .fetch_all(self.pool())
-        .await?;
-        let revision = sqlx::query(revision_query(scope))
+        let rows = sqlx::query(scoped_settings_query(scope))
             .bind(scope_id)
-            .fetch_optional(self.pool())
-            .await?
-            .map(|row| u64_col(&row, "revision"))
-            .transpose()?
-            .unwrap_or(0);
-        Ok(ScopedSettings {
-            revision,
-            values: decode_values(&rows)?,
-        })
+            .fetch_all(self.pool())
+            .await?;
+        scoped_settings_from_rows(&rows)
     }
 }
 
 impl WriteTx {
     pub async fn settings_at(&mut self, scope: Scope, scope_id: &str) -> Result<ScopedSettings> {
-        let rows = sqlx::query(
-            "SELECT key, value_json FROM settings WHERE scope = $1 AND scope_id = $2 ORDER BY key",
-        )
-        .bind(scope_name(scope))
-        .bind(scope_id)
-        .fetch_all(self.conn())
-        .await?;
-        let revision = sqlx::query(revision_query(scope))
+        let rows = sqlx::query(scoped_settings_query(scope))
             .bind(scope_id)
-            .fetch_optional(self.conn())
-            .await?
-            .map(|row| u64_col(&row, "revision"))
-            .transpose()?
-            .unwrap_or(0);
-        Ok(ScopedSettings {
-            revision,
-            values: decode_values(&rows)?,
-        })
+            .fetch_all(self.conn())
+            .await?;
+        scoped_settings_from_rows(&rows)
     }
 
     /// Applies the writes that change something and bumps the scope's

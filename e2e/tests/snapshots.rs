@@ -1,0 +1,97 @@
+//! The snapshot builder's shared inputs (global policy, global and
+//! workspace settings) are cached by revision: a build must still see a
+//! write made through another replica sharing the store.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use openshell_e2e::{Backend, POLICY, TestGateway, TestStore, create_sandbox};
+use openshell_gateway::DeliveryMode;
+use openshell_gateway::snapshot::build_sandbox_config;
+use openshell_proto::v1 as pb;
+
+fn setting(target: pb::config_target::Target, key: &str, value: &str) -> pb::UpdateConfigRequest {
+    pb::UpdateConfigRequest {
+        target: Some(pb::ConfigTarget {
+            target: Some(target),
+        }),
+        settings: vec![pb::SettingChange {
+            key: key.into(),
+            change: Some(pb::setting_change::Change::Raw(value.into())),
+        }],
+        mode: pb::UpdateMode::CommitOnly as i32,
+        ..Default::default()
+    }
+}
+
+fn value_of(snapshot: &pb::SandboxConfigSnapshot, key: &str) -> String {
+    let setting = snapshot.settings.iter().find(|s| s.key == key).unwrap();
+    format!("{:?}", setting.value)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_build_sees_shared_writes_made_through_another_replica() {
+    let first = TestGateway::start(Backend::Postgres).await;
+    let shared = TestStore {
+        backend: Backend::Postgres,
+        url: first.store.url.clone(),
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let second = TestGateway::start_with(shared, DeliveryMode::Poll, |config| {
+        config.replica_id = "replica-b".into();
+    })
+    .await;
+    let mut api = first.api().await;
+    let (id, _) = create_sandbox(&mut api, "cached", POLICY).await;
+    let store = &first.state().store;
+    let before = build_sandbox_config(store, &id).await.unwrap();
+
+    let mut other = second.api().await;
+    other
+        .update_config(setting(
+            pb::config_target::Target::Global(true),
+            "log_rate_limit_per_second",
+            "77",
+        ))
+        .await
+        .unwrap();
+    other
+        .update_config(setting(
+            pb::config_target::Target::Workspace("default".into()),
+            "log_level",
+            "debug",
+        ))
+        .await
+        .unwrap();
+    other
+        .update_config(pb::UpdateConfigRequest {
+            target: Some(pb::ConfigTarget {
+                target: Some(pb::config_target::Target::Global(true)),
+            }),
+            policy: openshell_e2e::policy_with_port(9443),
+            mode: pb::UpdateMode::CommitOnly as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    let after = build_sandbox_config(store, &id).await.unwrap();
+    assert_eq!(
+        after.global_settings_revision,
+        before.global_settings_revision + 1
+    );
+    assert_eq!(
+        after.workspace_settings_revision,
+        before.workspace_settings_revision + 1
+    );
+    assert_eq!(
+        after.global_policy_revision,
+        before.global_policy_revision + 1
+    );
+    assert!(
+        value_of(&after, "log_rate_limit_per_second").contains("77"),
+        "{after:?}"
+    );
+    assert!(value_of(&after, "log_level").contains("debug"), "{after:?}");
+    assert_eq!(after.policy_source, pb::PolicySource::Global as i32);
+    assert!(after.policy_json.contains("9443"));
+}
