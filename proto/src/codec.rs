@@ -13,7 +13,7 @@ use tonic::codec::{BufferSettings, Codec};
 use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
 
 /// Initial encode and decode buffer of a stream.
-const INITIAL_BUFFER_BYTES: usize = 1024;
+const INITIAL_BUFFER_BYTES: usize = 256;
 /// tonic's default: how much a stream encodes before yielding.
 const YIELD_THRESHOLD_BYTES: usize = 32 * 1024;
 
