@@ -1,8 +1,8 @@
 //! Resolving operations from supervisor reports through the gateway's
 //! resolver: reports queued together are committed together, a report that
-//! cannot be resolved loses none of the others, and a fleet operation's
-//! last two acks, resolved at the same moment by two replicas sharing
-//! PostgreSQL, end it exactly once.
+//! cannot be resolved loses none of the others, one sandbox's reports keep
+//! their order, and a fleet operation's last two acks, resolved at the same
+//! moment by two replicas sharing PostgreSQL, end it exactly once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -160,4 +160,47 @@ async fn concurrent_last_acks_on_two_replicas_end_a_fleet_operation_on_postgres(
     })
     .await;
     last_acks_end_the_fleet_operation(&[first, second]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_sandboxs_reports_in_one_batch_resolve_in_arrival_order() {
+    let gw = TestGateway::start(Backend::Sqlite).await;
+    let mut api = gw.api().await;
+    let (id, _) = create_sandbox(&mut api, "ordered", POLICY).await;
+    let mut ops = Vec::new();
+    for port in [8443, 9443] {
+        let op_id = commit_only(
+            &mut api,
+            pb::UpdateConfigRequest {
+                target: openshell_e2e::sandbox_target(&id),
+                policy: policy_with_port(port),
+                ..Default::default()
+            },
+        )
+        .await;
+        ops.push(gw.state().store.get_operation(&op_id).await.unwrap());
+    }
+    let exact = |op: &openshell_gateway::store::OperationRecord| ReportedRevisions {
+        policy_revision: op.policy_revision,
+        sandbox_settings_revision: op.settings_revision,
+        ..Default::default()
+    };
+    // The first change applied, then the second failed: in this order the
+    // first ends APPLIED; the other way round the failure (newer) would
+    // supersede it first.
+    let resolver = gw.state().reports.clone();
+    resolver.submit(applied(&id, exact(&ops[0])));
+    resolver.submit(SupervisorReport {
+        status: ReportStatus::Failed {
+            failed_closed: false,
+        },
+        reason: "port 9443 is taken".into(),
+        ..applied(&id, exact(&ops[1]))
+    });
+    resolver.flush().await;
+    let first = gw.state().store.get_operation(&ops[0].id).await.unwrap();
+    let second = gw.state().store.get_operation(&ops[1].id).await.unwrap();
+    assert_eq!(first.state, OperationState::Applied, "{first:?}");
+    assert_eq!(second.state, OperationState::Failed, "{second:?}");
+    assert!(second.error.contains("9443"), "{second:?}");
 }

@@ -9,9 +9,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use std::collections::HashMap;
+
+use crate::error::{GatewayError, Result};
 use crate::store::{
-    Lifecycle, OperationRecord, OperationState, Outcome, Store, TargetKind, WriteTx,
+    Lifecycle, LiveTarget, OperationRecord, OperationState, Outcome, ReportRow, Store, TargetKind,
+    WriteTx,
 };
 
 /// Longest error text stored on an operation.
@@ -136,128 +139,240 @@ pub async fn settle_from_last_reports(store: &Store, operation: &OperationRecord
 
 async fn resolve(store: &Store, report: &SupervisorReport, record: bool) -> Result<u32> {
     let mut tx = store.begin_write().await?;
-    let resolved = resolve_in(&mut tx, report, record).await?;
+    let resolved = resolve_batch(&mut tx, std::slice::from_ref(report), record).await?;
     tx.commit().await?;
+    Ok(resolved.first().copied().unwrap_or(0))
+}
+
+/// Resolves every operation the reports settle inside `tx`, as if each
+/// report were resolved alone in order; returns how many operations each
+/// one ended. `record` keeps each report as its sandbox's last one. Work
+/// is set-based (a few statements per batch, not per report), in rounds
+/// that hold at most one report per sandbox so a sandbox's reports keep
+/// their order. A report for an unknown sandbox fails the whole batch.
+pub(super) async fn resolve_batch(
+    tx: &mut WriteTx,
+    reports: &[SupervisorReport],
+    record: bool,
+) -> Result<Vec<u32>> {
+    let mut resolved = vec![0u32; reports.len()];
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    let mut rounds: Vec<Vec<usize>> = Vec::new();
+    for (i, report) in reports.iter().enumerate() {
+        let round = seen.entry(report.sandbox_id.as_str()).or_insert(0);
+        if rounds.len() <= *round {
+            rounds.push(Vec::new());
+        }
+        rounds[*round].push(i);
+        *round += 1;
+    }
+    for round in rounds {
+        resolve_round(tx, reports, &round, record, &mut resolved).await?;
+    }
     Ok(resolved)
 }
 
-/// Resolves every operation the report settles inside `tx`; returns how
-/// many it ended. `record` keeps the report as the sandbox's last one.
-pub(super) async fn resolve_in(
+/// One report per sandbox: `round` indexes `reports`.
+async fn resolve_round(
     tx: &mut WriteTx,
-    report: &SupervisorReport,
+    reports: &[SupervisorReport],
+    round: &[usize],
     record: bool,
-) -> Result<u32> {
-    let reason = sanitize_error(&report.reason);
-    let r = &report.revisions;
-    let sandbox = tx.lock_sandbox(&report.sandbox_id).await?;
-    let mut resolved = 0u32;
-    for op in tx.live_sandbox_operations(&report.sandbox_id).await? {
-        let pos = position(
-            op.policy_revision,
-            op.settings_revision,
-            r.policy_revision,
-            r.sandbox_settings_revision,
-        );
-        let verdict = match (pos, report.status) {
-            (Position::Older, _) => None,
-            (Position::Newer, _) => Some((
-                OperationState::Superseded,
-                Outcome::SupersededByNewer,
-                "a newer revision reached the supervisor first".to_string(),
-            )),
-            (Position::Exact, ReportStatus::Applied) => {
-                Some((OperationState::Applied, Outcome::Applied, String::new()))
-            }
-            (Position::Exact, ReportStatus::Failed { failed_closed }) => Some((
-                OperationState::Failed,
-                if failed_closed {
-                    Outcome::FailedClosed
-                } else {
-                    Outcome::FailedRetainedLastKnownGood
-                },
-                reason.clone(),
-            )),
-            (Position::Exact, ReportStatus::RetainedLocalOverride) if op.touches_policy => Some((
-                OperationState::Inactive,
-                Outcome::RetainedLocalOverride,
-                "local policy file keeps precedence; the gateway policy is not in effect"
-                    .to_string(),
-            )),
-            (Position::Exact, ReportStatus::RetainedLocalOverride) => {
-                Some((OperationState::Applied, Outcome::Applied, String::new()))
-            }
+    resolved: &mut [u32],
+) -> Result<()> {
+    let ids: Vec<String> = round
+        .iter()
+        .map(|&i| reports[i].sandbox_id.clone())
+        .collect();
+    let by_sandbox: HashMap<&str, usize> = round
+        .iter()
+        .map(|&i| (reports[i].sandbox_id.as_str(), i))
+        .collect();
+    let lifecycles = tx.lock_sandboxes(&ids).await?;
+    if let Some(missing) = ids.iter().find(|id| !lifecycles.contains_key(*id)) {
+        return Err(GatewayError::NotFound(format!(
+            "sandbox {missing} not found"
+        )));
+    }
+    let reasons: HashMap<usize, String> = round
+        .iter()
+        .map(|&i| (i, sanitize_error(&reports[i].reason)))
+        .collect();
+
+    for op in tx.live_sandbox_operations_of(&ids).await? {
+        let Some(&i) = op.sandbox_id.as_deref().and_then(|id| by_sandbox.get(id)) else {
+            continue;
         };
-        if let Some((state, outcome, error)) = verdict
+        if let Some((state, outcome, error)) = sandbox_verdict(&op, &reports[i], &reasons[&i])
             && tx.finish_operation(&op.id, state, outcome, &error).await?
         {
-            resolved += 1;
+            resolved[i] += 1;
         }
     }
-    for target in tx.live_targets_for_sandbox(&report.sandbox_id).await? {
-        let reached = match target.target_kind {
-            TargetKind::Global => {
-                r.global_settings_revision >= target.settings_revision
-                    && r.global_policy_revision >= target.global_policy_revision
-            }
-            TargetKind::Workspace => r.workspace_settings_revision >= target.settings_revision,
-            TargetKind::Sandbox | TargetKind::Provider => false,
-        };
-        if !reached {
+
+    // Targets of one operation with the same verdict end in one statement.
+    let mut groups: Vec<TargetGroup> = Vec::new();
+    for (sandbox_id, target) in tx.live_targets_of(&ids).await? {
+        let Some(&i) = by_sandbox.get(sandbox_id.as_str()) else {
             continue;
-        }
-        let (state, outcome, error) = match report.status {
-            ReportStatus::Applied => (OperationState::Applied, Outcome::Applied, String::new()),
-            ReportStatus::Failed { failed_closed } => (
-                OperationState::Failed,
-                if failed_closed {
-                    Outcome::FailedClosed
-                } else {
-                    Outcome::FailedRetainedLastKnownGood
-                },
-                reason.clone(),
-            ),
-            ReportStatus::RetainedLocalOverride if target.touches_policy => (
-                OperationState::Inactive,
-                Outcome::RetainedLocalOverride,
-                "local policy file keeps precedence".to_string(),
-            ),
-            ReportStatus::RetainedLocalOverride => {
-                (OperationState::Applied, Outcome::Applied, String::new())
-            }
         };
-        if tx
-            .finish_target(
-                &target.operation_id,
-                &report.sandbox_id,
+        let Some((state, outcome, error)) = target_verdict(&target, &reports[i], &reasons[&i])
+        else {
+            continue;
+        };
+        match groups.iter_mut().find(|g| {
+            g.operation_id == target.operation_id
+                && g.state == state
+                && g.outcome == outcome
+                && g.error == error
+        }) {
+            Some(group) => group.reports.push(i),
+            None => groups.push(TargetGroup {
+                operation_id: target.operation_id,
                 state,
                 outcome,
-                &error,
-            )
-            .await?
-        {
-            resolved += 1;
+                error,
+                reports: vec![i],
+            }),
         }
     }
+    groups.sort_by(|a, b| a.operation_id.cmp(&b.operation_id));
+    for group in groups {
+        let sandboxes: Vec<String> = group
+            .reports
+            .iter()
+            .map(|&i| reports[i].sandbox_id.clone())
+            .collect();
+        let ended = tx
+            .finish_targets(
+                &group.operation_id,
+                &sandboxes,
+                group.state,
+                group.outcome,
+                &group.error,
+            )
+            .await?;
+        // The report that ended the operation is the group's last one.
+        if ended && let Some(&last) = group.reports.last() {
+            resolved[last] += 1;
+        }
+    }
+
     if record {
-        let revisions_json = serde_json::to_string(r).unwrap_or_default();
-        tx.record_report(
-            &report.sandbox_id,
-            report.status.as_str(),
-            &revisions_json,
-            &reason,
-        )
-        .await?;
-    }
-    if sandbox.lifecycle == Lifecycle::Pending
-        && report.status
-            != (ReportStatus::Failed {
-                failed_closed: true,
+        let rows: Vec<ReportRow<'_>> = round
+            .iter()
+            .map(|&i| ReportRow {
+                sandbox_id: &reports[i].sandbox_id,
+                status: reports[i].status.as_str(),
+                revisions_json: serde_json::to_string(&reports[i].revisions).unwrap_or_default(),
+                reason: &reasons[&i],
             })
-    {
-        tx.mark_running(&report.sandbox_id).await?;
+            .collect();
+        tx.record_reports(&rows).await?;
     }
-    Ok(resolved)
+    let now_running: Vec<String> = round
+        .iter()
+        .filter(|&&i| {
+            lifecycles.get(&reports[i].sandbox_id) == Some(&Lifecycle::Pending)
+                && reports[i].status
+                    != (ReportStatus::Failed {
+                        failed_closed: true,
+                    })
+        })
+        .map(|&i| reports[i].sandbox_id.clone())
+        .collect();
+    tx.mark_running(&now_running).await?;
+    Ok(())
+}
+
+/// Fleet targets of one operation that one round ends the same way.
+struct TargetGroup {
+    operation_id: String,
+    state: OperationState,
+    outcome: Outcome,
+    error: String,
+    reports: Vec<usize>,
+}
+
+type Verdict = (OperationState, Outcome, String);
+
+/// How a report settles one sandbox-scoped operation, if it does.
+fn sandbox_verdict(
+    op: &OperationRecord,
+    report: &SupervisorReport,
+    reason: &str,
+) -> Option<Verdict> {
+    let r = &report.revisions;
+    let pos = position(
+        op.policy_revision,
+        op.settings_revision,
+        r.policy_revision,
+        r.sandbox_settings_revision,
+    );
+    match (pos, report.status) {
+        (Position::Older, _) => None,
+        (Position::Newer, _) => Some((
+            OperationState::Superseded,
+            Outcome::SupersededByNewer,
+            "a newer revision reached the supervisor first".to_string(),
+        )),
+        (Position::Exact, ReportStatus::Applied) => {
+            Some((OperationState::Applied, Outcome::Applied, String::new()))
+        }
+        (Position::Exact, ReportStatus::Failed { failed_closed }) => Some((
+            OperationState::Failed,
+            if failed_closed {
+                Outcome::FailedClosed
+            } else {
+                Outcome::FailedRetainedLastKnownGood
+            },
+            reason.to_string(),
+        )),
+        (Position::Exact, ReportStatus::RetainedLocalOverride) if op.touches_policy => Some((
+            OperationState::Inactive,
+            Outcome::RetainedLocalOverride,
+            "local policy file keeps precedence; the gateway policy is not in effect".to_string(),
+        )),
+        (Position::Exact, ReportStatus::RetainedLocalOverride) => {
+            Some((OperationState::Applied, Outcome::Applied, String::new()))
+        }
+    }
+}
+
+/// How a report settles one fleet target, if it reached the target's scope revision.
+fn target_verdict(target: &LiveTarget, report: &SupervisorReport, reason: &str) -> Option<Verdict> {
+    let r = &report.revisions;
+    let reached = match target.target_kind {
+        TargetKind::Global => {
+            r.global_settings_revision >= target.settings_revision
+                && r.global_policy_revision >= target.global_policy_revision
+        }
+        TargetKind::Workspace => r.workspace_settings_revision >= target.settings_revision,
+        TargetKind::Sandbox | TargetKind::Provider => false,
+    };
+    if !reached {
+        return None;
+    }
+    Some(match report.status {
+        ReportStatus::Applied => (OperationState::Applied, Outcome::Applied, String::new()),
+        ReportStatus::Failed { failed_closed } => (
+            OperationState::Failed,
+            if failed_closed {
+                Outcome::FailedClosed
+            } else {
+                Outcome::FailedRetainedLastKnownGood
+            },
+            reason.to_string(),
+        ),
+        ReportStatus::RetainedLocalOverride if target.touches_policy => (
+            OperationState::Inactive,
+            Outcome::RetainedLocalOverride,
+            "local policy file keeps precedence".to_string(),
+        ),
+        ReportStatus::RetainedLocalOverride => {
+            (OperationState::Applied, Outcome::Applied, String::new())
+        }
+    })
 }
 
 #[cfg(test)]

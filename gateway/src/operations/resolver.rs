@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::resolve::{SupervisorReport, resolve_in};
+use super::resolve::{SupervisorReport, resolve_batch};
 use crate::error::{GatewayError, Result};
 use crate::metrics::Metrics;
 use crate::store::Store;
@@ -98,14 +98,14 @@ async fn run(store: Store, metrics: Arc<Metrics>, mut queue: mpsc::UnboundedRece
                 next = queue.try_recv().ok();
             }
         }
-        resolve_batch(&store, &metrics, &mut batch).await;
+        resolve_queued(&store, &metrics, &mut batch).await;
         for done in flushes.drain(..) {
             let _ = done.send(());
         }
     }
 }
 
-async fn resolve_batch(
+async fn resolve_queued(
     store: &Store,
     metrics: &Metrics,
     batch: &mut Vec<(SupervisorReport, Option<oneshot::Sender<Result<u32>>>)>,
@@ -154,18 +154,16 @@ async fn resolve_together(
     store: &Store,
     batch: &[(SupervisorReport, Option<oneshot::Sender<Result<u32>>>)],
 ) -> Result<Vec<u32>> {
+    let reports: Vec<SupervisorReport> = batch.iter().map(|(r, _)| r.clone()).collect();
     let mut tx = store.begin_write().await?;
-    let mut resolved = Vec::with_capacity(batch.len());
-    for (report, _) in batch {
-        resolved.push(resolve_in(&mut tx, report, true).await?);
-    }
+    let resolved = resolve_batch(&mut tx, &reports, true).await?;
     tx.commit().await?;
     Ok(resolved)
 }
 
 async fn resolve_alone(store: &Store, report: &SupervisorReport) -> Result<u32> {
     let mut tx = store.begin_write().await?;
-    let resolved = resolve_in(&mut tx, report, true).await?;
+    let resolved = resolve_batch(&mut tx, std::slice::from_ref(report), true).await?;
     tx.commit().await?;
-    Ok(resolved)
+    Ok(resolved.first().copied().unwrap_or(0))
 }

@@ -33,7 +33,7 @@ pub use events::OperationEvents;
 pub use operations::{IdempotentMatch, NewOperation, OperationFilter};
 pub use providers::ProviderValues;
 pub use records::*;
-pub use reports::{LastReport, LiveTarget};
+pub use reports::{LastReport, LiveTarget, ReportRow};
 pub use session_owners::{OwnerClaim, SessionOwner};
 pub use settings::{ScopedSettings, SettingWrite};
 

@@ -1,11 +1,13 @@
 //! Writes that resolve operations from supervisor reports, and the last
 //! report per sandbox (shown by `sessions inspect`).
 
+use std::collections::HashMap;
+
 use sqlx::{AssertSqlSafe, Row};
 
 use super::operations::OPERATION_COLUMNS;
 use super::records::{
-    OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
+    Lifecycle, OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
 };
 use super::{Store, WriteTx, now_ms};
 use crate::error::Result;
@@ -30,6 +32,15 @@ pub struct LiveTarget {
     pub settings_revision: u64,
     pub global_policy_revision: u64,
     pub touches_policy: bool,
+}
+
+/// One sandbox's report, as kept for `sessions inspect`.
+#[derive(Debug)]
+pub struct ReportRow<'a> {
+    pub sandbox_id: &'a str,
+    pub status: &'a str,
+    pub revisions_json: String,
+    pub reason: &'a str,
 }
 
 /// The stored last report of a sandbox.
@@ -61,20 +72,100 @@ impl Store {
     }
 }
 
+/// Values bound per statement when a statement takes a list of sandboxes.
+const IDS_PER_STATEMENT: usize = 500;
+
+/// `$first, $first+1, …`: `n` placeholders for a bound list.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl WriteTx {
-    /// Live operations that target one sandbox directly, oldest first.
-    pub async fn live_sandbox_operations(
+    /// Locks these sandboxes, in id order so that replicas lock in one
+    /// order, and returns the lifecycle of each one found.
+    pub async fn lock_sandboxes(&mut self, ids: &[String]) -> Result<HashMap<String, Lifecycle>> {
+        let mut sorted: Vec<&String> = ids.iter().collect();
+        sorted.sort();
+        let mut found = HashMap::with_capacity(ids.len());
+        for chunk in sorted.chunks(IDS_PER_STATEMENT) {
+            let sql = format!(
+                "SELECT id, lifecycle FROM sandboxes WHERE id IN ({}) ORDER BY id{}",
+                placeholders(1, chunk.len()),
+                self.for_update()
+            );
+            let mut query = sqlx::query(AssertSqlSafe(sql));
+            for id in chunk {
+                query = query.bind(id.as_str());
+            }
+            for row in query.fetch_all(self.conn()).await? {
+                found.insert(
+                    row.try_get::<String, _>("id")?,
+                    Lifecycle::parse(&row.try_get::<String, _>("lifecycle")?)?,
+                );
+            }
+        }
+        Ok(found)
+    }
+
+    /// Live operations that target these sandboxes directly, oldest first.
+    pub async fn live_sandbox_operations_of(
         &mut self,
-        sandbox_id: &str,
+        sandbox_ids: &[String],
     ) -> Result<Vec<OperationRecord>> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {OPERATION_COLUMNS} FROM operations WHERE sandbox_id = $1 \
-             AND state IN ('PENDING', 'DELIVERED') ORDER BY created_at, id"
-        )))
-        .bind(sandbox_id)
-        .fetch_all(self.conn())
-        .await?;
-        rows.iter().map(operation_from_row).collect()
+        let mut out = Vec::new();
+        for chunk in sandbox_ids.chunks(IDS_PER_STATEMENT) {
+            let sql = format!(
+                "SELECT {OPERATION_COLUMNS} FROM operations WHERE sandbox_id IN ({}) \
+                 AND state IN ('PENDING', 'DELIVERED') ORDER BY created_at, id",
+                placeholders(1, chunk.len())
+            );
+            let mut query = sqlx::query(AssertSqlSafe(sql));
+            for id in chunk {
+                query = query.bind(id.as_str());
+            }
+            for row in query.fetch_all(self.conn()).await? {
+                out.push(operation_from_row(&row)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Live fleet targets of these sandboxes, as `(sandbox id, target)`.
+    pub async fn live_targets_of(
+        &mut self,
+        sandbox_ids: &[String],
+    ) -> Result<Vec<(String, LiveTarget)>> {
+        let mut out = Vec::new();
+        for chunk in sandbox_ids.chunks(IDS_PER_STATEMENT) {
+            let sql = format!(
+                "SELECT t.sandbox_id, o.id, o.target_kind, o.settings_revision, \
+                 o.global_policy_revision, o.touches_policy \
+                 FROM operation_targets t JOIN operations o ON o.id = t.operation_id \
+                 WHERE t.sandbox_id IN ({}) AND t.state IN ('PENDING', 'DELIVERED') \
+                 ORDER BY o.created_at, o.id",
+                placeholders(1, chunk.len())
+            );
+            let mut query = sqlx::query(AssertSqlSafe(sql));
+            for id in chunk {
+                query = query.bind(id.as_str());
+            }
+            for row in query.fetch_all(self.conn()).await? {
+                out.push((
+                    row.try_get("sandbox_id")?,
+                    LiveTarget {
+                        operation_id: row.try_get("id")?,
+                        target_kind: TargetKind::parse(&row.try_get::<String, _>("target_kind")?)?,
+                        settings_revision: u64_col(&row, "settings_revision")?,
+                        global_policy_revision: u64_col(&row, "global_policy_revision")?,
+                        touches_policy: row.try_get::<i64, _>("touches_policy")? != 0,
+                    },
+                ));
+            }
+        }
+        Ok(out)
     }
 
     /// Moves a live operation to a terminal state; terminal ones never change.
@@ -104,56 +195,40 @@ impl WriteTx {
         Ok(changed)
     }
 
-    /// Fleet targets of one sandbox that are still live.
-    pub async fn live_targets_for_sandbox(&mut self, sandbox_id: &str) -> Result<Vec<LiveTarget>> {
-        let rows = sqlx::query(
-            "SELECT o.id, o.target_kind, o.settings_revision, o.global_policy_revision, o.touches_policy \
-             FROM operation_targets t JOIN operations o ON o.id = t.operation_id \
-             WHERE t.sandbox_id = $1 AND t.state IN ('PENDING', 'DELIVERED') ORDER BY o.created_at",
-        )
-        .bind(sandbox_id)
-        .fetch_all(self.conn())
-        .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(LiveTarget {
-                    operation_id: row.try_get("id")?,
-                    target_kind: TargetKind::parse(&row.try_get::<String, _>("target_kind")?)?,
-                    settings_revision: u64_col(row, "settings_revision")?,
-                    global_policy_revision: u64_col(row, "global_policy_revision")?,
-                    touches_policy: row.try_get::<i64, _>("touches_policy")? != 0,
-                })
-            })
-            .collect()
-    }
-
-    /// Ends one sandbox's live target of a fleet operation, and the
-    /// operation itself when that was its last live target. Returns whether
-    /// the operation ended.
-    pub async fn finish_target(
+    /// Ends these sandboxes' live targets of one fleet operation, and the
+    /// operation itself when no target is left pending. Returns whether the
+    /// operation ended.
+    pub async fn finish_targets(
         &mut self,
         operation_id: &str,
-        sandbox_id: &str,
+        sandbox_ids: &[String],
         state: OperationState,
         outcome: Outcome,
         error: &str,
     ) -> Result<bool> {
-        let result = sqlx::query(
-            "UPDATE operation_targets SET state = $3, outcome = $4, error = $5, updated_at = $6 \
-             WHERE operation_id = $1 AND sandbox_id = $2 AND state IN ('PENDING', 'DELIVERED')",
-        )
-        .bind(operation_id)
-        .bind(sandbox_id)
-        .bind(state.as_str())
-        .bind(outcome.as_str())
-        .bind(error)
-        .bind(now_ms())
-        .execute(self.conn())
-        .await?;
-        if result.rows_affected() == 0 {
+        let mut finished = 0u64;
+        for chunk in sandbox_ids.chunks(IDS_PER_STATEMENT) {
+            let sql = format!(
+                "UPDATE operation_targets SET state = $2, outcome = $3, error = $4, updated_at = $5 \
+                 WHERE operation_id = $1 AND state IN ('PENDING', 'DELIVERED') AND sandbox_id IN ({})",
+                placeholders(6, chunk.len())
+            );
+            let mut query = sqlx::query(AssertSqlSafe(sql))
+                .bind(operation_id)
+                .bind(state.as_str())
+                .bind(outcome.as_str())
+                .bind(error)
+                .bind(now_ms());
+            for id in chunk {
+                query = query.bind(id.as_str());
+            }
+            finished += query.execute(self.conn()).await?.rows_affected();
+        }
+        if finished == 0 {
             return Ok(false);
         }
-        self.count_finished_targets(operation_id, state, 1).await
+        self.count_finished_targets(operation_id, state, finished)
+            .await
     }
 
     /// Moves `n` targets of a fleet operation from pending to `state` in
@@ -202,37 +277,49 @@ impl WriteTx {
             .await
     }
 
-    pub async fn record_report(
-        &mut self,
-        sandbox_id: &str,
-        status: &str,
-        revisions_json: &str,
-        reason: &str,
-    ) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO supervisor_reports (sandbox_id, status, revisions_json, reason, reported_at) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (sandbox_id) DO UPDATE SET status = excluded.status, \
-             revisions_json = excluded.revisions_json, reason = excluded.reason, reported_at = excluded.reported_at",
-        )
-        .bind(sandbox_id)
-        .bind(status)
-        .bind(revisions_json)
-        .bind(reason)
-        .bind(now_ms())
-        .execute(self.conn())
-        .await?;
+    /// Keeps each sandbox's report as its last one (one report per sandbox).
+    pub async fn record_reports(&mut self, reports: &[ReportRow<'_>]) -> Result<()> {
+        const COLUMNS: usize = 5;
+        let now = now_ms();
+        for chunk in reports.chunks(IDS_PER_STATEMENT / COLUMNS) {
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|i| format!("({})", placeholders(1 + i * COLUMNS, COLUMNS)))
+                .collect();
+            let sql = format!(
+                "INSERT INTO supervisor_reports (sandbox_id, status, revisions_json, reason, reported_at) \
+                 VALUES {} ON CONFLICT (sandbox_id) DO UPDATE SET status = excluded.status, \
+                 revisions_json = excluded.revisions_json, reason = excluded.reason, \
+                 reported_at = excluded.reported_at",
+                rows.join(", ")
+            );
+            let mut query = sqlx::query(AssertSqlSafe(sql));
+            for row in chunk {
+                query = query
+                    .bind(row.sandbox_id)
+                    .bind(row.status)
+                    .bind(row.revisions_json.as_str())
+                    .bind(row.reason)
+                    .bind(now);
+            }
+            query.execute(self.conn()).await?;
+        }
         Ok(())
     }
 
-    /// A successful first apply moves a pending sandbox to running.
-    pub async fn mark_running(&mut self, sandbox_id: &str) -> Result<()> {
-        sqlx::query(
-            "UPDATE sandboxes SET lifecycle = 'running', updated_at = $2 WHERE id = $1 AND lifecycle = 'pending'",
-        )
-        .bind(sandbox_id)
-        .bind(now_ms())
-        .execute(self.conn())
-        .await?;
+    /// A successful first apply moves pending sandboxes to running.
+    pub async fn mark_running(&mut self, sandbox_ids: &[String]) -> Result<()> {
+        for chunk in sandbox_ids.chunks(IDS_PER_STATEMENT) {
+            let sql = format!(
+                "UPDATE sandboxes SET lifecycle = 'running', updated_at = $1 \
+                 WHERE lifecycle = 'pending' AND id IN ({})",
+                placeholders(2, chunk.len())
+            );
+            let mut query = sqlx::query(AssertSqlSafe(sql)).bind(now_ms());
+            for id in chunk {
+                query = query.bind(id.as_str());
+            }
+            query.execute(self.conn()).await?;
+        }
         Ok(())
     }
 }
