@@ -242,6 +242,8 @@ fn push_event(inner: &mut Inner, text: String) {
 }
 
 /// Runs until the session closes or its outbound channel does.
+/// Every session runs this for its whole life, so its state is kept
+/// small: the steps that are not waiting (building, sending) are boxed.
 pub async fn run(
     delivery: Arc<SessionDelivery>,
     source: Arc<dyn SnapshotSource>,
@@ -278,14 +280,14 @@ pub async fn run(
         process_acks(&delivery, &metrics);
         expire_ack_waits(&delivery, &tuning);
         let Some(mark) = take_mark(&delivery) else {
-            if !send_ready(&delivery, &source, &out).await {
+            if !Box::pin(send_ready(&delivery, &source, &out)).await {
                 return;
             }
             continue;
         };
         let lane = mark.lane();
         let queued_at = Instant::now();
-        let permit = permits.acquire(lane).await;
+        let permit = Box::pin(permits.acquire(lane)).await;
         metrics
             .queue_wait
             .get_or_create(&crate::metrics::LaneLabel {
@@ -297,13 +299,15 @@ pub async fn run(
                 Component::SandboxConfig => tuning.sandbox_config_deadline,
                 Component::ProviderEnvironment => tuning.provider_environment_deadline,
             };
-            let result =
-                match tokio::time::timeout(deadline, source.build(&delivery.sandbox_id, component))
-                    .await
-                {
-                    Ok(result) => result,
-                    Err(_) => Err(BuildError::Deadline(deadline)),
-                };
+            let result = match Box::pin(tokio::time::timeout(
+                deadline,
+                source.build(&delivery.sandbox_id, component),
+            ))
+            .await
+            {
+                Ok(result) => result,
+                Err(_) => Err(BuildError::Deadline(deadline)),
+            };
             let outcome = record_build(&delivery, component, result, &tuning, &metrics);
             metrics
                 .builds
@@ -319,7 +323,7 @@ pub async fn run(
             // A late build of a closed session is discarded.
             return;
         }
-        if !send_ready(&delivery, &source, &out).await {
+        if !Box::pin(send_ready(&delivery, &source, &out)).await {
             return;
         }
     }

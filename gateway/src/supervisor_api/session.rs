@@ -33,6 +33,11 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 const MISSED_HEARTBEATS: u32 = 3;
 
 /// Starts the session task; the returned stream is what the gateway sends.
+///
+/// A task's memory is the size of its largest state, held for the
+/// session's whole life; the one-off steps (authentication, startup
+/// exchange, bootstrap, owner claim) and rare events are boxed so an idle
+/// session only holds what its read loop needs.
 /// Control frames (acceptance, heartbeats) always go out before
 /// configuration frames waiting at the same time.
 pub fn spawn(
@@ -124,7 +129,7 @@ async fn run(
             return;
         }
     };
-    let sandbox = match authenticate(&state.store, hello.identity.as_ref()).await {
+    let sandbox = match Box::pin(authenticate(&state.store, hello.identity.as_ref())).await {
         Ok(sandbox) => sandbox,
         Err(refusal) => {
             state.metrics.sessions_rejected.inc();
@@ -150,8 +155,14 @@ async fn run(
     if negotiation.apply_enabled
         && !hello.image_policy.trim().is_empty()
         && sandbox.lifecycle == Lifecycle::Pending
-        && let Err(refusal) =
-            startup_exchange(&state, &sandbox, &hello.image_policy, &mut inbound, &tx).await
+        && let Err(refusal) = Box::pin(startup_exchange(
+            &state,
+            &sandbox,
+            &hello.image_policy,
+            &mut inbound,
+            &tx,
+        ))
+        .await
     {
         state.metrics.sessions_rejected.inc();
         tracing::warn!(sandbox = %sandbox.id, reason = %refusal.reason, "startup exchange failed; session rejected");
@@ -175,7 +186,7 @@ async fn run(
     });
     let mut bootstrap = None;
     if let Some(delivery) = &delivery {
-        match build_bootstrap_frames(&state, delivery).await {
+        match Box::pin(build_bootstrap_frames(&state, delivery)).await {
             Ok(frames) => bootstrap = Some(frames),
             Err(reason) => {
                 state.publisher.unregister(delivery);
@@ -215,7 +226,7 @@ async fn run(
         protocol_revision: hello.protocol_revision,
         mode: negotiation.mode.as_str(),
     };
-    if let Err(e) = state.store.claim_session(&claim).await {
+    if let Err(e) = Box::pin(state.store.claim_session(&claim)).await {
         if let Some(delivery) = &delivery {
             state.publisher.unregister(delivery);
         }
@@ -291,7 +302,7 @@ async fn run(
     }
     state.sessions.unregister(&sandbox.id, &session_id);
     state.metrics.sessions_connected.dec();
-    if let Err(e) = state.store.release_session(&sandbox.id, &session_id).await {
+    if let Err(e) = Box::pin(state.store.release_session(&sandbox.id, &session_id)).await {
         tracing::warn!(error = %e, sandbox = %sandbox.id, "cannot release session owner");
     }
     tracing::info!(sandbox = %sandbox.id, session = %session_id, "supervisor session closed");
@@ -593,7 +604,7 @@ impl LiveSession<'_> {
         true
     }
 
-    async fn on_config_result(&self, result: pb::ConfigUpdateResult) {
+    fn on_config_result(&self, result: pb::ConfigUpdateResult) {
         let Some(delivery) = &self.delivery else {
             tracing::debug!(sandbox = %self.sandbox_id, "config result on a session without push ignored");
             return;
@@ -655,7 +666,7 @@ impl LiveSession<'_> {
                 }
                 () = sleep_until_opt(bootstrap_deadline) => {
                     self.state.metrics.bootstraps.get_or_create(&OutcomeLabel { outcome: "timed_out" }).inc();
-                    self.close_with("no bootstrap result within the bootstrap timeout".into()).await;
+                    Box::pin(self.close_with("no bootstrap result within the bootstrap timeout".into())).await;
                     return;
                 }
                 frame = inbound.next() => {
@@ -666,12 +677,12 @@ impl LiveSession<'_> {
                             match msg.message {
                                 Some(pb::supervisor_message::Message::Heartbeat(_)) | None => {}
                                 Some(pb::supervisor_message::Message::BootstrapResult(result)) => {
-                                    if !self.on_bootstrap_result(result).await {
+                                    if !Box::pin(self.on_bootstrap_result(result)).await {
                                         return;
                                     }
                                 }
                                 Some(pb::supervisor_message::Message::ConfigUpdateResult(result)) => {
-                                    self.on_config_result(result).await;
+                                    self.on_config_result(result);
                                 }
                                 Some(pb::supervisor_message::Message::Hello(_)) => {
                                     tracing::warn!(sandbox = %self.sandbox_id, "second hello on a session ignored");
