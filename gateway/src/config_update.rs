@@ -315,7 +315,7 @@ async fn try_commit(
                 op.settings_revision = revision;
                 op.no_op = false;
             }
-            op.global_policy_revision = tx.global_policy().await?.0;
+            op.global_policy_revision = tx.global_policy_revision().await?;
             tx.insert_fanout_intent(
                 "sandbox",
                 &current.id,
@@ -339,7 +339,7 @@ async fn try_commit(
                 op.settings_revision = revision;
                 op.no_op = false;
             }
-            op.global_policy_revision = tx.global_policy().await?.0;
+            op.global_policy_revision = tx.global_policy_revision().await?;
             fleet_targets = Some(tx.live_sandbox_ids(Some(workspace)).await?);
             tx.insert_fanout_intent(
                 "workspace",

@@ -7,7 +7,6 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::records::u64_col;
-use super::sandboxes::to_i64;
 use super::{Store, WriteTx, now_ms};
 use crate::error::{GatewayError, Result};
 
@@ -94,25 +93,27 @@ impl WriteTx {
 
     /// Applies the writes that change something and bumps the scope's
     /// revision once. Returns the new revision, or None when every write
-    /// matched the stored value (a no-op writes no revision).
+    /// matched the stored value (a no-op writes no revision). The store
+    /// decides what changed (an upsert that skips equal values, a delete of
+    /// what exists), so no read precedes the writes.
     pub async fn write_settings(
         &mut self,
         scope: Scope,
         scope_id: &str,
         writes: &[SettingWrite],
     ) -> Result<Option<u64>> {
-        let current = self.settings_at(scope, scope_id).await?;
         let now = now_ms();
         let mut changed = false;
         for (key, value) in writes {
-            match value {
-                Some(value) if current.values.get(key) != Some(value) => {
+            let result = match value {
+                Some(value) => {
                     let json = serde_json::to_string(value)
                         .map_err(|e| GatewayError::Corrupt(format!("setting {key}: {e}")))?;
                     sqlx::query(
                         "INSERT INTO settings (scope, scope_id, key, value_json, updated_at) \
                          VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, scope_id, key) \
-                         DO UPDATE SET value_json = excluded.value_json, updated_at = excluded.updated_at",
+                         DO UPDATE SET value_json = excluded.value_json, updated_at = excluded.updated_at \
+                         WHERE settings.value_json <> excluded.value_json",
                     )
                     .bind(scope_name(scope))
                     .bind(scope_id)
@@ -120,10 +121,9 @@ impl WriteTx {
                     .bind(json)
                     .bind(now)
                     .execute(self.conn())
-                    .await?;
-                    changed = true;
+                    .await?
                 }
-                None if current.values.contains_key(key) => {
+                None => {
                     sqlx::query(
                         "DELETE FROM settings WHERE scope = $1 AND scope_id = $2 AND key = $3",
                     )
@@ -131,28 +131,35 @@ impl WriteTx {
                     .bind(scope_id)
                     .bind(key)
                     .execute(self.conn())
-                    .await?;
-                    changed = true;
+                    .await?
                 }
-                _ => {}
-            }
+            };
+            changed |= result.rows_affected() > 0;
         }
         if !changed {
             return Ok(None);
         }
-        let revision = current.revision + 1;
         let sql = match scope {
             Scope::Global => {
-                "UPDATE counters SET value = $1 WHERE name = 'global_settings_revision' AND $2 = ''"
+                "UPDATE counters SET value = value + 1 \
+                 WHERE name = 'global_settings_revision' AND $1 = '' RETURNING value AS revision"
             }
-            Scope::Workspace => "UPDATE workspaces SET settings_revision = $1 WHERE name = $2",
-            Scope::Sandbox => "UPDATE sandboxes SET settings_revision = $1 WHERE id = $2",
+            Scope::Workspace => {
+                "UPDATE workspaces SET settings_revision = settings_revision + 1 \
+                 WHERE name = $1 RETURNING settings_revision AS revision"
+            }
+            Scope::Sandbox => {
+                "UPDATE sandboxes SET settings_revision = settings_revision + 1 \
+                 WHERE id = $1 RETURNING settings_revision AS revision"
+            }
         };
-        sqlx::query(sql)
-            .bind(to_i64(revision))
+        let row = sqlx::query(sql)
             .bind(scope_id)
-            .execute(self.conn())
-            .await?;
-        Ok(Some(revision))
+            .fetch_optional(self.conn())
+            .await?
+            .ok_or_else(|| {
+                GatewayError::NotFound(format!("settings scope {scope_id:?} not found"))
+            })?;
+        Ok(Some(u64_col(&row, "revision")?))
     }
 }
