@@ -18,6 +18,7 @@ pub mod config_update;
 pub mod crypto;
 pub mod delivery;
 pub mod error;
+pub mod group_commit;
 pub mod inspect;
 pub mod lifecycle;
 pub mod metrics;

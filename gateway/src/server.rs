@@ -23,7 +23,7 @@ use crate::operations::ReportResolver;
 use crate::sessions::SessionRegistry;
 use crate::state::GatewayState;
 use crate::store::{Store, StoreOptions, now_ms};
-use crate::supervisor_api::SupervisorApi;
+use crate::supervisor_api::{OwnerClaims, SupervisorApi};
 use openshell_proto::v1::supervisor_server::SupervisorServer;
 
 /// Largest gRPC message accepted: a 256 KiB policy plus headroom.
@@ -171,6 +171,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     let metrics = Arc::new(Metrics::default());
     let state = Arc::new(GatewayState {
         reports: ReportResolver::spawn(store.clone(), metrics.clone()),
+        owner_claims: OwnerClaims::spawn(store.clone()),
         session_tasks: tokio_util::task::TaskTracker::new(),
         stopping: stopping_rx,
         store,

@@ -9,6 +9,7 @@ use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
 use crate::sessions::SessionRegistry;
 use crate::store::Store;
+use crate::supervisor_api::OwnerClaims;
 
 pub struct GatewayState {
     pub store: Store,
@@ -22,6 +23,8 @@ pub struct GatewayState {
     pub tuning: DeliveryTuning,
     /// Where poll reports and push acks go to resolve operations.
     pub reports: ReportResolver,
+    /// Where accepted sessions record themselves as their sandbox's owner.
+    pub owner_claims: OwnerClaims,
     /// Session tasks, which outlive their response streams for a moment
     /// (owner release): shutdown waits for them before closing the store.
     pub session_tasks: tokio_util::task::TaskTracker,

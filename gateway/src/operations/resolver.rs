@@ -1,6 +1,6 @@
-//! Group commit of supervisor reports. Every session hands its reports to
-//! one resolver task, which resolves whatever has queued up in a single
-//! write transaction. A fanout to 10k sandboxes then costs a few dozen
+//! Group commit (`crate::group_commit`) of supervisor reports. Every
+//! session hands its reports to one resolver task, which resolves whatever
+//! has queued up in a single write transaction. A fanout to 10k sandboxes then costs a few dozen
 //! transactions instead of 10k serialised ones, and a session's read loop
 //! never waits on the store, so its heartbeats keep being read under load.
 
@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::resolve::{SupervisorReport, resolve_batch};
 use crate::error::{GatewayError, Result};
+use crate::group_commit::take_queued;
 use crate::metrics::Metrics;
 use crate::store::Store;
 
@@ -88,14 +89,10 @@ async fn run(store: Store, metrics: Arc<Metrics>, mut queue: mpsc::UnboundedRece
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut flushes = Vec::new();
     while let Some(first) = queue.recv().await {
-        let mut next = Some(first);
-        while let Some(job) = next.take() {
+        for job in take_queued(&mut queue, first, MAX_BATCH) {
             match job {
                 Job::Report { report, reply } => batch.push((report, reply)),
                 Job::Flush(done) => flushes.push(done),
-            }
-            if batch.len() < MAX_BATCH {
-                next = queue.try_recv().ok();
             }
         }
         resolve_queued(&store, &metrics, &mut batch).await;

@@ -6,7 +6,6 @@
 use sqlx::Row;
 
 use super::records::u64_col;
-use super::sandboxes::to_i64;
 use super::{Store, WriteTx, now_ms};
 use crate::error::Result;
 
@@ -21,13 +20,13 @@ pub struct SessionOwner {
 
 /// What is recorded when a session is accepted.
 #[derive(Debug, Clone)]
-pub struct OwnerClaim<'a> {
-    pub sandbox_id: &'a str,
-    pub replica_id: &'a str,
-    pub session_id: &'a str,
-    pub supervisor_version: &'a str,
+pub struct OwnerClaim {
+    pub sandbox_id: String,
+    pub replica_id: String,
+    pub session_id: String,
+    pub supervisor_version: String,
     pub protocol_revision: u32,
-    pub mode: &'a str,
+    pub mode: &'static str,
 }
 
 impl Store {
@@ -49,12 +48,16 @@ impl Store {
         .transpose()
     }
 
-    /// Records this session as the owner; returns the new epoch.
-    pub async fn claim_session(&self, claim: &OwnerClaim<'_>) -> Result<u64> {
+    /// Records each session as its sandbox's owner in one transaction;
+    /// returns the new epochs, in order.
+    pub async fn claim_sessions(&self, claims: &[OwnerClaim]) -> Result<Vec<u64>> {
         let mut tx = self.begin_write().await?;
-        let epoch = tx.claim_session(claim).await?;
+        let mut epochs = Vec::with_capacity(claims.len());
+        for claim in claims {
+            epochs.push(tx.claim_session(claim).await?);
+        }
         tx.commit().await?;
-        Ok(epoch)
+        Ok(epochs)
     }
 
     /// Drops the row if it still names this session.
@@ -81,38 +84,27 @@ impl Store {
 }
 
 impl WriteTx {
-    async fn claim_session(&mut self, claim: &OwnerClaim<'_>) -> Result<u64> {
-        let now = now_ms();
-        let sql = format!(
-            "SELECT epoch FROM session_owners WHERE sandbox_id = $1{}",
-            self.for_update()
-        );
-        let previous = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(claim.sandbox_id)
-            .fetch_optional(self.conn())
-            .await?
-            .map(|row| u64_col(&row, "epoch"))
-            .transpose()?
-            .unwrap_or(0);
-        let epoch = previous + 1;
-        sqlx::query(
+    /// One statement: the upsert raises the epoch of an existing row and
+    /// holds its row lock (PostgreSQL) until commit.
+    async fn claim_session(&mut self, claim: &OwnerClaim) -> Result<u64> {
+        let row = sqlx::query(
             "INSERT INTO session_owners (sandbox_id, replica_id, session_id, epoch, supervisor_version, \
-             protocol_revision, mode, connected_at, heartbeat_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) \
+             protocol_revision, mode, connected_at, heartbeat_at) VALUES ($1, $2, $3, 1, $4, $5, $6, $7, $7) \
              ON CONFLICT (sandbox_id) DO UPDATE SET replica_id = excluded.replica_id, \
-             session_id = excluded.session_id, epoch = excluded.epoch, \
+             session_id = excluded.session_id, epoch = session_owners.epoch + 1, \
              supervisor_version = excluded.supervisor_version, protocol_revision = excluded.protocol_revision, \
-             mode = excluded.mode, connected_at = excluded.connected_at, heartbeat_at = excluded.heartbeat_at",
+             mode = excluded.mode, connected_at = excluded.connected_at, heartbeat_at = excluded.heartbeat_at \
+             RETURNING epoch",
         )
-        .bind(claim.sandbox_id)
-        .bind(claim.replica_id)
-        .bind(claim.session_id)
-        .bind(to_i64(epoch))
-        .bind(claim.supervisor_version)
+        .bind(&claim.sandbox_id)
+        .bind(&claim.replica_id)
+        .bind(&claim.session_id)
+        .bind(&claim.supervisor_version)
         .bind(i64::from(claim.protocol_revision))
         .bind(claim.mode)
-        .bind(now)
-        .execute(self.conn())
+        .bind(now_ms())
+        .fetch_one(self.conn())
         .await?;
-        Ok(epoch)
+        u64_col(&row, "epoch")
     }
 }

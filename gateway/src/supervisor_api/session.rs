@@ -219,14 +219,14 @@ async fn run(
         replica_id: state.config.replica_id.clone(),
     };
     let claim = OwnerClaim {
-        sandbox_id: &sandbox.id,
-        replica_id: &state.config.replica_id,
-        session_id: &session_id,
-        supervisor_version: &hello.supervisor_version,
+        sandbox_id: sandbox.id.clone(),
+        replica_id: state.config.replica_id.clone(),
+        session_id: session_id.clone(),
+        supervisor_version: hello.supervisor_version.clone(),
         protocol_revision: hello.protocol_revision,
         mode: negotiation.mode.as_str(),
     };
-    if let Err(e) = Box::pin(state.store.claim_session(&claim)).await {
+    if let Err(e) = Box::pin(state.owner_claims.claim(claim)).await {
         if let Some(delivery) = &delivery {
             state.publisher.unregister(delivery);
         }
