@@ -56,6 +56,11 @@ impl GatewayError {
         }
     }
 
+    /// The gateway is shutting down and no longer takes this request.
+    pub fn stopping() -> Self {
+        Self::Unavailable("the gateway is stopping".into())
+    }
+
     /// True when the store refused a write because a unique index was hit.
     pub fn is_unique_violation(&self) -> bool {
         match self {

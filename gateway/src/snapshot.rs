@@ -68,12 +68,9 @@ pub async fn provider_env_revision(
     sandbox_id: &str,
     attachment_epoch: u64,
 ) -> Result<String> {
-    // Epoch 0: nothing was ever attached, so there is nothing to read.
-    let attached = if attachment_epoch == 0 {
-        Vec::new()
-    } else {
-        store.attached_provider_revisions(sandbox_id).await?
-    };
+    let attached = store
+        .attached_provider_revisions(sandbox_id, attachment_epoch)
+        .await?;
     Ok(provider_env_revision_of(attachment_epoch, &attached))
 }
 

@@ -138,10 +138,20 @@ pub async fn settle_from_last_reports(store: &Store, operation: &OperationRecord
 }
 
 async fn resolve(store: &Store, report: &SupervisorReport, record: bool) -> Result<u32> {
-    let mut tx = store.begin_write().await?;
-    let resolved = resolve_batch(&mut tx, std::slice::from_ref(report), record).await?;
-    tx.commit().await?;
+    let resolved = resolve_reports(store, std::slice::from_ref(report), record).await?;
     Ok(resolved.first().copied().unwrap_or(0))
+}
+
+/// [`resolve_batch`] in a transaction of its own.
+pub(super) async fn resolve_reports(
+    store: &Store,
+    reports: &[SupervisorReport],
+    record: bool,
+) -> Result<Vec<u32>> {
+    let mut tx = store.begin_write().await?;
+    let resolved = resolve_batch(&mut tx, reports, record).await?;
+    tx.commit().await?;
+    Ok(resolved)
 }
 
 /// Resolves every operation the reports settle inside `tx`, as if each
@@ -150,7 +160,7 @@ async fn resolve(store: &Store, report: &SupervisorReport, record: bool) -> Resu
 /// is set-based (a few statements per batch, not per report), in rounds
 /// that hold at most one report per sandbox so a sandbox's reports keep
 /// their order. A report for an unknown sandbox fails the whole batch.
-pub(super) async fn resolve_batch(
+async fn resolve_batch(
     tx: &mut WriteTx,
     reports: &[SupervisorReport],
     record: bool,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::resolve::{SupervisorReport, resolve_batch};
+use super::resolve::{SupervisorReport, resolve_reports};
 use crate::error::{GatewayError, Result};
 use crate::group_commit::take_queued;
 use crate::metrics::Metrics;
@@ -68,8 +68,8 @@ impl ReportResolver {
                 report,
                 reply: Some(reply),
             })
-            .map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+            .map_err(|_| GatewayError::stopping())?;
+        answer.await.map_err(|_| GatewayError::stopping())?
     }
 
     /// Waits until every report queued so far is resolved.
@@ -81,22 +81,22 @@ impl ReportResolver {
     }
 }
 
-fn stopped() -> GatewayError {
-    GatewayError::Unavailable("the gateway is stopping".into())
-}
-
 async fn run(store: Store, metrics: Arc<Metrics>, mut queue: mpsc::UnboundedReceiver<Job>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    let mut flushes = Vec::new();
     while let Some(first) = queue.recv().await {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        let mut flushes = Vec::new();
         for job in take_queued(&mut queue, first, MAX_BATCH) {
             match job {
                 Job::Report { report, reply } => batch.push((report, reply)),
                 Job::Flush(done) => flushes.push(done),
             }
         }
-        resolve_queued(&store, &metrics, &mut batch).await;
-        for done in flushes.drain(..) {
+        // Sandbox order keeps row locks in one order across replicas; the
+        // sort is stable, so one sandbox's reports keep their arrival order.
+        batch.sort_by(|a, b| a.0.sandbox_id.cmp(&b.0.sandbox_id));
+        let (reports, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        resolve_queued(&store, &metrics, &reports, replies).await;
+        for done in flushes {
             let _ = done.send(());
         }
     }
@@ -105,62 +105,39 @@ async fn run(store: Store, metrics: Arc<Metrics>, mut queue: mpsc::UnboundedRece
 async fn resolve_queued(
     store: &Store,
     metrics: &Metrics,
-    batch: &mut Vec<(SupervisorReport, Option<oneshot::Sender<Result<u32>>>)>,
+    reports: &[SupervisorReport],
+    replies: Vec<Option<oneshot::Sender<Result<u32>>>>,
 ) {
-    if batch.is_empty() {
+    if reports.is_empty() {
         return;
     }
-    // Sandbox order keeps row locks in one order across replicas; the sort is
-    // stable, so one sandbox's reports keep their arrival order.
-    batch.sort_by(|a, b| a.0.sandbox_id.cmp(&b.0.sandbox_id));
-    match resolve_together(store, batch).await {
-        Ok(resolved) => {
-            for ((_, reply), n) in batch.drain(..).zip(resolved) {
-                metrics.operations_resolved.inc_by(u64::from(n));
-                if let Some(reply) = reply {
-                    let _ = reply.send(Ok(n));
-                }
-            }
-        }
+    let outcomes = match resolve_reports(store, reports, true).await {
+        Ok(resolved) => resolved.into_iter().map(Ok).collect(),
         Err(e) => {
             // One report's failure must not lose the others: resolve each on
             // its own, so only the failing one reports its error.
-            tracing::debug!(error = %e, reports = batch.len(), "batch resolution failed; resolving one by one");
-            for (report, reply) in batch.drain(..) {
-                let outcome = resolve_alone(store, &report).await;
-                match (&outcome, reply) {
-                    (Ok(n), reply) => {
-                        metrics.operations_resolved.inc_by(u64::from(*n));
-                        if let Some(reply) = reply {
-                            let _ = reply.send(outcome);
-                        }
-                    }
-                    (Err(e), None) => {
-                        tracing::warn!(error = %e, sandbox = %report.sandbox_id, "cannot resolve operations from a report");
-                    }
-                    (Err(_), Some(reply)) => {
-                        let _ = reply.send(outcome);
-                    }
-                }
+            tracing::debug!(error = %e, reports = reports.len(), "batch resolution failed; resolving one by one");
+            let mut outcomes = Vec::with_capacity(reports.len());
+            for report in reports {
+                let alone = resolve_reports(store, std::slice::from_ref(report), true).await;
+                outcomes.push(alone.map(|n| n.first().copied().unwrap_or(0)));
             }
+            outcomes
+        }
+    };
+    for ((report, reply), outcome) in reports.iter().zip(replies).zip(outcomes) {
+        match &outcome {
+            Ok(n) => {
+                metrics.operations_resolved.inc_by(u64::from(*n));
+            }
+            // A waiting caller gets the error itself; an ack's is only logged.
+            Err(e) if reply.is_none() => {
+                tracing::warn!(error = %e, sandbox = %report.sandbox_id, "cannot resolve operations from a report");
+            }
+            Err(_) => {}
+        }
+        if let Some(reply) = reply {
+            let _ = reply.send(outcome);
         }
     }
-}
-
-async fn resolve_together(
-    store: &Store,
-    batch: &[(SupervisorReport, Option<oneshot::Sender<Result<u32>>>)],
-) -> Result<Vec<u32>> {
-    let reports: Vec<SupervisorReport> = batch.iter().map(|(r, _)| r.clone()).collect();
-    let mut tx = store.begin_write().await?;
-    let resolved = resolve_batch(&mut tx, &reports, true).await?;
-    tx.commit().await?;
-    Ok(resolved)
-}
-
-async fn resolve_alone(store: &Store, report: &SupervisorReport) -> Result<u32> {
-    let mut tx = store.begin_write().await?;
-    let resolved = resolve_batch(&mut tx, std::slice::from_ref(report), true).await?;
-    tx.commit().await?;
-    Ok(resolved.first().copied().unwrap_or(0))
 }

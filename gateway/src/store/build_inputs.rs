@@ -102,17 +102,15 @@ impl Store {
                 workspace_settings_revision,
             )
             .await?;
-        // Revision 0 means nothing was ever written there: no statement needed.
+        // Revision 0: nothing was ever written there, so there is nothing to read.
         let sandbox_settings = if sandbox.settings_revision == 0 {
             ScopedSettings::default()
         } else {
             self.settings_at(Scope::Sandbox, sandbox_id).await?
         };
-        let attached_provider_revisions = if sandbox.attachment_epoch == 0 {
-            Vec::new()
-        } else {
-            self.attached_provider_revisions(sandbox_id).await?
-        };
+        let attached_provider_revisions = self
+            .attached_provider_revisions(sandbox_id, sandbox.attachment_epoch)
+            .await?;
         Ok(SandboxConfigInputs {
             sandbox,
             own_policy,

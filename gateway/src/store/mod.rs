@@ -229,6 +229,14 @@ fn sqlite_url_with_create(url: &str) -> Result<String> {
     })
 }
 
+/// `$first, $first+1, …`: `n` placeholders for a bound list.
+pub(crate) fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Milliseconds since the Unix epoch, the store's time unit.
 pub fn now_ms() -> i64 {
     SystemTime::now()

@@ -6,7 +6,7 @@ use super::records::{
     OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
 };
 use super::sandboxes::to_i64;
-use super::{Store, WriteTx, now_ms};
+use super::{Store, WriteTx, now_ms, placeholders};
 use crate::error::{GatewayError, Result};
 
 pub(crate) const OPERATION_COLUMNS: &str = "id, target_kind, target, sandbox_id, state, outcome, error, \
@@ -204,7 +204,7 @@ impl WriteTx {
         let now = now_ms();
         for chunk in sandbox_ids.chunks(TARGETS_PER_INSERT) {
             let rows: Vec<String> = (0..chunk.len())
-                .map(|i| format!("($1, ${}, 'PENDING', '', '', $2)", i + 3))
+                .map(|i| format!("($1, {}, 'PENDING', '', '', $2)", placeholders(i + 3, 1)))
                 .collect();
             let sql = format!(
                 "INSERT INTO operation_targets (operation_id, sandbox_id, state, outcome, error, updated_at) \

@@ -271,7 +271,12 @@ impl Store {
     pub async fn attached_provider_revisions(
         &self,
         sandbox_id: &str,
+        attachment_epoch: u64,
     ) -> Result<Vec<(String, u64)>> {
+        // Epoch 0: nothing was ever attached, so there is nothing to read.
+        if attachment_epoch == 0 {
+            return Ok(Vec::new());
+        }
         let rows = sqlx::query(
             "SELECT p.id, p.revision FROM attachments a JOIN providers p ON p.id = a.provider_id \
              WHERE a.sandbox_id = $1 ORDER BY p.id",

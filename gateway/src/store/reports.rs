@@ -9,7 +9,7 @@ use super::operations::OPERATION_COLUMNS;
 use super::records::{
     Lifecycle, OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
 };
-use super::{Store, WriteTx, now_ms};
+use super::{Store, WriteTx, now_ms, placeholders};
 use crate::error::Result;
 
 /// The count column of a fleet operation that holds its targets in `state`.
@@ -74,14 +74,6 @@ impl Store {
 
 /// Values bound per statement when a statement takes a list of sandboxes.
 const IDS_PER_STATEMENT: usize = 500;
-
-/// `$first, $first+1, …`: `n` placeholders for a bound list.
-fn placeholders(first: usize, n: usize) -> String {
-    (first..first + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
 
 impl WriteTx {
     /// Locks these sandboxes, in id order so that replicas lock in one

@@ -34,9 +34,10 @@ impl OwnerClaims {
     /// Records the session as its sandbox's owner; returns the new epoch.
     pub async fn claim(&self, claim: OwnerClaim) -> Result<u64> {
         let (reply, answer) = oneshot::channel();
-        let stopped = || GatewayError::Unavailable("the gateway is stopping".into());
-        self.jobs.send((claim, reply)).map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+        self.jobs
+            .send((claim, reply))
+            .map_err(|_| GatewayError::stopping())?;
+        answer.await.map_err(|_| GatewayError::stopping())?
     }
 }
 
