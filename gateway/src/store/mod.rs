@@ -60,6 +60,11 @@ impl Backend {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: AnyPool,
+    /// Where write transactions run. On SQLite, one connection of its own:
+    /// the one writer keeps its page cache and prepared statements warm
+    /// instead of re-reading pages another connection's commit invalidated.
+    /// On PostgreSQL, the shared pool.
+    writer: AnyPool,
     backend: Backend,
     write_lock: Arc<Mutex<()>>,
     cipher: CredentialCipher,
@@ -127,25 +132,11 @@ impl Store {
             Backend::Sqlite => sqlite_url_with_create(&options.url)?,
             Backend::Postgres => options.url.clone(),
         };
-        let pool = AnyPoolOptions::new()
-            .max_connections(options.max_connections)
-            .acquire_timeout(Duration::from_secs(10))
-            .after_connect(move |conn, _meta| {
-                Box::pin(async move {
-                    if backend == Backend::Sqlite {
-                        // WAL lets readers run beside the one writer; NORMAL
-                        // sync is durable across process crashes in WAL mode.
-                        conn.execute(
-                            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                             PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;",
-                        )
-                        .await?;
-                    }
-                    Ok(())
-                })
-            })
-            .connect(&url)
-            .await?;
+        let pool = connect(backend, &url, options.max_connections).await?;
+        let writer = match backend {
+            Backend::Sqlite => connect(backend, &url, 1).await?,
+            Backend::Postgres => pool.clone(),
+        };
         let migrator = match backend {
             Backend::Sqlite => &SQLITE_MIGRATIONS,
             Backend::Postgres => &POSTGRES_MIGRATIONS,
@@ -156,6 +147,7 @@ impl Store {
             .map_err(|e| GatewayError::Store(sqlx::Error::Migrate(Box::new(e))))?;
         Ok(Self {
             pool,
+            writer,
             backend,
             write_lock: Arc::new(Mutex::new(())),
             cipher,
@@ -192,7 +184,7 @@ impl Store {
             Backend::Sqlite => Some(self.write_lock.clone().lock_owned().await),
             Backend::Postgres => None,
         };
-        let tx = self.pool.begin().await?;
+        let tx = self.writer.begin().await?;
         Ok(WriteTx {
             tx,
             backend: self.backend,
@@ -203,8 +195,32 @@ impl Store {
     }
 
     pub async fn close(&self) {
+        self.writer.close().await;
         self.pool.close().await;
     }
+}
+
+async fn connect(backend: Backend, url: &str, max_connections: u32) -> Result<AnyPool> {
+    let pool = AnyPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .after_connect(move |conn, _meta| {
+            Box::pin(async move {
+                if backend == Backend::Sqlite {
+                    // WAL lets readers run beside the one writer; NORMAL
+                    // sync is durable across process crashes in WAL mode.
+                    conn.execute(
+                        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                         PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;",
+                    )
+                    .await?;
+                }
+                Ok(())
+            })
+        })
+        .connect(url)
+        .await?;
+    Ok(pool)
 }
 
 fn sqlite_url_with_create(url: &str) -> Result<String> {
