@@ -19,7 +19,8 @@ use crate::store::{
 /// What to write.
 #[derive(Debug, Clone)]
 pub enum ConfigTarget {
-    Sandbox(SandboxRecord),
+    /// A sandbox by id; the transaction reads and locks it.
+    Sandbox(String),
     Workspace(String),
     Global,
 }
@@ -81,7 +82,7 @@ impl ConfigUpdate {
 
     fn target_key(&self) -> (TargetKind, String) {
         match &self.target {
-            ConfigTarget::Sandbox(sb) => (TargetKind::Sandbox, sb.id.clone()),
+            ConfigTarget::Sandbox(id) => (TargetKind::Sandbox, id.clone()),
             ConfigTarget::Workspace(ws) => (TargetKind::Workspace, ws.clone()),
             ConfigTarget::Global => (TargetKind::Global, String::new()),
         }
@@ -268,7 +269,7 @@ async fn try_commit(
         sandbox_id: None,
         policy_revision: 0,
         settings_revision: 0,
-        global_policy_revision: 0,
+        global_policy_revision: None,
         no_op: true,
         touches_policy: validated.policy.is_some() || update.clear_global_policy,
         caller: update.caller.clone(),
@@ -285,12 +286,11 @@ async fn try_commit(
     let mut inactive_reason = None;
     let mut fleet_targets = None;
     match &update.target {
-        ConfigTarget::Sandbox(sandbox) => {
-            let current = tx.lock_sandbox(&sandbox.id).await?;
+        ConfigTarget::Sandbox(sandbox_id) => {
+            let current = tx.lock_sandbox(sandbox_id).await?;
             if current.lifecycle == Lifecycle::Deleted {
                 return Err(GatewayError::NotFound(format!(
-                    "sandbox {} was deleted",
-                    sandbox.id
+                    "sandbox {sandbox_id} was deleted"
                 )));
             }
             if current.lifecycle == Lifecycle::Stopped {
@@ -315,7 +315,6 @@ async fn try_commit(
                 op.settings_revision = revision;
                 op.no_op = false;
             }
-            op.global_policy_revision = tx.global_policy_revision().await?;
             tx.insert_fanout_intent(
                 "sandbox",
                 &current.id,
@@ -339,7 +338,6 @@ async fn try_commit(
                 op.settings_revision = revision;
                 op.no_op = false;
             }
-            op.global_policy_revision = tx.global_policy_revision().await?;
             fleet_targets = Some(tx.live_sandbox_ids(Some(workspace)).await?);
             tx.insert_fanout_intent(
                 "workspace",
@@ -351,13 +349,13 @@ async fn try_commit(
         }
         ConfigTarget::Global => {
             let (global_revision, current_global) = tx.global_policy().await?;
-            op.global_policy_revision = global_revision;
+            op.global_policy_revision = Some(global_revision);
             if let Some(policy) = &validated.policy {
                 let hash = policy.policy_hash();
                 if current_global.as_ref().map(|g| g.policy_hash.as_str()) != Some(hash.as_str()) {
-                    op.global_policy_revision = global_revision + 1;
+                    op.global_policy_revision = Some(global_revision + 1);
                     tx.insert_global_policy_revision(
-                        op.global_policy_revision,
+                        global_revision + 1,
                         Some((&hash, &policy.canonical_json())),
                         &operation_id,
                     )
@@ -365,8 +363,8 @@ async fn try_commit(
                     op.no_op = false;
                 }
             } else if update.clear_global_policy && current_global.is_some() {
-                op.global_policy_revision = global_revision + 1;
-                tx.insert_global_policy_revision(op.global_policy_revision, None, &operation_id)
+                op.global_policy_revision = Some(global_revision + 1);
+                tx.insert_global_policy_revision(global_revision + 1, None, &operation_id)
                     .await?;
                 op.no_op = false;
             }
@@ -385,18 +383,25 @@ async fn try_commit(
                 .await?;
         }
     }
-    tx.insert_operation(&op).await?;
+    let mut operation = tx.insert_operation(&op).await?;
+    // A sandbox write's operation is returned as inserted; ending it at once
+    // or counting fleet targets changes the row, which is then read back.
+    let mut changed_after_insert = false;
     if let Some(reason) = inactive_reason {
         tx.resolve_operation_by_lifecycle(&operation_id, OperationState::Inactive, reason)
             .await?;
+        changed_after_insert = true;
     }
     if let Some(targets) = &fleet_targets {
         tx.insert_operation_targets(&operation_id, targets).await?;
         if targets.is_empty() {
             tx.complete_empty_fleet_operation(&operation_id).await?;
         }
+        changed_after_insert = true;
     }
-    let operation = tx.get_operation(&operation_id).await?;
+    if changed_after_insert {
+        operation = tx.get_operation(&operation_id).await?;
+    }
     tx.commit().await?;
     Ok(Committed {
         operation,

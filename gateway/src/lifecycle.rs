@@ -73,35 +73,31 @@ pub async fn create_sandbox(
     let mut sandbox = tx
         .insert_sandbox(&id, name, workspace, &hash_credential(credential.expose()))
         .await?;
-    let mut operation_id = None;
+    let mut operation = None;
     if let Some(policy) = &policy {
         let op_id = new_id("op");
         let revision = write_sandbox_policy(&mut tx, &sandbox, policy, &op_id).await?;
         sandbox.policy_revision = revision.unwrap_or(0);
-        let global_policy_revision = tx.global_policy().await?.0;
-        tx.insert_operation(&NewOperation {
-            id: op_id.clone(),
-            target_kind: TargetKind::Sandbox,
-            target: id.clone(),
-            sandbox_id: Some(id.clone()),
-            policy_revision: sandbox.policy_revision,
-            settings_revision: 0,
-            global_policy_revision,
-            no_op: false,
-            touches_policy: true,
-            caller: caller.to_string(),
-            idempotency_key: None,
-            request_fingerprint: None,
-            idempotency_expires_at: None,
-        })
-        .await?;
-        operation_id = Some(op_id);
+        let inserted = tx
+            .insert_operation(&NewOperation {
+                id: op_id,
+                target_kind: TargetKind::Sandbox,
+                target: id.clone(),
+                sandbox_id: Some(id.clone()),
+                policy_revision: sandbox.policy_revision,
+                settings_revision: 0,
+                global_policy_revision: None,
+                no_op: false,
+                touches_policy: true,
+                caller: caller.to_string(),
+                idempotency_key: None,
+                request_fingerprint: None,
+                idempotency_expires_at: None,
+            })
+            .await?;
+        operation = Some(inserted);
     }
     tx.commit().await?;
-    let operation = match operation_id {
-        Some(op) => Some(store.get_operation(&op).await?),
-        None => None,
-    };
     Ok(CreatedSandbox {
         sandbox,
         credential,

@@ -529,9 +529,12 @@ impl OpenShell for OpenShellApi {
         let caller = caller_of(&request)?;
         let req = request.into_inner();
         let target = match req.target.as_ref().and_then(|t| t.target.as_ref()) {
-            Some(pb::config_target::Target::Sandbox(sb)) => {
-                ConfigTarget::Sandbox(self.resolve_live(Some(sb)).await?)
-            }
+            Some(pb::config_target::Target::Sandbox(sb)) => ConfigTarget::Sandbox(
+                self.state
+                    .store
+                    .resolve_sandbox_id(&sb.id_or_name, workspace_or_default(&sb.workspace))
+                    .await?,
+            ),
             Some(pb::config_target::Target::Workspace(ws)) => {
                 ConfigTarget::Workspace(workspace_or_default(ws).to_string())
             }

@@ -27,7 +27,9 @@ pub struct NewOperation {
     pub sandbox_id: Option<String>,
     pub policy_revision: u64,
     pub settings_revision: u64,
-    pub global_policy_revision: u64,
+    /// `None` records the global policy revision current when the row is
+    /// inserted, read by the insert itself rather than by a statement of its own.
+    pub global_policy_revision: Option<u64>,
     pub no_op: bool,
     /// The write carried a policy, so a retained local policy makes it INACTIVE.
     pub touches_policy: bool,
@@ -167,32 +169,36 @@ impl WriteTx {
         .transpose()
     }
 
-    pub async fn insert_operation(&mut self, op: &NewOperation) -> Result<()> {
+    /// Inserts the operation `PENDING` and returns the row as stored.
+    pub async fn insert_operation(&mut self, op: &NewOperation) -> Result<OperationRecord> {
         let now = now_ms();
-        sqlx::query(
+        let sql = format!(
             "INSERT INTO operations (id, target_kind, target, sandbox_id, state, outcome, error, \
              policy_revision, settings_revision, global_policy_revision, no_op, caller, \
              idempotency_key, request_fingerprint, idempotency_expires_at, created_at, updated_at, \
              touches_policy) \
-             VALUES ($1, $2, $3, $4, 'PENDING', '', '', $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14)",
-        )
-        .bind(&op.id)
-        .bind(op.target_kind.as_str())
-        .bind(&op.target)
-        .bind(op.sandbox_id.clone())
-        .bind(to_i64(op.policy_revision))
-        .bind(to_i64(op.settings_revision))
-        .bind(to_i64(op.global_policy_revision))
-        .bind(i64::from(op.no_op))
-        .bind(&op.caller)
-        .bind(op.idempotency_key.clone())
-        .bind(op.request_fingerprint.clone())
-        .bind(op.idempotency_expires_at)
-        .bind(now)
-        .bind(i64::from(op.touches_policy))
-        .execute(self.conn())
-        .await?;
-        Ok(())
+             VALUES ($1, $2, $3, $4, 'PENDING', '', '', $5, $6, \
+             COALESCE($7, (SELECT COALESCE(MAX(revision), 0) FROM global_policy_revisions)), \
+             $8, $9, $10, $11, $12, $13, $13, $14) RETURNING {OPERATION_COLUMNS}"
+        );
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(&op.id)
+            .bind(op.target_kind.as_str())
+            .bind(&op.target)
+            .bind(op.sandbox_id.clone())
+            .bind(to_i64(op.policy_revision))
+            .bind(to_i64(op.settings_revision))
+            .bind(op.global_policy_revision.map(to_i64))
+            .bind(i64::from(op.no_op))
+            .bind(&op.caller)
+            .bind(op.idempotency_key.clone())
+            .bind(op.request_fingerprint.clone())
+            .bind(op.idempotency_expires_at)
+            .bind(now)
+            .bind(i64::from(op.touches_policy))
+            .fetch_one(self.conn())
+            .await?;
+        operation_from_row(&row)
     }
 
     /// Records the sandboxes a fleet operation must reach, all pending.

@@ -153,17 +153,6 @@ impl WriteTx {
         global_from_row(row.as_ref())
     }
 
-    /// The current global policy revision, without locking it: a sandbox
-    /// write only records which global revision was current.
-    pub async fn global_policy_revision(&mut self) -> Result<u64> {
-        let row = sqlx::query(
-            "SELECT COALESCE(MAX(revision), 0) AS revision FROM global_policy_revisions",
-        )
-        .fetch_one(self.conn())
-        .await?;
-        u64_col(&row, "revision")
-    }
-
     /// Records a new global policy revision; `policy` None clears it.
     pub async fn insert_global_policy_revision(
         &mut self,

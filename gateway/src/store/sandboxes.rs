@@ -30,6 +30,14 @@ impl Store {
         id_or_name: &str,
         workspace: &str,
     ) -> Result<SandboxRecord> {
+        let id = self.resolve_sandbox_id(id_or_name, workspace).await?;
+        self.get_sandbox(&id).await
+    }
+
+    /// The id a reference names, for a write that reads the sandbox itself
+    /// inside its transaction: an id is returned unread (the transaction
+    /// reports it unknown or deleted), a name costs one indexed read.
+    pub async fn resolve_sandbox_id(&self, id_or_name: &str, workspace: &str) -> Result<String> {
         if id_or_name.is_empty() {
             return Err(GatewayError::invalid(
                 "sandbox",
@@ -37,12 +45,11 @@ impl Store {
             ));
         }
         if id_or_name.starts_with("sb-") {
-            return self.get_sandbox(id_or_name).await;
+            return Ok(id_or_name.to_string());
         }
-        let row = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {SANDBOX_COLUMNS} FROM sandboxes \
-             WHERE workspace = $1 AND name = $2 AND lifecycle <> 'deleted'"
-        )))
+        let row = sqlx::query(
+            "SELECT id FROM sandboxes WHERE workspace = $1 AND name = $2 AND lifecycle <> 'deleted'",
+        )
         .bind(workspace)
         .bind(id_or_name)
         .fetch_optional(self.pool())
@@ -52,9 +59,7 @@ impl Store {
                 "sandbox {id_or_name:?} not found in workspace {workspace:?}"
             ))
         })?;
-        let mut record = sandbox_from_row(&row)?;
-        record.providers = self.attached_provider_names(&record.id).await?;
-        Ok(record)
+        Ok(row.try_get("id")?)
     }
 
     /// Lists sandboxes ordered by creation, `limit` from `offset`.

@@ -406,7 +406,7 @@ async fn startup_exchange(
     };
     if let Some(policy) = to_commit {
         let update = ConfigUpdate {
-            target: ConfigTarget::Sandbox(sandbox.clone()),
+            target: ConfigTarget::Sandbox(sandbox.id.clone()),
             policy: Some(policy),
             clear_global_policy: false,
             settings: Vec::new(),
