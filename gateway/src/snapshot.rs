@@ -17,6 +17,17 @@ pub async fn build_sandbox_config(
     store: &Store,
     sandbox_id: &str,
 ) -> Result<pb::SandboxConfigSnapshot> {
+    Ok(build_sandbox_config_noting_pending(store, sandbox_id)
+        .await?
+        .0)
+}
+
+/// [`build_sandbox_config`], and whether a sandbox operation was pending
+/// when its inputs were read.
+async fn build_sandbox_config_noting_pending(
+    store: &Store,
+    sandbox_id: &str,
+) -> Result<(pb::SandboxConfigSnapshot, bool)> {
     let inputs = store.sandbox_config_inputs(sandbox_id).await?;
     let sandbox = &inputs.sandbox;
     let (policy_json, policy_hash, source) = match (&inputs.global_policy, &inputs.own_policy) {
@@ -33,7 +44,7 @@ pub async fn build_sandbox_config(
         &inputs.workspace_settings.values,
         &inputs.sandbox_settings.values,
     );
-    Ok(pb::SandboxConfigSnapshot {
+    let snapshot = pb::SandboxConfigSnapshot {
         sandbox_id: sandbox_id.to_string(),
         policy_json,
         policy_source: source as i32,
@@ -57,7 +68,8 @@ pub async fn build_sandbox_config(
         ),
         built_at: Some(convert::timestamp(now_ms())),
         lifecycle: convert::lifecycle(sandbox.lifecycle) as i32,
-    })
+    };
+    Ok((snapshot, inputs.pending_operation))
 }
 
 /// A cheap summary of the provider environment: the attachment epoch plus
@@ -162,8 +174,9 @@ pub async fn build_component(
 ) -> Result<Built> {
     match component {
         Component::SandboxConfig => {
-            let snapshot = build_sandbox_config(store, sandbox_id).await?;
-            Ok(sandbox_config_built(snapshot))
+            let (snapshot, pending) =
+                build_sandbox_config_noting_pending(store, sandbox_id).await?;
+            Ok(sandbox_config_built(snapshot, pending))
         }
         Component::ProviderEnvironment => {
             let snapshot = build_provider_environment(store, sandbox_id).await?;
@@ -172,7 +185,8 @@ pub async fn build_component(
     }
 }
 
-pub fn sandbox_config_built(snapshot: pb::SandboxConfigSnapshot) -> Built {
+/// `pending_operation`: see [`Built::pending_operation`].
+pub fn sandbox_config_built(snapshot: pb::SandboxConfigSnapshot, pending_operation: bool) -> Built {
     let fingerprint = sandbox_config_fingerprint(&snapshot);
     let hash_prefix: String = snapshot.policy_hash.chars().take(12).collect();
     let summary = format!(
@@ -193,6 +207,7 @@ pub fn sandbox_config_built(snapshot: pb::SandboxConfigSnapshot) -> Built {
         policy_revision: snapshot.policy_revision,
         settings_revision: snapshot.sandbox_settings_revision,
         provider_env_revision: snapshot.provider_env_revision.clone(),
+        pending_operation,
         update: pb::ConfigUpdate {
             delivery_id: 0,
             sequence: 0,
@@ -217,6 +232,7 @@ pub fn provider_environment_built(snapshot: pb::ProviderEnvironmentSnapshot) -> 
         policy_revision: 0,
         settings_revision: 0,
         provider_env_revision: snapshot.provider_env_revision.clone(),
+        pending_operation: false,
         update: pb::ConfigUpdate {
             delivery_id: 0,
             sequence: 0,
@@ -240,12 +256,15 @@ pub async fn build_bootstrap(
     for _ in 0..=MAX_REBUILDS {
         let config = build_sandbox_config(store, sandbox_id).await?;
         let env = build_provider_environment(store, sandbox_id).await?;
-        let again = build_sandbox_config(store, sandbox_id).await?;
+        let (again, pending) = build_sandbox_config_noting_pending(store, sandbox_id).await?;
         let consistent = config.provider_env_revision == env.provider_env_revision
             && again.provider_env_revision == env.provider_env_revision
             && again.policy_hash == config.policy_hash;
         if consistent {
-            return Ok((sandbox_config_built(again), provider_environment_built(env)));
+            return Ok((
+                sandbox_config_built(again, pending),
+                provider_environment_built(env),
+            ));
         }
     }
     Err(BootstrapError::Inconsistent)

@@ -39,6 +39,9 @@ pub struct Built {
     pub settings_revision: u64,
     /// The provider environment revision this snapshot carries or expects.
     pub provider_env_revision: String,
+    /// The build saw a `PENDING` sandbox operation, so sending it may deliver
+    /// one; most sends (fanouts, reconcile) then skip the store entirely.
+    pub pending_operation: bool,
 }
 
 /// Why a build failed.
@@ -591,7 +594,7 @@ async fn send_ready(
         if out.send(Box::new(frame)).await.is_err() {
             return false;
         }
-        if component == Component::SandboxConfig {
+        if component == Component::SandboxConfig && built.pending_operation {
             source.delivered(&delivery.sandbox_id, &built).await;
         }
     }

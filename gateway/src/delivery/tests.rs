@@ -74,6 +74,7 @@ impl SnapshotSource for FakeSource {
                 policy_revision: version,
                 settings_revision: 0,
                 provider_env_revision: "e0".into(),
+                pending_operation: true,
             })
         })
     }

@@ -34,6 +34,10 @@ pub struct SandboxConfigInputs {
     pub sandbox_settings: ScopedSettings,
     /// `(provider id, revision)` of every attached provider, by id.
     pub attached_provider_revisions: Vec<(String, u64)>,
+    /// A sandbox operation was `PENDING` when the inputs were read. Only
+    /// then can sending this snapshot deliver one: an operation committed
+    /// later is not in the snapshot.
+    pub pending_operation: bool,
 }
 
 /// Shared build inputs by revision; cheap to clone.
@@ -67,7 +71,10 @@ impl Store {
             "SELECT {}, p.policy_hash AS own_policy_hash, p.policy_json AS own_policy_json, \
              w.settings_revision AS workspace_settings_revision, \
              (SELECT value FROM counters WHERE name = 'global_settings_revision') AS global_settings_revision, \
-             (SELECT COALESCE(MAX(revision), 0) FROM global_policy_revisions) AS global_policy_revision \
+             (SELECT COALESCE(MAX(revision), 0) FROM global_policy_revisions) AS global_policy_revision, \
+             CAST(CASE WHEN EXISTS (SELECT 1 FROM operations o \
+             WHERE o.sandbox_id = s.id AND o.state = 'PENDING') THEN 1 ELSE 0 END AS BIGINT) \
+             AS pending_operation \
              FROM sandboxes s JOIN workspaces w ON w.name = s.workspace \
              LEFT JOIN policy_revisions p ON p.sandbox_id = s.id AND p.revision = s.policy_revision \
              WHERE s.id = $1",
@@ -89,6 +96,7 @@ impl Store {
         let global_policy_revision = u64_col(&row, "global_policy_revision")?;
         let global_settings_revision = u64_col(&row, "global_settings_revision")?;
         let workspace_settings_revision = u64_col(&row, "workspace_settings_revision")?;
+        let pending_operation = row.try_get::<i64, _>("pending_operation")? != 0;
 
         let (global_policy_revision, global_policy) =
             self.cached_global_policy(global_policy_revision).await?;
@@ -120,6 +128,7 @@ impl Store {
             workspace_settings,
             sandbox_settings,
             attached_provider_revisions,
+            pending_operation,
         })
     }
 

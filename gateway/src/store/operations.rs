@@ -356,26 +356,16 @@ impl WriteTx {
 impl Store {
     /// A snapshot carrying `(policy_revision, settings_revision)` was sent:
     /// pending operations with exactly that tuple are DELIVERED, and pending
-    /// ones it leaves behind were never sent and are SUPERSEDED.
+    /// ones it leaves behind were never sent and are SUPERSEDED. Called only
+    /// for a snapshot whose build saw a pending operation
+    /// ([`SandboxConfigInputs::pending_operation`](super::SandboxConfigInputs)),
+    /// so fanouts and reconciles stay off the store's write lock.
     pub async fn mark_delivered(
         &self,
         sandbox_id: &str,
         policy_revision: u64,
         settings_revision: u64,
     ) -> Result<u64> {
-        // Most sends carry no pending sandbox operation (fanouts, reconcile,
-        // bootstraps): an indexed read keeps them off the store's write lock.
-        // A pending operation this send carries was committed before the
-        // snapshot was built, so the read cannot miss it.
-        let pending = sqlx::query(
-            "SELECT 1 AS one FROM operations WHERE sandbox_id = $1 AND state = 'PENDING' LIMIT 1",
-        )
-        .bind(sandbox_id)
-        .fetch_optional(self.pool())
-        .await?;
-        if pending.is_none() {
-            return Ok(0);
-        }
         let mut tx = self.begin_write().await?;
         let now = now_ms();
         let delivered = sqlx::query(
