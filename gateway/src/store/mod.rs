@@ -204,6 +204,9 @@ async fn connect(backend: Backend, url: &str, max_connections: u32) -> Result<An
     let pool = AnyPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
+        // A ping before every acquire is a round trip per statement; a
+        // SQLite file connection cannot go stale the way a network one can.
+        .test_before_acquire(backend == Backend::Postgres)
         .after_connect(move |conn, _meta| {
             Box::pin(async move {
                 if backend == Backend::Sqlite {
