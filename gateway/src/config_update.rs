@@ -284,7 +284,9 @@ async fn try_commit(
             .map(|_| now_ms().saturating_add(idempotency_retention_ms)),
     };
     let mut inactive_reason = None;
-    let mut fleet_targets = None;
+    // Set for a fleet write: the workspace whose live sandboxes it targets,
+    // or None for all of them.
+    let mut fleet_of: Option<Option<&str>> = None;
     match &update.target {
         ConfigTarget::Sandbox(sandbox_id) => {
             let current = tx.lock_sandbox(sandbox_id).await?;
@@ -338,7 +340,7 @@ async fn try_commit(
                 op.settings_revision = revision;
                 op.no_op = false;
             }
-            fleet_targets = Some(tx.live_sandbox_ids(Some(workspace)).await?);
+            fleet_of = Some(Some(workspace.as_str()));
             tx.insert_fanout_intent(
                 "workspace",
                 workspace,
@@ -378,7 +380,7 @@ async fn try_commit(
                 op.settings_revision = revision;
                 op.no_op = false;
             }
-            fleet_targets = Some(tx.live_sandbox_ids(None).await?);
+            fleet_of = Some(None);
             tx.insert_fanout_intent("global", "", &["sandbox_config"], Some(&operation_id))
                 .await?;
         }
@@ -392,9 +394,8 @@ async fn try_commit(
             .await?;
         changed_after_insert = true;
     }
-    if let Some(targets) = &fleet_targets {
-        tx.insert_operation_targets(&operation_id, targets).await?;
-        if targets.is_empty() {
+    if let Some(workspace) = fleet_of {
+        if tx.insert_live_targets(&operation_id, workspace).await? == 0 {
             tx.complete_empty_fleet_operation(&operation_id).await?;
         }
         changed_after_insert = true;

@@ -6,17 +6,13 @@ use super::records::{
     OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
 };
 use super::sandboxes::to_i64;
-use super::{Store, WriteTx, now_ms, placeholders};
+use super::{Store, WriteTx, now_ms};
 use crate::error::{GatewayError, Result};
 
 pub(crate) const OPERATION_COLUMNS: &str = "id, target_kind, target, sandbox_id, state, outcome, error, \
      policy_revision, settings_revision, global_policy_revision, no_op, touches_policy, caller, \
      idempotency_key, created_at, updated_at, completed_at, targets_total, targets_pending, \
      targets_applied, targets_failed, targets_superseded, targets_inactive, targets_cancelled";
-
-/// Fleet targets inserted per statement: few enough bind parameters for
-/// both backends, many enough that a 10k-sandbox write costs 20 statements.
-const TARGETS_PER_INSERT: usize = 500;
 
 /// Everything needed to insert an operation row.
 #[derive(Debug, Clone)]
@@ -201,36 +197,31 @@ impl WriteTx {
         operation_from_row(&row)
     }
 
-    /// Records the sandboxes a fleet operation must reach, all pending.
-    pub async fn insert_operation_targets(
+    /// Records every live sandbox (of `workspace`, or of all) as a pending
+    /// target of a fleet operation, in one statement that never carries the
+    /// ids through the gateway; returns how many there are.
+    pub async fn insert_live_targets(
         &mut self,
         operation_id: &str,
-        sandbox_ids: &[String],
-    ) -> Result<()> {
-        let now = now_ms();
-        for chunk in sandbox_ids.chunks(TARGETS_PER_INSERT) {
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| format!("($1, {}, 'PENDING', '', '', $2)", placeholders(i + 3, 1)))
-                .collect();
-            let sql = format!(
-                "INSERT INTO operation_targets (operation_id, sandbox_id, state, outcome, error, updated_at) \
-                 VALUES {}",
-                rows.join(", ")
-            );
-            // Only placeholders are formatted in; every value is bound.
-            let mut query = sqlx::query(AssertSqlSafe(sql)).bind(operation_id).bind(now);
-            for sandbox_id in chunk {
-                query = query.bind(sandbox_id);
-            }
-            query.execute(self.conn()).await?;
-        }
-        let total = i64::try_from(sandbox_ids.len()).unwrap_or(i64::MAX);
+        workspace: Option<&str>,
+    ) -> Result<u64> {
+        let inserted = sqlx::query(
+            "INSERT INTO operation_targets (operation_id, sandbox_id, state, outcome, error, updated_at) \
+             SELECT $1, id, 'PENDING', '', '', $2 FROM sandboxes \
+             WHERE ($3 = '' OR workspace = $3) AND lifecycle <> 'deleted'",
+        )
+        .bind(operation_id)
+        .bind(now_ms())
+        .bind(workspace.unwrap_or(""))
+        .execute(self.conn())
+        .await?
+        .rows_affected();
         sqlx::query("UPDATE operations SET targets_total = $2, targets_pending = $2 WHERE id = $1")
             .bind(operation_id)
-            .bind(total)
+            .bind(i64::try_from(inserted).unwrap_or(i64::MAX))
             .execute(self.conn())
             .await?;
-        Ok(())
+        Ok(inserted)
     }
 
     /// A fleet operation with no targets has nothing to wait for.

@@ -253,19 +253,6 @@ pub(crate) fn to_i64(value: u64) -> i64 {
 
 impl WriteTx {
     /// Live sandbox ids inside this transaction: the targets of a fleet write.
-    pub async fn live_sandbox_ids(&mut self, workspace: Option<&str>) -> Result<Vec<String>> {
-        let rows = sqlx::query(
-            "SELECT id FROM sandboxes WHERE ($1 = '' OR workspace = $1) AND lifecycle <> 'deleted' \
-             ORDER BY id",
-        )
-        .bind(workspace.unwrap_or(""))
-        .fetch_all(self.conn())
-        .await?;
-        rows.iter()
-            .map(|r| r.try_get::<String, _>("id").map_err(Into::into))
-            .collect()
-    }
-
     pub async fn workspace_exists(&mut self, name: &str) -> Result<bool> {
         let row = sqlx::query("SELECT name FROM workspaces WHERE name = $1")
             .bind(name)
