@@ -22,8 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
-use sqlx::{Any, AnyPool, Executor, Transaction};
+use sqlx::{Any, AnyPool, AssertSqlSafe, Executor, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard};
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::crypto::CredentialCipher;
 use crate::error::{GatewayError, Result};
@@ -70,6 +71,7 @@ pub struct Store {
     cipher: CredentialCipher,
     events: OperationEvents,
     shared_inputs: SharedInputCache,
+    _checkpointer: Option<Arc<AbortOnDropHandle<()>>>,
 }
 
 /// A write transaction. Dropping it without [`commit`](WriteTx::commit) rolls back.
@@ -132,11 +134,18 @@ impl Store {
             Backend::Sqlite => sqlite_url_with_create(&options.url)?,
             Backend::Postgres => options.url.clone(),
         };
-        let pool = connect(backend, &url, options.max_connections).await?;
+        let pool = connect(backend, &url, options.max_connections, false).await?;
         let writer = match backend {
-            Backend::Sqlite => connect(backend, &url, 1).await?,
+            Backend::Sqlite => connect(backend, &url, 1, true).await?,
             Backend::Postgres => pool.clone(),
         };
+        // Ends with the last handle to the store, so it never keeps a
+        // dropped store's connections open.
+        let checkpointer = (backend == Backend::Sqlite).then(|| {
+            Arc::new(AbortOnDropHandle::new(tokio::spawn(
+                checkpoint_in_background(pool.clone()),
+            )))
+        });
         let migrator = match backend {
             Backend::Sqlite => &SQLITE_MIGRATIONS,
             Backend::Postgres => &POSTGRES_MIGRATIONS,
@@ -153,6 +162,7 @@ impl Store {
             cipher,
             events: OperationEvents::default(),
             shared_inputs: SharedInputCache::default(),
+            _checkpointer: checkpointer,
         })
     }
 
@@ -200,7 +210,38 @@ impl Store {
     }
 }
 
-async fn connect(backend: Backend, url: &str, max_connections: u32) -> Result<AnyPool> {
+/// WAL pages after which the SQLite writer checkpoints inside its own
+/// commit. Only a backstop: [`checkpoint_in_background`] keeps the WAL far
+/// smaller, so commits rarely pay for a checkpoint and its fsync.
+const WRITER_AUTOCHECKPOINT_PAGES: u32 = 10_000;
+
+/// How often the background checkpoint runs.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Copies committed WAL pages into the SQLite database from a reader
+/// connection, off the writer's path. A passive checkpoint never waits for
+/// the writer or for readers; what it cannot copy yet, the next one does.
+async fn checkpoint_in_background(pool: AnyPool) {
+    let mut tick = tokio::time::interval(CHECKPOINT_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if pool.is_closed() {
+            return;
+        }
+        if let Err(e) = pool.execute("PRAGMA wal_checkpoint(PASSIVE)").await {
+            tracing::debug!(error = %e, "background WAL checkpoint failed; the next one retries");
+        }
+    }
+}
+
+/// `writer`: the SQLite connection that runs write transactions.
+async fn connect(
+    backend: Backend,
+    url: &str,
+    max_connections: u32,
+    writer: bool,
+) -> Result<AnyPool> {
     let pool = AnyPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
@@ -217,6 +258,12 @@ async fn connect(backend: Backend, url: &str, max_connections: u32) -> Result<An
                          PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;",
                     )
                     .await?;
+                    if writer {
+                        conn.execute(AssertSqlSafe(format!(
+                            "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}"
+                        )))
+                        .await?;
+                    }
                 }
                 Ok(())
             })
