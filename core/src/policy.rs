@@ -349,6 +349,12 @@ fn empty_document() -> PolicyError {
 }
 
 /// Parses and validates; the usual entry point for policies coming from operators.
+/// The policy hash of an already rendered [`SandboxPolicy::canonical_json`], for callers
+/// that need both and should not render twice.
+pub fn hash_of_canonical_json(canonical_json: &str) -> String {
+    hex::encode(Sha256::digest(canonical_json.as_bytes()))
+}
+
 pub fn parse_and_validate(text: &str) -> Result<SandboxPolicy, PolicyError> {
     let policy = parse_policy(text)?;
     policy.validate().map_err(PolicyError::Invalid)?;
@@ -429,7 +435,7 @@ impl SandboxPolicy {
 
     /// Lowercase hex SHA-256 of [`SandboxPolicy::canonical_json`].
     pub fn policy_hash(&self) -> String {
-        hex::encode(Sha256::digest(self.canonical_json().as_bytes()))
+        hash_of_canonical_json(&self.canonical_json())
     }
 
     /// YAML that [`parse_policy`] reads back to an equal policy.

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::applier::{Applier, ApplyError, ApplyReport, ApplyStage, BoxFuture};
-use crate::apply::stage::validate;
+use crate::apply::stage::{PolicyMemo, validate};
 use crate::desired::{DesiredConfig, FailureMode};
 
 #[derive(Default)]
@@ -17,6 +17,7 @@ struct MemoryState {
     failures: u64,
     injected_failure: Option<String>,
     quarantined: bool,
+    policies: PolicyMemo,
 }
 
 /// Keeps the last applied configuration; can be told to fail.
@@ -70,7 +71,7 @@ impl MemoryApplier {
 
     fn apply_now(&self, desired: &DesiredConfig) -> Result<ApplyReport, ApplyError> {
         let mut state = self.lock();
-        let result = match validate(desired) {
+        let result = match validate(desired, &mut state.policies) {
             Ok(_) => match &state.injected_failure {
                 Some(reason) => Err(ApplyError::new(ApplyStage::Hook, reason, desired)),
                 None => Ok(()),

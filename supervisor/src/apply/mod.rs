@@ -24,7 +24,7 @@ use tokio::sync::Mutex;
 use tracing::warn;
 
 use self::activate::{Hook, activate, lift_quarantine, quarantine, state_env};
-use self::stage::{POLICY_FILE, stage};
+use self::stage::{POLICY_FILE, PolicyMemo, stage};
 use self::state_dir::StateDir;
 use crate::applier::{Applier, ApplyError, ApplyReport, BoxFuture};
 use crate::desired::{DesiredConfig, FailureMode, RELOAD_SIGNAL_KEY};
@@ -60,8 +60,15 @@ pub struct FileApplier {
     config: FileApplierConfig,
     dir: StateDir,
     reload: ReloadSender,
-    /// Serializes applies; counts activations so the first one is known.
-    activations: Mutex<u64>,
+    /// Serializes applies.
+    applying: Mutex<ApplyState>,
+}
+
+#[derive(Default)]
+struct ApplyState {
+    /// Counted so the first activation is known.
+    activations: u64,
+    policies: PolicyMemo,
 }
 
 impl FileApplier {
@@ -77,7 +84,7 @@ impl FileApplier {
             config,
             dir,
             reload,
-            activations: Mutex::new(0),
+            applying: Mutex::new(ApplyState::default()),
         })
     }
 
@@ -109,13 +116,15 @@ impl FileApplier {
     }
 
     async fn apply_locked(&self, desired: &DesiredConfig) -> Result<ApplyReport, ApplyError> {
-        let mut activations = self.activations.lock().await;
-        let result = self.stage_and_activate(desired).await;
+        let mut applying = self.applying.lock().await;
+        let result = self
+            .stage_and_activate(desired, &mut applying.policies)
+            .await;
         match result {
             Ok(()) => {
                 lift_quarantine(&self.dir).await;
-                let first_activation = *activations == 0;
-                *activations += 1;
+                let first_activation = applying.activations == 0;
+                applying.activations += 1;
                 notify(&self.reload, self.reload_signal_for(desired));
                 Ok(ApplyReport {
                     revisions: desired.revisions(),
@@ -126,8 +135,12 @@ impl FileApplier {
         }
     }
 
-    async fn stage_and_activate(&self, desired: &DesiredConfig) -> Result<(), ApplyError> {
-        let staged = stage(desired)?;
+    async fn stage_and_activate(
+        &self,
+        desired: &DesiredConfig,
+        policies: &mut PolicyMemo,
+    ) -> Result<(), ApplyError> {
+        let staged = stage(desired, policies)?;
         let hook = self.config.on_apply.as_deref().map(|command| Hook {
             command,
             timeout: self.config.hook_timeout,

@@ -1,9 +1,10 @@
 //! Stage and validate: turn a desired configuration into the exact bytes of the active files,
 //! or refuse it, before anything on disk is touched.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use openshell_core::policy::{SandboxPolicy, parse_and_validate};
+use openshell_core::policy::{SandboxPolicy, hash_of_canonical_json, parse_and_validate};
 use openshell_core::validate_env_name;
 use openshell_proto::v1::{SettingScope, setting_value};
 use serde_json::{Map, Value, json};
@@ -37,16 +38,74 @@ impl Drop for StagedFile {
     }
 }
 
+/// A policy that passed validation, with its canonical JSON: what `policy.json` holds and
+/// what the policy hash is taken over.
+#[derive(Debug, PartialEq)]
+pub struct CheckedPolicy {
+    pub policy: SandboxPolicy,
+    pub canonical_json: String,
+}
+
+/// The last policy text that passed validation. Validation is a pure function of the
+/// policy text and the hash the snapshot states for it, so a change that leaves both as
+/// they were (a settings change, a provider refresh) reuses the result instead of
+/// parsing, validating and hashing the same policy again.
+#[derive(Debug, Default)]
+pub struct PolicyMemo {
+    last: Option<(String, String, Arc<CheckedPolicy>)>,
+}
+
+impl PolicyMemo {
+    /// Checks a non-empty policy text against its stated hash (none when empty).
+    fn check(
+        &mut self,
+        policy_json: &str,
+        policy_hash: &str,
+    ) -> Result<Arc<CheckedPolicy>, String> {
+        if let Some((json, hash, checked)) = &self.last
+            && json == policy_json
+            && hash == policy_hash
+        {
+            return Ok(checked.clone());
+        }
+        let policy =
+            parse_and_validate(policy_json).map_err(|err| format!("policy rejected: {err}"))?;
+        let canonical_json = policy.canonical_json();
+        if !policy_hash.is_empty() {
+            let actual = hash_of_canonical_json(&canonical_json);
+            if actual != policy_hash {
+                return Err(format!(
+                    "policy hash mismatch: snapshot says {policy_hash}, content hashes to {actual}"
+                ));
+            }
+        }
+        let checked = Arc::new(CheckedPolicy {
+            policy,
+            canonical_json,
+        });
+        self.last = Some((
+            policy_json.to_string(),
+            policy_hash.to_string(),
+            checked.clone(),
+        ));
+        Ok(checked)
+    }
+}
+
 /// A desired configuration that passed validation, with its files ready to write.
 pub struct Staged {
-    pub policy: SandboxPolicy,
+    pub policy: Arc<CheckedPolicy>,
     /// In write order: `revisions.json` last, so a reader that sees new revisions also sees
     /// the files they describe.
     pub files: Vec<StagedFile>,
 }
 
 /// Decodes and checks everything an activation relies on, without rendering any file.
-pub fn validate(desired: &DesiredConfig) -> Result<SandboxPolicy, ApplyError> {
+/// `memo` remembers the last policy that passed, for the next call.
+pub fn validate(
+    desired: &DesiredConfig,
+    memo: &mut PolicyMemo,
+) -> Result<Arc<CheckedPolicy>, ApplyError> {
     let fail = |reason: String| Err(ApplyError::new(ApplyStage::Stage, &reason, desired));
     let config = &desired.sandbox_config;
     let env = &desired.provider_env;
@@ -64,24 +123,19 @@ pub fn validate(desired: &DesiredConfig) -> Result<SandboxPolicy, ApplyError> {
             "sandbox config and provider environment belong to different sandboxes".into(),
         );
     }
-    let policy = if config.policy_json.trim().is_empty() {
+    let checked = if config.policy_json.trim().is_empty() {
         // No policy yet: the sandbox runs with the empty policy, which allows no network access.
-        SandboxPolicy::default()
+        let policy = SandboxPolicy::default();
+        Arc::new(CheckedPolicy {
+            canonical_json: policy.canonical_json(),
+            policy,
+        })
     } else {
-        match parse_and_validate(&config.policy_json) {
-            Ok(policy) => policy,
-            Err(err) => return fail(format!("policy rejected: {err}")),
+        match memo.check(&config.policy_json, &config.policy_hash) {
+            Ok(checked) => checked,
+            Err(reason) => return fail(reason),
         }
     };
-    if !config.policy_json.trim().is_empty() && !config.policy_hash.is_empty() {
-        let actual = policy.policy_hash();
-        if actual != config.policy_hash {
-            return fail(format!(
-                "policy hash mismatch: snapshot says {}, content hashes to {actual}",
-                config.policy_hash
-            ));
-        }
-    }
     for value in &env.values {
         if let Err(violation) = validate_env_name("provider_environment", &value.name) {
             return fail(format!("invalid provider value name: {violation}"));
@@ -93,13 +147,14 @@ pub fn validate(desired: &DesiredConfig) -> Result<SandboxPolicy, ApplyError> {
             ));
         }
     }
-    Ok(policy)
+    Ok(checked)
 }
 
 /// Validates and renders every file of the active configuration.
-pub fn stage(desired: &DesiredConfig) -> Result<Staged, ApplyError> {
-    let policy = validate(desired)?;
-    let mut policy_json = policy.canonical_json();
+pub fn stage(desired: &DesiredConfig, memo: &mut PolicyMemo) -> Result<Staged, ApplyError> {
+    let policy = validate(desired, memo)?;
+    let mut policy_json = String::with_capacity(policy.canonical_json.len() + 1);
+    policy_json.push_str(&policy.canonical_json);
     policy_json.push('\n');
     let files = vec![
         StagedFile {
@@ -258,7 +313,7 @@ mod tests {
 
     #[test]
     fn renders_four_files_in_order() {
-        let staged = stage(&sample(1, "e1")).unwrap();
+        let staged = stage(&sample(1, "e1"), &mut PolicyMemo::default()).unwrap();
         let names: Vec<&str> = staged.files.iter().map(|f| f.name).collect();
         assert_eq!(
             names,
@@ -285,28 +340,92 @@ mod tests {
         let mut d = sample(0, "e1");
         d.sandbox_config.policy_json.clear();
         d.sandbox_config.policy_hash.clear();
-        let staged = stage(&d).unwrap();
-        assert_eq!(staged.policy, SandboxPolicy::default());
+        let staged = stage(&d, &mut PolicyMemo::default()).unwrap();
+        assert_eq!(staged.policy.policy, SandboxPolicy::default());
+    }
+
+    #[test]
+    fn an_unchanged_policy_is_checked_once() {
+        let mut memo = PolicyMemo::default();
+        let first = validate(&sample(1, "e1"), &mut memo).unwrap();
+        // A settings or provider change leaves the policy text and hash as they were.
+        let mut settings_change = sample(1, "e2");
+        settings_change.sandbox_config.global_settings_revision = 9;
+        let again = validate(&settings_change, &mut memo).unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the unchanged policy was checked again"
+        );
+
+        let other =
+            openshell_core::parse_and_validate(include_str!("../../../examples/policy.yaml"))
+                .unwrap();
+        let mut policy_change = sample(2, "e2");
+        policy_change.sandbox_config.policy_json = other.canonical_json();
+        policy_change.sandbox_config.policy_hash = other.policy_hash();
+        let changed = validate(&policy_change, &mut memo).unwrap();
+        assert!(!Arc::ptr_eq(&first, &changed));
+        assert_eq!(changed.policy, other);
+    }
+
+    #[test]
+    fn the_memo_never_vouches_for_other_text() {
+        let mut memo = PolicyMemo::default();
+        let good = sample(1, "e1");
+        validate(&good, &mut memo).unwrap();
+
+        let other =
+            openshell_core::parse_and_validate(include_str!("../../../examples/policy.yaml"))
+                .unwrap();
+        let mut tampered = good.clone();
+        tampered.sandbox_config.policy_json = other.canonical_json();
+        let err = validate(&tampered, &mut memo).unwrap_err();
+        assert!(err.reason.contains("hash mismatch"), "{}", err.reason);
+
+        let mut broken = good.clone();
+        broken.sandbox_config.policy_json = "{nope".into();
+        let err = validate(&broken, &mut memo).unwrap_err();
+        assert!(err.reason.contains("policy rejected"), "{}", err.reason);
+
+        let mut wrong_hash = good;
+        wrong_hash.sandbox_config.policy_hash = "00".into();
+        let err = validate(&wrong_hash, &mut memo).unwrap_err();
+        assert!(err.reason.contains("hash mismatch"), "{}", err.reason);
     }
 
     #[test]
     fn rejects_invalid_policy_mismatched_pair_and_hash() {
         let mut d = sample(1, "e1");
         d.sandbox_config.policy_json = "version: 7".into();
-        let err = validate(&d).unwrap_err();
+        let err = validate(&d, &mut PolicyMemo::default()).unwrap_err();
         assert_eq!(err.stage, ApplyStage::Stage);
         assert!(err.reason.contains("version"), "{}", err.reason);
 
         let mut d = sample(1, "e1");
         d.provider_env.provider_env_revision = "e2".into();
-        assert!(validate(&d).unwrap_err().reason.contains("does not match"));
+        assert!(
+            validate(&d, &mut PolicyMemo::default())
+                .unwrap_err()
+                .reason
+                .contains("does not match")
+        );
 
         let mut d = sample(1, "e1");
         d.sandbox_config.policy_hash = "00".into();
-        assert!(validate(&d).unwrap_err().reason.contains("hash mismatch"));
+        assert!(
+            validate(&d, &mut PolicyMemo::default())
+                .unwrap_err()
+                .reason
+                .contains("hash mismatch")
+        );
 
         let mut d = sample(1, "e1");
         d.provider_env.values[0].name = "BAD=NAME".into();
-        assert!(validate(&d).unwrap_err().reason.contains("BAD=NAME"));
+        assert!(
+            validate(&d, &mut PolicyMemo::default())
+                .unwrap_err()
+                .reason
+                .contains("BAD=NAME")
+        );
     }
 }
