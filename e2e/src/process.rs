@@ -66,13 +66,29 @@ pub fn spawn_gateway(args: &[&str], envs: &[(&str, &str)], log: PathBuf, port: u
     guard
 }
 
-/// A free TCP port on loopback.
+/// A free TCP port on loopback for a gateway process started later.
+///
+/// Chosen below the kernel's ephemeral range: a port from that range, once
+/// released, can be taken by any in-process gateway of a concurrent test
+/// (they bind port 0), and `spawn_gateway` would then find that gateway
+/// listening instead of its own.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::hash::{BuildHasher, Hasher};
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral_low.max(10_001));
+    for _ in 0..1000 {
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let port = low + u16::try_from(random % u64::from(high - low)).unwrap();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port found in {low}..{high}");
 }
 
 /// A supervisor process with its state dir and its workload's output file.
