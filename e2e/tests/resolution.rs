@@ -187,16 +187,20 @@ async fn one_sandboxs_reports_in_one_batch_resolve_in_arrival_order() {
     };
     // The first change applied, then the second failed: in this order the
     // first ends APPLIED; the other way round the failure (newer) would
-    // supersede it first.
+    // supersede it first. The second report is urgent, which must not let it
+    // overtake its sandbox's earlier one.
     let resolver = gw.state().reports.clone();
-    resolver.submit(applied(&id, exact(&ops[0])));
-    resolver.submit(SupervisorReport {
-        status: ReportStatus::Failed {
-            failed_closed: false,
+    resolver.submit(applied(&id, exact(&ops[0])), false);
+    resolver.submit(
+        SupervisorReport {
+            status: ReportStatus::Failed {
+                failed_closed: false,
+            },
+            reason: "port 9443 is taken".into(),
+            ..applied(&id, exact(&ops[1]))
         },
-        reason: "port 9443 is taken".into(),
-        ..applied(&id, exact(&ops[1]))
-    });
+        true,
+    );
     resolver.flush().await;
     let first = gw.state().store.get_operation(&ops[0].id).await.unwrap();
     let second = gw.state().store.get_operation(&ops[1].id).await.unwrap();

@@ -1,8 +1,9 @@
 //! Group commit: a task that owns a queue of writes takes everything that
 //! has queued up while its previous transaction ran and commits it in one
-//! transaction. Under load (a fanout's acks, a reconnect storm's owner
-//! claims) this turns thousands of serialised transactions into a few
-//! dozen; when idle, a lone write is committed at once.
+//! transaction. Under load (a reconnect storm's owner claims) this turns
+//! thousands of serialised transactions into a few dozen; when idle, a lone
+//! write is committed at once. The report resolver batches the same way but
+//! picks what goes first (`operations/resolver.rs`).
 
 use tokio::sync::mpsc::UnboundedReceiver;
 

@@ -80,6 +80,8 @@ struct InFlight {
     fingerprint: String,
     summary: String,
     sent_at: Option<Instant>,
+    /// See [`Built::pending_operation`].
+    pending_operation: bool,
 }
 
 /// Per-component delivery state, also what `sessions inspect` shows.
@@ -178,6 +180,15 @@ impl SessionDelivery {
     pub fn ack(&self, ack: Ack) {
         self.lock().acks.push_back(ack);
         self.notify.notify_one();
+    }
+
+    /// Whether the unacked delivery `delivery_id` carried a pending sandbox
+    /// operation, which its ack may end and someone may be waiting for.
+    pub fn carries_pending_operation(&self, component: Component, delivery_id: u64) -> bool {
+        self.lock().components[component.index()]
+            .in_flight
+            .as_ref()
+            .is_some_and(|f| f.delivery_id == delivery_id && f.pending_operation)
     }
 
     pub fn close(&self) {
@@ -572,6 +583,7 @@ async fn send_ready(
                     fingerprint: built.fingerprint.clone(),
                     summary: built.summary.clone(),
                     sent_at: Some(Instant::now()),
+                    pending_operation: built.pending_operation,
                 });
             } else {
                 // Shadow push: nothing will be acknowledged, so nothing is held.

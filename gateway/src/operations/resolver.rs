@@ -1,16 +1,21 @@
-//! Group commit (`crate::group_commit`) of supervisor reports. Every
-//! session hands its reports to one resolver task, which resolves whatever
-//! has queued up in a single write transaction. A fanout to 10k sandboxes then costs a few dozen
+//! Group commit of supervisor reports. Every session hands its reports to
+//! one resolver task, which resolves whatever has queued up in a single
+//! write transaction. A fanout to 10k sandboxes then costs a few dozen
 //! transactions instead of 10k serialised ones, and a session's read loop
 //! never waits on the store, so its heartbeats keep being read under load.
+//!
+//! Reports that someone waits for (an ack of a snapshot that carried a
+//! pending sandbox operation, a poll report) go first: a sandbox write made
+//! during a fanout does not wait behind the fanout's thousands of acks.
+//! Each sandbox's reports still resolve in arrival order.
 
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
 use super::resolve::{SupervisorReport, resolve_reports};
 use crate::error::{GatewayError, Result};
-use crate::group_commit::take_queued;
 use crate::metrics::Metrics;
 use crate::store::Store;
 
@@ -24,9 +29,20 @@ enum Job {
         report: SupervisorReport,
         /// Set when the caller waits for the outcome (a poll report's RPC).
         reply: Option<oneshot::Sender<Result<u32>>>,
+        /// Resolve before reports nobody waits for.
+        urgent: bool,
     },
     /// Answered once every report queued before it is resolved.
     Flush(oneshot::Sender<()>),
+}
+
+impl Job {
+    fn sandbox_id(&self) -> Option<&str> {
+        match self {
+            Self::Report { report, .. } => Some(&report.sandbox_id),
+            Self::Flush(_) => None,
+        }
+    }
 }
 
 /// Handle to the resolver task; cheap to clone.
@@ -46,13 +62,15 @@ impl ReportResolver {
         Self { jobs }
     }
 
-    /// Queues a report without waiting for it (push acks).
-    pub fn submit(&self, report: SupervisorReport) {
+    /// Queues a report without waiting for it (push acks). `urgent`: an
+    /// operation someone may wait for hangs on it, so it goes first.
+    pub fn submit(&self, report: SupervisorReport, urgent: bool) {
         if self
             .jobs
             .send(Job::Report {
                 report,
                 reply: None,
+                urgent,
             })
             .is_err()
         {
@@ -67,6 +85,7 @@ impl ReportResolver {
             .send(Job::Report {
                 report,
                 reply: Some(reply),
+                urgent: true,
             })
             .map_err(|_| GatewayError::stopping())?;
         answer.await.map_err(|_| GatewayError::stopping())?
@@ -82,24 +101,96 @@ impl ReportResolver {
 }
 
 async fn run(store: Store, metrics: Arc<Metrics>, mut queue: mpsc::UnboundedReceiver<Job>) {
-    while let Some(first) = queue.recv().await {
-        let mut batch = Vec::with_capacity(MAX_BATCH);
-        let mut flushes = Vec::new();
-        for job in take_queued(&mut queue, first, MAX_BATCH) {
-            match job {
-                Job::Report { report, reply } => batch.push((report, reply)),
-                Job::Flush(done) => flushes.push(done),
+    let mut backlog = VecDeque::new();
+    loop {
+        if backlog.is_empty() {
+            match queue.recv().await {
+                Some(job) => backlog.push_back(job),
+                None => return,
             }
         }
+        while let Ok(job) = queue.try_recv() {
+            backlog.push_back(job);
+        }
+        // Everything queued before a flush at the front has been resolved.
+        while let Some(Job::Flush(_)) = backlog.front() {
+            if let Some(Job::Flush(done)) = backlog.pop_front() {
+                let _ = done.send(());
+            }
+        }
+        let mut batch: Vec<_> = next_batch(&mut backlog, MAX_BATCH)
+            .into_iter()
+            .filter_map(|job| match job {
+                Job::Report { report, reply, .. } => Some((report, reply)),
+                Job::Flush(_) => None,
+            })
+            .collect();
         // Sandbox order keeps row locks in one order across replicas; the
         // sort is stable, so one sandbox's reports keep their arrival order.
         batch.sort_by(|a, b| a.0.sandbox_id.cmp(&b.0.sandbox_id));
         let (reports, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
         resolve_queued(&store, &metrics, &reports, replies).await;
-        for done in flushes {
-            let _ = done.send(());
+    }
+}
+
+/// Takes the next batch of reports out of `backlog`, at most `max`: first
+/// every queued report of a sandbox with an urgent one, then the oldest of
+/// the rest. What a batch takes of one sandbox is always its oldest reports,
+/// so each sandbox's reports resolve in arrival order. Flushes stay queued
+/// in place.
+fn next_batch(backlog: &mut VecDeque<Job>, max: usize) -> Vec<Job> {
+    let urgent: HashSet<String> = backlog
+        .iter()
+        .filter_map(|job| match job {
+            Job::Report {
+                report,
+                urgent: true,
+                ..
+            } => Some(report.sandbox_id.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut batch = Vec::new();
+    if !urgent.is_empty() {
+        take_where(backlog, &mut batch, max, |id| urgent.contains(id));
+    }
+    take_oldest(backlog, &mut batch, max);
+    batch
+}
+
+/// Moves the oldest reports from `backlog` to `batch` until it holds `max`;
+/// flushes among them keep their place at the front.
+fn take_oldest(backlog: &mut VecDeque<Job>, batch: &mut Vec<Job>, max: usize) {
+    let mut flushes = Vec::new();
+    while batch.len() < max {
+        match backlog.pop_front() {
+            Some(job @ Job::Report { .. }) => batch.push(job),
+            Some(flush) => flushes.push(flush),
+            None => break,
         }
     }
+    for flush in flushes.into_iter().rev() {
+        backlog.push_front(flush);
+    }
+}
+
+/// Moves the reports of sandboxes `wanted` accepts from `backlog` to
+/// `batch`, oldest first, until `batch` holds `max`.
+fn take_where(
+    backlog: &mut VecDeque<Job>,
+    batch: &mut Vec<Job>,
+    max: usize,
+    wanted: impl Fn(&str) -> bool,
+) {
+    let mut kept = VecDeque::with_capacity(backlog.len());
+    while let Some(job) = backlog.pop_front() {
+        if batch.len() < max && job.sandbox_id().is_some_and(&wanted) {
+            batch.push(job);
+        } else {
+            kept.push_back(job);
+        }
+    }
+    *backlog = kept;
 }
 
 async fn resolve_queued(
@@ -139,5 +230,104 @@ async fn resolve_queued(
         if let Some(reply) = reply {
             let _ = reply.send(outcome);
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::operations::resolve::{ReportStatus, ReportedRevisions};
+
+    fn report(sandbox: &str, policy_revision: u64, urgent: bool) -> Job {
+        Job::Report {
+            report: SupervisorReport {
+                sandbox_id: sandbox.into(),
+                status: ReportStatus::Applied,
+                revisions: ReportedRevisions {
+                    policy_revision,
+                    ..Default::default()
+                },
+                reason: String::new(),
+            },
+            reply: None,
+            urgent,
+        }
+    }
+
+    fn taken(batch: &[Job]) -> Vec<(String, u64)> {
+        batch
+            .iter()
+            .filter_map(|job| match job {
+                Job::Report { report, .. } => {
+                    Some((report.sandbox_id.clone(), report.revisions.policy_revision))
+                }
+                Job::Flush(_) => None,
+            })
+            .collect()
+    }
+
+    fn pair(sandbox: &str, revision: u64) -> (String, u64) {
+        (sandbox.to_string(), revision)
+    }
+
+    #[test]
+    fn an_urgent_report_jumps_a_fanout_backlog_with_its_sandboxs_earlier_reports() {
+        let mut backlog: VecDeque<Job> = (0..10)
+            .map(|i| report(&format!("f{i}"), 1, false))
+            .collect();
+        backlog.push_back(report("w", 1, false));
+        backlog.extend((10..20).map(|i| report(&format!("f{i}"), 1, false)));
+        backlog.push_back(report("w", 2, true));
+
+        let batch = next_batch(&mut backlog, 4);
+        // The sandbox's older fanout ack first, then its urgent one, then the oldest others.
+        assert_eq!(
+            taken(&batch),
+            vec![pair("w", 1), pair("w", 2), pair("f0", 1), pair("f1", 1)]
+        );
+        assert_eq!(backlog.len(), 18);
+        assert_eq!(
+            taken(&next_batch(&mut backlog, 2)),
+            vec![pair("f2", 1), pair("f3", 1)]
+        );
+    }
+
+    #[test]
+    fn a_batch_takes_only_the_oldest_reports_of_a_sandbox() {
+        let mut backlog: VecDeque<Job> = VecDeque::new();
+        backlog.push_back(report("a", 1, false));
+        backlog.push_back(report("b", 1, false));
+        backlog.push_back(report("a", 2, true));
+        backlog.push_back(report("a", 3, false));
+        // The limit cuts into sandbox a: what is left of it is its newest.
+        assert_eq!(
+            taken(&next_batch(&mut backlog, 2)),
+            vec![pair("a", 1), pair("a", 2)]
+        );
+        assert_eq!(
+            taken(&next_batch(&mut backlog, 10)),
+            vec![pair("b", 1), pair("a", 3)]
+        );
+        assert!(backlog.is_empty());
+    }
+
+    #[test]
+    fn a_flush_keeps_its_place_until_everything_before_it_is_taken() {
+        let (done, _flushed) = oneshot::channel();
+        let mut backlog: VecDeque<Job> = VecDeque::new();
+        backlog.push_back(report("a", 1, false));
+        backlog.push_back(Job::Flush(done));
+        backlog.push_back(report("b", 1, false));
+        backlog.push_back(report("c", 1, true));
+
+        assert_eq!(taken(&next_batch(&mut backlog, 1)), vec![pair("c", 1)]);
+        assert!(matches!(backlog.front(), Some(Job::Report { .. })));
+        assert_eq!(
+            taken(&next_batch(&mut backlog, 5)),
+            vec![pair("a", 1), pair("b", 1)]
+        );
+        assert_eq!(backlog.len(), 1);
+        assert!(matches!(backlog.front(), Some(Job::Flush(_))));
     }
 }

@@ -529,7 +529,14 @@ impl LiveSession<'_> {
             .await;
     }
 
-    fn report(&self, status: ReportStatus, revisions: Option<&pb::AppliedRevisions>, reason: &str) {
+    /// `urgent`: the report may end an operation someone waits for.
+    fn report(
+        &self,
+        status: ReportStatus,
+        revisions: Option<&pb::AppliedRevisions>,
+        reason: &str,
+        urgent: bool,
+    ) {
         let report = SupervisorReport {
             sandbox_id: self.sandbox_id.to_string(),
             status,
@@ -545,7 +552,7 @@ impl LiveSession<'_> {
             .inc();
         // Resolution is not awaited: the read loop must keep reading
         // heartbeats however long the store takes.
-        self.state.reports.submit(report);
+        self.state.reports.submit(report, urgent);
     }
 
     /// Returns false when the session must end.
@@ -566,6 +573,7 @@ impl LiveSession<'_> {
                 },
                 result.revisions.as_ref(),
                 &result.reason,
+                false,
             );
             self.close_with(format!(
                 "bootstrap failed on the supervisor: {}",
@@ -599,7 +607,7 @@ impl LiveSession<'_> {
             .bootstraps
             .get_or_create(&OutcomeLabel { outcome: "applied" })
             .inc();
-        self.report(ReportStatus::Applied, result.revisions.as_ref(), "");
+        self.report(ReportStatus::Applied, result.revisions.as_ref(), "", false);
         self.start_delivery();
         true
     }
@@ -628,7 +636,13 @@ impl LiveSession<'_> {
             _ => None,
         };
         if let Some(report_status) = report_status {
-            self.report(report_status, result.revisions.as_ref(), &result.reason);
+            let urgent = delivery.carries_pending_operation(component, result.delivery_id);
+            self.report(
+                report_status,
+                result.revisions.as_ref(),
+                &result.reason,
+                urgent,
+            );
         }
         delivery.ack(Ack {
             delivery_id: result.delivery_id,
