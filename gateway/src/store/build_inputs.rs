@@ -10,12 +10,13 @@
 //! replica made the write; the revisions come from the store on every build.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use openshell_core::settings::Scope;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::Store;
+use super::policies::CURRENT_GLOBAL_POLICY_REVISION;
 use super::records::{GlobalPolicyRecord, SandboxRecord, sandbox_from_row, u64_col};
 use super::sandboxes::SANDBOX_COLUMNS;
 use super::settings::ScopedSettings;
@@ -59,28 +60,32 @@ impl SharedInputCache {
     }
 }
 
+/// The one statement of a build, rendered once: every build runs it.
+static SANDBOX_CONFIG_INPUTS_SQL: LazyLock<String> = LazyLock::new(|| {
+    let columns: Vec<String> = SANDBOX_COLUMNS
+        .split(',')
+        .map(|c| format!("s.{}", c.trim()))
+        .collect();
+    // The sandbox's counter always names its latest policy revision.
+    format!(
+        "SELECT {}, p.policy_hash AS own_policy_hash, p.policy_json AS own_policy_json, \
+         w.settings_revision AS workspace_settings_revision, \
+         (SELECT value FROM counters WHERE name = 'global_settings_revision') AS global_settings_revision, \
+         {CURRENT_GLOBAL_POLICY_REVISION} AS global_policy_revision, \
+         CAST(CASE WHEN EXISTS (SELECT 1 FROM operations o \
+         WHERE o.sandbox_id = s.id AND o.state = 'PENDING') THEN 1 ELSE 0 END AS BIGINT) \
+         AS pending_operation \
+         FROM sandboxes s JOIN workspaces w ON w.name = s.workspace \
+         LEFT JOIN policy_revisions p ON p.sandbox_id = s.id AND p.revision = s.policy_revision \
+         WHERE s.id = $1",
+        columns.join(", ")
+    )
+});
+
 impl Store {
     /// Reads the inputs of one sandbox's `sandbox_config` snapshot.
     pub async fn sandbox_config_inputs(&self, sandbox_id: &str) -> Result<SandboxConfigInputs> {
-        let columns: Vec<String> = SANDBOX_COLUMNS
-            .split(',')
-            .map(|c| format!("s.{}", c.trim()))
-            .collect();
-        // The sandbox's counter always names its latest policy revision.
-        let sql = format!(
-            "SELECT {}, p.policy_hash AS own_policy_hash, p.policy_json AS own_policy_json, \
-             w.settings_revision AS workspace_settings_revision, \
-             (SELECT value FROM counters WHERE name = 'global_settings_revision') AS global_settings_revision, \
-             (SELECT COALESCE(MAX(revision), 0) FROM global_policy_revisions) AS global_policy_revision, \
-             CAST(CASE WHEN EXISTS (SELECT 1 FROM operations o \
-             WHERE o.sandbox_id = s.id AND o.state = 'PENDING') THEN 1 ELSE 0 END AS BIGINT) \
-             AS pending_operation \
-             FROM sandboxes s JOIN workspaces w ON w.name = s.workspace \
-             LEFT JOIN policy_revisions p ON p.sandbox_id = s.id AND p.revision = s.policy_revision \
-             WHERE s.id = $1",
-            columns.join(", ")
-        );
-        let row = sqlx::query(AssertSqlSafe(sql))
+        let row = sqlx::query(AssertSqlSafe(SANDBOX_CONFIG_INPUTS_SQL.as_str()))
             .bind(sandbox_id)
             .fetch_optional(self.pool())
             .await?

@@ -1,7 +1,10 @@
 //! Durable operations, their fleet targets, and fanout intents.
 
+use std::sync::LazyLock;
+
 use sqlx::{AssertSqlSafe, Row};
 
+use super::policies::CURRENT_GLOBAL_POLICY_REVISION;
 use super::records::{
     OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
 };
@@ -13,6 +16,20 @@ pub(crate) const OPERATION_COLUMNS: &str = "id, target_kind, target, sandbox_id,
      policy_revision, settings_revision, global_policy_revision, no_op, touches_policy, caller, \
      idempotency_key, created_at, updated_at, completed_at, targets_total, targets_pending, \
      targets_applied, targets_failed, targets_superseded, targets_inactive, targets_cancelled";
+
+/// Every write runs it, so it is rendered once. `$7` None takes the
+/// current global policy revision.
+static INSERT_OPERATION_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO operations (id, target_kind, target, sandbox_id, state, outcome, error, \
+         policy_revision, settings_revision, global_policy_revision, no_op, caller, \
+         idempotency_key, request_fingerprint, idempotency_expires_at, created_at, updated_at, \
+         touches_policy) \
+         VALUES ($1, $2, $3, $4, 'PENDING', '', '', $5, $6, \
+         COALESCE($7, {CURRENT_GLOBAL_POLICY_REVISION}), \
+         $8, $9, $10, $11, $12, $13, $13, $14) RETURNING {OPERATION_COLUMNS}"
+    )
+});
 
 /// Everything needed to insert an operation row.
 #[derive(Debug, Clone)]
@@ -168,16 +185,7 @@ impl WriteTx {
     /// Inserts the operation `PENDING` and returns the row as stored.
     pub async fn insert_operation(&mut self, op: &NewOperation) -> Result<OperationRecord> {
         let now = now_ms();
-        let sql = format!(
-            "INSERT INTO operations (id, target_kind, target, sandbox_id, state, outcome, error, \
-             policy_revision, settings_revision, global_policy_revision, no_op, caller, \
-             idempotency_key, request_fingerprint, idempotency_expires_at, created_at, updated_at, \
-             touches_policy) \
-             VALUES ($1, $2, $3, $4, 'PENDING', '', '', $5, $6, \
-             COALESCE($7, (SELECT COALESCE(MAX(revision), 0) FROM global_policy_revisions)), \
-             $8, $9, $10, $11, $12, $13, $13, $14) RETURNING {OPERATION_COLUMNS}"
-        );
-        let row = sqlx::query(AssertSqlSafe(sql))
+        let row = sqlx::query(AssertSqlSafe(INSERT_OPERATION_SQL.as_str()))
             .bind(&op.id)
             .bind(op.target_kind.as_str())
             .bind(&op.target)

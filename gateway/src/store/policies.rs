@@ -11,6 +11,12 @@ use crate::error::{GatewayError, Result};
 const REVISION_COLUMNS: &str =
     "sandbox_id, revision, policy_hash, policy_json, operation_id, created_at";
 
+/// The current global policy revision (0 before any), as a scalar subquery
+/// that other statements embed instead of reading it with a statement of
+/// their own. It takes no lock: readers only record which revision was current.
+pub(super) const CURRENT_GLOBAL_POLICY_REVISION: &str =
+    "(SELECT COALESCE(MAX(revision), 0) FROM global_policy_revisions)";
+
 impl Store {
     /// The newest revision of a sandbox's own policy.
     pub async fn latest_policy(&self, sandbox_id: &str) -> Result<Option<PolicyRevisionRecord>> {
