@@ -644,3 +644,52 @@ async fn rolling_the_gateway_back_to_poll_mode_loses_no_change() {
             > 0.0
     );
 }
+
+/// A pushed change is `DELIVERED` while the supervisor has it but has not
+/// acked it yet, then `APPLIED`. The supervisor's on-apply hook holds the
+/// ack until the test opens a gate file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_change_is_delivered_before_it_is_acked() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "held", POLICY).await;
+    let dir = gw.store.dir.path().join("held");
+    std::fs::create_dir_all(&dir).unwrap();
+    let gate = dir.join("gate");
+    std::fs::write(&gate, "").unwrap();
+    let hook = format!("while [ ! -e '{}' ]; do sleep 0.05; done", gate.display());
+    let supervisor = spawn_supervisor(
+        &gw.endpoint(),
+        &id,
+        &credential,
+        &dir,
+        &["--on-apply", &hook],
+    );
+    wait_started(&supervisor).await;
+    wait_running(&api, &id).await;
+
+    std::fs::remove_file(&gate).unwrap();
+    let op = commit_policy(&mut api, &id, &policy_with_port(8443)).await;
+    eventually("the operation to be DELIVERED", DEADLINE, || {
+        let api = api.clone();
+        let op_id = op.id.clone();
+        async move {
+            let now = api
+                .clone()
+                .get_operation(pb::GetOperationRequest { id: op_id })
+                .await
+                .unwrap()
+                .into_inner();
+            assert_ne!(
+                state(&now),
+                pb::OperationState::Applied,
+                "acked before the gate opened"
+            );
+            (state(&now) == pb::OperationState::Delivered).then_some(())
+        }
+    })
+    .await;
+    std::fs::write(&gate, "").unwrap();
+    let done = terminal_operation(&api, &op.id).await;
+    assert_eq!(state(&done), pb::OperationState::Applied, "{done:?}");
+}

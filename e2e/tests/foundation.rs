@@ -27,6 +27,7 @@ on_both_backends!(
     restart_keeps_sandboxes_revisions_and_operations,
     lifecycle_resolves_pending_operations,
     fleet_writes_record_their_targets,
+    fleet_targets_are_the_live_sandboxes_of_the_scope,
 );
 
 async fn create(api: &mut Api, name: &str, policy: &str) -> pb::CreateSandboxResponse {
@@ -806,4 +807,58 @@ async fn fleet_writes_record_their_targets(backend: Backend) {
         .operation
         .unwrap();
     assert_eq!(cleared.global_policy_revision, 2);
+}
+
+async fn fleet_targets_are_the_live_sandboxes_of_the_scope(backend: Backend) {
+    let gw = TestGateway::start(backend).await;
+    let mut api = gw.api().await;
+    for name in ["kept", "gone"] {
+        create(&mut api, name, "").await;
+    }
+    api.create_sandbox(pb::CreateSandboxRequest {
+        name: "elsewhere".into(),
+        workspace: "other".into(),
+        policy: String::new(),
+    })
+    .await
+    .unwrap();
+    api.delete_sandbox(pb::DeleteSandboxRequest {
+        sandbox: sandbox_ref("gone"),
+    })
+    .await
+    .unwrap();
+    let setting = |target| pb::UpdateConfigRequest {
+        target: Some(pb::ConfigTarget {
+            target: Some(target),
+        }),
+        settings: vec![pb::SettingChange {
+            key: "environment_label".into(),
+            change: Some(pb::setting_change::Change::Raw("staging".into())),
+        }],
+        ..Default::default()
+    };
+    let targets_of = |op: pb::UpdateConfigResponse| op.operation.unwrap().fleet.unwrap().targets;
+
+    let global = api
+        .update_config(setting(pb::config_target::Target::Global(true)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        targets_of(global),
+        2,
+        "every live sandbox, deleted ones not"
+    );
+    let workspace = api
+        .update_config(setting(pb::config_target::Target::Workspace(
+            "default".into(),
+        )))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        targets_of(workspace),
+        1,
+        "only the workspace's live sandbox"
+    );
 }
