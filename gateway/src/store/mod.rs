@@ -215,6 +215,9 @@ impl Store {
 /// smaller, so commits rarely pay for a checkpoint and its fsync.
 const WRITER_AUTOCHECKPOINT_PAGES: u32 = 10_000;
 
+/// Page cache of the SQLite writer connection (readers keep the default).
+const WRITER_CACHE_KIB: u32 = 16 * 1024;
+
 /// How often the background checkpoint runs.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -253,14 +256,21 @@ async fn connect(
                 if backend == Backend::Sqlite {
                     // WAL lets readers run beside the one writer; NORMAL
                     // sync is durable across process crashes in WAL mode.
+                    // Statement journals (a multi-row statement inside a
+                    // transaction) stay in memory instead of a temp file.
                     conn.execute(
                         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                         PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;",
+                         PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000; \
+                         PRAGMA temp_store = MEMORY;",
                     )
                     .await?;
                     if writer {
+                        // A resolver round touches more pages than the
+                        // default 2 MiB cache holds; spilling them mid-
+                        // transaction costs writes that the commit repeats.
                         conn.execute(AssertSqlSafe(format!(
-                            "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}"
+                            "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}; \
+                             PRAGMA cache_size = -{WRITER_CACHE_KIB}"
                         )))
                         .await?;
                     }
