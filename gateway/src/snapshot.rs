@@ -28,17 +28,18 @@ async fn build_sandbox_config_noting_pending(
     store: &Store,
     sandbox_id: &str,
 ) -> Result<(pb::SandboxConfigSnapshot, bool)> {
-    let inputs = store.sandbox_config_inputs(sandbox_id).await?;
-    let sandbox = &inputs.sandbox;
-    let (policy_json, policy_hash, source) = match (&inputs.global_policy, &inputs.own_policy) {
+    let mut inputs = store.sandbox_config_inputs(sandbox_id).await?;
+    let (policy_json, policy_hash, source) = match (&inputs.global_policy, inputs.own_policy.take())
+    {
         (Some(g), _) => (
             g.policy_json.clone(),
             g.policy_hash.clone(),
             pb::PolicySource::Global,
         ),
-        (None, Some((hash, json))) => (json.clone(), hash.clone(), pb::PolicySource::Sandbox),
+        (None, Some((hash, json))) => (json, hash, pb::PolicySource::Sandbox),
         (None, None) => (String::new(), String::new(), pb::PolicySource::Sandbox),
     };
+    let sandbox = &inputs.sandbox;
     let effective = settings::effective(
         &inputs.global_settings.values,
         &inputs.workspace_settings.values,
@@ -147,18 +148,24 @@ pub async fn build_provider_environment(
 /// rebuild is recognised as a duplicate. Build time and lifecycle are left
 /// out, as the supervisor's own fingerprint leaves them out: a sandbox
 /// turning running after its bootstrap is no reason to send it again.
-pub fn sandbox_config_fingerprint(s: &pb::SandboxConfigSnapshot) -> String {
-    let mut copy = s.clone();
-    copy.built_at = None;
-    copy.lifecycle = 0;
-    fingerprint_of(&prost::Message::encode_to_vec(&copy))
+/// They are set aside during the encoding and put back, which spares
+/// copying the snapshot (and its policy) on every build.
+pub fn sandbox_config_fingerprint(s: &mut pb::SandboxConfigSnapshot) -> String {
+    let built_at = s.built_at.take();
+    let lifecycle = std::mem::take(&mut s.lifecycle);
+    let fingerprint = fingerprint_of(&prost::Message::encode_to_vec(&*s));
+    s.built_at = built_at;
+    s.lifecycle = lifecycle;
+    fingerprint
 }
 
-/// Content fingerprint of a `provider_environment` snapshot.
-pub fn provider_environment_fingerprint(s: &pb::ProviderEnvironmentSnapshot) -> String {
-    let mut copy = s.clone();
-    copy.built_at = None;
-    fingerprint_of(&prost::Message::encode_to_vec(&copy))
+/// Content fingerprint of a `provider_environment` snapshot (build time left
+/// out, as for [`sandbox_config_fingerprint`]).
+pub fn provider_environment_fingerprint(s: &mut pb::ProviderEnvironmentSnapshot) -> String {
+    let built_at = s.built_at.take();
+    let fingerprint = fingerprint_of(&prost::Message::encode_to_vec(&*s));
+    s.built_at = built_at;
+    fingerprint
 }
 
 fn fingerprint_of(bytes: &[u8]) -> String {
@@ -186,8 +193,11 @@ pub async fn build_component(
 }
 
 /// `pending_operation`: see [`Built::pending_operation`].
-pub fn sandbox_config_built(snapshot: pb::SandboxConfigSnapshot, pending_operation: bool) -> Built {
-    let fingerprint = sandbox_config_fingerprint(&snapshot);
+pub fn sandbox_config_built(
+    mut snapshot: pb::SandboxConfigSnapshot,
+    pending_operation: bool,
+) -> Built {
+    let fingerprint = sandbox_config_fingerprint(&mut snapshot);
     let hash_prefix: String = snapshot.policy_hash.chars().take(12).collect();
     let summary = format!(
         "policy r{} {} (global r{}), settings g{}/w{}/s{}",
@@ -220,8 +230,8 @@ pub fn sandbox_config_built(snapshot: pb::SandboxConfigSnapshot, pending_operati
     }
 }
 
-pub fn provider_environment_built(snapshot: pb::ProviderEnvironmentSnapshot) -> Built {
-    let fingerprint = provider_environment_fingerprint(&snapshot);
+pub fn provider_environment_built(mut snapshot: pb::ProviderEnvironmentSnapshot) -> Built {
+    let fingerprint = provider_environment_fingerprint(&mut snapshot);
     let summary = format!(
         "provider env {} ({} values)",
         snapshot.provider_env_revision,
@@ -302,12 +312,16 @@ mod tests {
             ..base.clone()
         };
         assert_eq!(
-            sandbox_config_fingerprint(&base),
-            sandbox_config_fingerprint(&running_later)
+            sandbox_config_fingerprint(&mut base.clone()),
+            sandbox_config_fingerprint(&mut running_later.clone())
         );
         assert_ne!(
-            sandbox_config_fingerprint(&base),
-            sandbox_config_fingerprint(&next_revision)
+            sandbox_config_fingerprint(&mut base.clone()),
+            sandbox_config_fingerprint(&mut next_revision.clone())
         );
+        // The left-out fields are put back: what is sent is what was built.
+        let mut fingerprinted = running_later.clone();
+        sandbox_config_fingerprint(&mut fingerprinted);
+        assert_eq!(fingerprinted, running_later);
     }
 }

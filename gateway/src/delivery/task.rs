@@ -569,9 +569,10 @@ async fn send_ready(
                 state.slot.take()
             }
         };
-        let Some(built) = ready else { continue };
+        let Some(mut built) = ready else { continue };
         let sequence = delivery.next_sequence();
-        let mut update = built.update.clone();
+        // Moved, not cloned: a snapshot carries the whole policy.
+        let mut update = std::mem::take(&mut built.update);
         update.delivery_id = sequence;
         update.sequence = sequence;
         {
