@@ -3,7 +3,9 @@
 //!
 //! Queries use `$N` placeholders, which both backends accept, and only
 //! portable types (TEXT, 64-bit integers, bytes), so the two backends share
-//! every statement; only the migrations differ. SQLite allows one writer at a
+//! almost every statement; where the dialects differ (row locks, a list
+//! bound as one JSON parameter) one helper renders each dialect's form,
+//! and the migrations are per backend. SQLite allows one writer at a
 //! time, so writes take an in-process lock there instead of failing with
 //! SQLITE_BUSY; PostgreSQL relies on row locks.
 
@@ -305,12 +307,23 @@ fn sqlite_url_with_create(url: &str) -> Result<String> {
     })
 }
 
-/// `$first, $first+1, …`: `n` placeholders for a bound list.
-pub(crate) fn placeholders(first: usize, n: usize) -> String {
-    (first..first + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+impl Backend {
+    /// A subquery yielding the strings of the JSON array bound as `$param`.
+    /// A list of any length is one parameter and one statement text, so the
+    /// statement is prepared once per connection, not once per length.
+    pub(crate) fn json_strings(self, param: usize) -> String {
+        match self {
+            Self::Sqlite => format!("SELECT value FROM json_each(${param})"),
+            Self::Postgres => {
+                format!("SELECT jsonb_array_elements_text(CAST(${param} AS jsonb))")
+            }
+        }
+    }
+}
+
+/// A list as the JSON array that [`Backend::json_strings`] reads.
+pub(crate) fn json_list<T: serde::Serialize>(items: &[T]) -> Result<String> {
+    serde_json::to_string(items).map_err(|e| GatewayError::Store(sqlx::Error::Encode(Box::new(e))))
 }
 
 /// Milliseconds since the Unix epoch, the store's time unit.

@@ -9,7 +9,7 @@ use super::operations::OPERATION_COLUMNS;
 use super::records::{
     Lifecycle, OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
 };
-use super::{Store, WriteTx, now_ms, placeholders};
+use super::{Backend, Store, WriteTx, json_list, now_ms};
 use crate::error::Result;
 
 /// The count column of a fleet operation that holds its targets in `state`.
@@ -35,7 +35,7 @@ pub struct LiveTarget {
 }
 
 /// One sandbox's report, as kept for `sessions inspect`.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize)]
 pub struct ReportRow<'a> {
     pub sandbox_id: &'a str,
     pub status: &'a str,
@@ -72,32 +72,25 @@ impl Store {
     }
 }
 
-/// Values bound per statement when a statement takes a list of sandboxes.
-const IDS_PER_STATEMENT: usize = 500;
-
 impl WriteTx {
     /// Locks these sandboxes, in id order so that replicas lock in one
     /// order, and returns the lifecycle of each one found.
     pub async fn lock_sandboxes(&mut self, ids: &[String]) -> Result<HashMap<String, Lifecycle>> {
-        let mut sorted: Vec<&String> = ids.iter().collect();
-        sorted.sort();
-        let mut found = HashMap::with_capacity(ids.len());
-        for chunk in sorted.chunks(IDS_PER_STATEMENT) {
-            let sql = format!(
-                "SELECT id, lifecycle FROM sandboxes WHERE id IN ({}) ORDER BY id{}",
-                placeholders(1, chunk.len()),
-                self.for_update()
+        let sql = format!(
+            "SELECT id, lifecycle FROM sandboxes WHERE id IN ({}) ORDER BY id{}",
+            self.backend.json_strings(1),
+            self.for_update()
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(json_list(ids)?)
+            .fetch_all(self.conn())
+            .await?;
+        let mut found = HashMap::with_capacity(rows.len());
+        for row in rows {
+            found.insert(
+                row.try_get::<String, _>("id")?,
+                Lifecycle::parse(&row.try_get::<String, _>("lifecycle")?)?,
             );
-            let mut query = sqlx::query(AssertSqlSafe(sql));
-            for id in chunk {
-                query = query.bind(id.as_str());
-            }
-            for row in query.fetch_all(self.conn()).await? {
-                found.insert(
-                    row.try_get::<String, _>("id")?,
-                    Lifecycle::parse(&row.try_get::<String, _>("lifecycle")?)?,
-                );
-            }
         }
         Ok(found)
     }
@@ -107,22 +100,18 @@ impl WriteTx {
         &mut self,
         sandbox_ids: &[String],
     ) -> Result<Vec<OperationRecord>> {
-        let mut out = Vec::new();
-        for chunk in sandbox_ids.chunks(IDS_PER_STATEMENT) {
-            let sql = format!(
-                "SELECT {OPERATION_COLUMNS} FROM operations WHERE sandbox_id IN ({}) \
-                 AND state IN ('PENDING', 'DELIVERED') ORDER BY created_at, id",
-                placeholders(1, chunk.len())
-            );
-            let mut query = sqlx::query(AssertSqlSafe(sql));
-            for id in chunk {
-                query = query.bind(id.as_str());
-            }
-            for row in query.fetch_all(self.conn()).await? {
-                out.push(operation_from_row(&row)?);
-            }
-        }
-        Ok(out)
+        let sql = format!(
+            "SELECT {OPERATION_COLUMNS} FROM operations WHERE sandbox_id IN ({}) \
+             AND state IN ('PENDING', 'DELIVERED') ORDER BY created_at, id",
+            self.backend.json_strings(1)
+        );
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(json_list(sandbox_ids)?)
+            .fetch_all(self.conn())
+            .await?
+            .iter()
+            .map(operation_from_row)
+            .collect()
     }
 
     /// Live fleet targets of these sandboxes, as `(sandbox id, target)`.
@@ -130,34 +119,32 @@ impl WriteTx {
         &mut self,
         sandbox_ids: &[String],
     ) -> Result<Vec<(String, LiveTarget)>> {
-        let mut out = Vec::new();
-        for chunk in sandbox_ids.chunks(IDS_PER_STATEMENT) {
-            let sql = format!(
-                "SELECT t.sandbox_id, o.id, o.target_kind, o.settings_revision, \
-                 o.global_policy_revision, o.touches_policy \
-                 FROM operation_targets t JOIN operations o ON o.id = t.operation_id \
-                 WHERE t.sandbox_id IN ({}) AND t.state IN ('PENDING', 'DELIVERED') \
-                 ORDER BY o.created_at, o.id",
-                placeholders(1, chunk.len())
-            );
-            let mut query = sqlx::query(AssertSqlSafe(sql));
-            for id in chunk {
-                query = query.bind(id.as_str());
-            }
-            for row in query.fetch_all(self.conn()).await? {
-                out.push((
+        let sql = format!(
+            "SELECT t.sandbox_id, o.id, o.target_kind, o.settings_revision, \
+             o.global_policy_revision, o.touches_policy \
+             FROM operation_targets t JOIN operations o ON o.id = t.operation_id \
+             WHERE t.sandbox_id IN ({}) AND t.state IN ('PENDING', 'DELIVERED') \
+             ORDER BY o.created_at, o.id",
+            self.backend.json_strings(1)
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(json_list(sandbox_ids)?)
+            .fetch_all(self.conn())
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
                     row.try_get("sandbox_id")?,
                     LiveTarget {
                         operation_id: row.try_get("id")?,
                         target_kind: TargetKind::parse(&row.try_get::<String, _>("target_kind")?)?,
-                        settings_revision: u64_col(&row, "settings_revision")?,
-                        global_policy_revision: u64_col(&row, "global_policy_revision")?,
+                        settings_revision: u64_col(row, "settings_revision")?,
+                        global_policy_revision: u64_col(row, "global_policy_revision")?,
                         touches_policy: row.try_get::<i64, _>("touches_policy")? != 0,
                     },
-                ));
-            }
-        }
-        Ok(out)
+                ))
+            })
+            .collect()
     }
 
     /// Moves a live operation to a terminal state; terminal ones never change.
@@ -198,24 +185,21 @@ impl WriteTx {
         outcome: Outcome,
         error: &str,
     ) -> Result<bool> {
-        let mut finished = 0u64;
-        for chunk in sandbox_ids.chunks(IDS_PER_STATEMENT) {
-            let sql = format!(
-                "UPDATE operation_targets SET state = $2, outcome = $3, error = $4, updated_at = $5 \
-                 WHERE operation_id = $1 AND state IN ('PENDING', 'DELIVERED') AND sandbox_id IN ({})",
-                placeholders(6, chunk.len())
-            );
-            let mut query = sqlx::query(AssertSqlSafe(sql))
-                .bind(operation_id)
-                .bind(state.as_str())
-                .bind(outcome.as_str())
-                .bind(error)
-                .bind(now_ms());
-            for id in chunk {
-                query = query.bind(id.as_str());
-            }
-            finished += query.execute(self.conn()).await?.rows_affected();
-        }
+        let sql = format!(
+            "UPDATE operation_targets SET state = $2, outcome = $3, error = $4, updated_at = $5 \
+             WHERE operation_id = $1 AND state IN ('PENDING', 'DELIVERED') AND sandbox_id IN ({})",
+            self.backend.json_strings(6)
+        );
+        let finished = sqlx::query(AssertSqlSafe(sql))
+            .bind(operation_id)
+            .bind(state.as_str())
+            .bind(outcome.as_str())
+            .bind(error)
+            .bind(now_ms())
+            .bind(json_list(sandbox_ids)?)
+            .execute(self.conn())
+            .await?
+            .rows_affected();
         if finished == 0 {
             return Ok(false);
         }
@@ -271,47 +255,50 @@ impl WriteTx {
 
     /// Keeps each sandbox's report as its last one (one report per sandbox).
     pub async fn record_reports(&mut self, reports: &[ReportRow<'_>]) -> Result<()> {
-        const COLUMNS: usize = 5;
-        let now = now_ms();
-        for chunk in reports.chunks(IDS_PER_STATEMENT / COLUMNS) {
-            let rows: Vec<String> = (0..chunk.len())
-                .map(|i| format!("({})", placeholders(1 + i * COLUMNS, COLUMNS)))
-                .collect();
-            let sql = format!(
-                "INSERT INTO supervisor_reports (sandbox_id, status, revisions_json, reason, reported_at) \
-                 VALUES {} ON CONFLICT (sandbox_id) DO UPDATE SET status = excluded.status, \
-                 revisions_json = excluded.revisions_json, reason = excluded.reason, \
-                 reported_at = excluded.reported_at",
-                rows.join(", ")
-            );
-            let mut query = sqlx::query(AssertSqlSafe(sql));
-            for row in chunk {
-                query = query
-                    .bind(row.sandbox_id)
-                    .bind(row.status)
-                    .bind(row.revisions_json.as_str())
-                    .bind(row.reason)
-                    .bind(now);
+        // The rows travel as one JSON array of objects: one parameter and
+        // one statement text whatever the number of reports.
+        let rows = match self.backend {
+            Backend::Sqlite => {
+                "SELECT json_extract(value, '$.sandbox_id'), json_extract(value, '$.status'), \
+                 json_extract(value, '$.revisions_json'), json_extract(value, '$.reason'), $2 \
+                 FROM json_each($1) WHERE true"
             }
-            query.execute(self.conn()).await?;
-        }
+            Backend::Postgres => {
+                "SELECT r.sandbox_id, r.status, r.revisions_json, r.reason, $2 \
+                 FROM jsonb_to_recordset(CAST($1 AS jsonb)) \
+                 AS r(sandbox_id TEXT, status TEXT, revisions_json TEXT, reason TEXT)"
+            }
+        };
+        // `WHERE true` above: SQLite needs it before an upsert's ON CONFLICT.
+        let sql = format!(
+            "INSERT INTO supervisor_reports (sandbox_id, status, revisions_json, reason, reported_at) \
+             {rows} ON CONFLICT (sandbox_id) DO UPDATE SET status = excluded.status, \
+             revisions_json = excluded.revisions_json, reason = excluded.reason, \
+             reported_at = excluded.reported_at"
+        );
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(json_list(reports)?)
+            .bind(now_ms())
+            .execute(self.conn())
+            .await?;
         Ok(())
     }
 
     /// A successful first apply moves pending sandboxes to running.
     pub async fn mark_running(&mut self, sandbox_ids: &[String]) -> Result<()> {
-        for chunk in sandbox_ids.chunks(IDS_PER_STATEMENT) {
-            let sql = format!(
-                "UPDATE sandboxes SET lifecycle = 'running', updated_at = $1 \
-                 WHERE lifecycle = 'pending' AND id IN ({})",
-                placeholders(2, chunk.len())
-            );
-            let mut query = sqlx::query(AssertSqlSafe(sql)).bind(now_ms());
-            for id in chunk {
-                query = query.bind(id.as_str());
-            }
-            query.execute(self.conn()).await?;
+        if sandbox_ids.is_empty() {
+            return Ok(());
         }
+        let sql = format!(
+            "UPDATE sandboxes SET lifecycle = 'running', updated_at = $1 \
+             WHERE lifecycle = 'pending' AND id IN ({})",
+            self.backend.json_strings(2)
+        );
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(now_ms())
+            .bind(json_list(sandbox_ids)?)
+            .execute(self.conn())
+            .await?;
         Ok(())
     }
 }
