@@ -1,11 +1,13 @@
 //! The snapshot builder's shared inputs (global policy, global and
 //! workspace settings) are cached by revision: a build must still see a
-//! write made through another replica sharing the store.
+//! write made through another replica sharing the store. Concurrent builds
+//! share one read statement: each must still get its own sandbox.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use openshell_e2e::{Backend, POLICY, TestGateway, TestStore, create_sandbox};
+use openshell_e2e::{Backend, POLICY, TestGateway, TestStore, create_sandbox, policy_with_port};
 use openshell_gateway::DeliveryMode;
+use openshell_gateway::error::GatewayError;
 use openshell_gateway::snapshot::build_sandbox_config;
 use openshell_proto::v1 as pb;
 
@@ -94,4 +96,55 @@ async fn a_build_sees_shared_writes_made_through_another_replica() {
     assert!(value_of(&after, "log_level").contains("debug"), "{after:?}");
     assert_eq!(after.policy_source, pb::PolicySource::Global as i32);
     assert!(after.policy_json.contains("9443"));
+}
+
+async fn concurrent_builds_each_get_their_own_sandbox(backend: Backend) {
+    let gw = TestGateway::start(backend).await;
+    let mut api = gw.api().await;
+    let mut sandboxes = Vec::new();
+    for i in 0..40u32 {
+        let port = 10_000 + i;
+        let (id, _) =
+            create_sandbox(&mut api, &format!("batched-{i}"), &policy_with_port(port)).await;
+        sandboxes.push((id, port));
+    }
+    let store = &gw.state().store;
+    // Every sandbox three times over, and two that do not exist, all at once:
+    // far more reads than statements run at a time, so they share statements.
+    let mut ids: Vec<String> = (0..3)
+        .flat_map(|_| sandboxes.iter().map(|(id, _)| id.clone()))
+        .collect();
+    ids.push("sb-missing-1".into());
+    ids.push("sb-missing-2".into());
+    let builds =
+        futures::future::join_all(ids.iter().map(|id| build_sandbox_config(store, id))).await;
+
+    for (id, build) in ids.iter().zip(builds) {
+        match sandboxes.iter().find(|(sandbox, _)| sandbox == id) {
+            Some((_, port)) => {
+                let snapshot = build.unwrap();
+                assert_eq!(&snapshot.sandbox_id, id);
+                assert!(
+                    snapshot.policy_json.contains(&format!("port\":{port}")),
+                    "{id} got another sandbox's policy: {}",
+                    snapshot.policy_json
+                );
+            }
+            None => match build {
+                Err(GatewayError::NotFound(message)) => assert!(message.contains(id), "{message}"),
+                other => panic!("{id}: expected not found, got {other:?}"),
+            },
+        }
+    }
+}
+
+mod concurrent_builds_each_get_their_own_sandbox {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sqlite() {
+        super::concurrent_builds_each_get_their_own_sandbox(openshell_e2e::Backend::Sqlite).await
+    }
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        super::concurrent_builds_each_get_their_own_sandbox(openshell_e2e::Backend::Postgres).await
+    }
 }

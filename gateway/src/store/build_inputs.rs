@@ -3,23 +3,29 @@
 //! snapshot per sandbox, so each statement saved is saved ten thousand times.
 //!
 //! One statement reads the sandbox, its own policy and the revisions of the
-//! scopes it inherits from. The global policy and the global and workspace
-//! settings are shared by many sandboxes: they are cached in process, keyed
-//! by revision. The content of a revision never changes, so a cached entry
-//! is valid for as long as that revision is current, also when another
-//! replica made the write; the revisions come from the store on every build.
+//! scopes it inherits from, and it reads them for every build that is
+//! waiting at the time ([`InputReads`]). The global policy and the global
+//! and workspace settings are shared by many sandboxes: they are cached in
+//! process, keyed by revision. The content of a revision never changes, so
+//! a cached entry is valid for as long as that revision is current, also
+//! when another replica made the write; the revisions come from the store
+//! on every build.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use openshell_core::settings::Scope;
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::any::AnyRow;
+use sqlx::{AnyPool, AssertSqlSafe, Row};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::task::JoinSet;
+use tokio_util::task::AbortOnDropHandle;
 
-use super::Store;
 use super::policies::CURRENT_GLOBAL_POLICY_REVISION;
 use super::records::{GlobalPolicyRecord, SandboxRecord, sandbox_from_row, u64_col};
 use super::sandboxes::SANDBOX_COLUMNS;
 use super::settings::ScopedSettings;
+use super::{Backend, Store, json_list};
 use crate::error::{GatewayError, Result};
 
 /// Everything a `sandbox_config` snapshot is built from.
@@ -60,14 +66,15 @@ impl SharedInputCache {
     }
 }
 
-/// The one statement of a build, rendered once: every build runs it.
-static SANDBOX_CONFIG_INPUTS_SQL: LazyLock<String> = LazyLock::new(|| {
+/// The one statement of a build, for every sandbox id in the JSON array
+/// `$1`. Rendered once per backend: every build runs it.
+static SANDBOX_CONFIG_INPUTS_SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
     let columns: Vec<String> = SANDBOX_COLUMNS
         .split(',')
         .map(|c| format!("s.{}", c.trim()))
         .collect();
     // The sandbox's counter always names its latest policy revision.
-    format!(
+    let select = format!(
         "SELECT {}, p.policy_hash AS own_policy_hash, p.policy_json AS own_policy_json, \
          w.settings_revision AS workspace_settings_revision, \
          (SELECT value FROM counters WHERE name = 'global_settings_revision') AS global_settings_revision, \
@@ -77,20 +84,32 @@ static SANDBOX_CONFIG_INPUTS_SQL: LazyLock<String> = LazyLock::new(|| {
          AS pending_operation \
          FROM sandboxes s JOIN workspaces w ON w.name = s.workspace \
          LEFT JOIN policy_revisions p ON p.sandbox_id = s.id AND p.revision = s.policy_revision \
-         WHERE s.id = $1",
+         WHERE s.id IN ",
         columns.join(", ")
-    )
+    );
+    [Backend::Sqlite, Backend::Postgres].map(|b| format!("{select}({})", b.json_strings(1)))
 });
 
-impl Store {
-    /// Reads the inputs of one sandbox's `sandbox_config` snapshot.
-    pub async fn sandbox_config_inputs(&self, sandbox_id: &str) -> Result<SandboxConfigInputs> {
-        let row = sqlx::query(AssertSqlSafe(SANDBOX_CONFIG_INPUTS_SQL.as_str()))
-            .bind(sandbox_id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or_else(|| GatewayError::NotFound(format!("sandbox {sandbox_id} not found")))?;
-        let sandbox = sandbox_from_row(&row)?;
+fn sandbox_config_inputs_sql(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Sqlite => &SANDBOX_CONFIG_INPUTS_SQL[0],
+        Backend::Postgres => &SANDBOX_CONFIG_INPUTS_SQL[1],
+    }
+}
+
+/// The per-sandbox part of the build statement's row.
+#[derive(Debug)]
+struct SandboxInputs {
+    sandbox: SandboxRecord,
+    own_policy: Option<(String, String)>,
+    global_policy_revision: u64,
+    global_settings_revision: u64,
+    workspace_settings_revision: u64,
+    pending_operation: bool,
+}
+
+impl SandboxInputs {
+    fn from_row(row: &AnyRow) -> Result<Self> {
         let own_policy = match (
             row.try_get::<Option<String>, _>("own_policy_hash")?,
             row.try_get::<Option<String>, _>("own_policy_json")?,
@@ -98,11 +117,148 @@ impl Store {
             (Some(hash), Some(json)) => Some((hash, json)),
             _ => None,
         };
-        let global_policy_revision = u64_col(&row, "global_policy_revision")?;
-        let global_settings_revision = u64_col(&row, "global_settings_revision")?;
-        let workspace_settings_revision = u64_col(&row, "workspace_settings_revision")?;
-        let pending_operation = row.try_get::<i64, _>("pending_operation")? != 0;
+        Ok(Self {
+            sandbox: sandbox_from_row(row)?,
+            own_policy,
+            global_policy_revision: u64_col(row, "global_policy_revision")?,
+            global_settings_revision: u64_col(row, "global_settings_revision")?,
+            workspace_settings_revision: u64_col(row, "workspace_settings_revision")?,
+            pending_operation: row.try_get::<i64, _>("pending_operation")? != 0,
+        })
+    }
+}
 
+/// Most sandboxes one build statement reads.
+const MAX_BATCH: usize = 64;
+
+/// Build statements running at once. While all are busy, the reads that
+/// arrive queue up and go into the next statement together.
+const BATCHES_IN_FLIGHT: usize = 2;
+
+/// Batches the build statement: reads that arrive while others run are
+/// answered by one statement. A fanout asks for thousands of sandboxes at
+/// once, and on SQLite each statement costs two thread hand-offs and a pool
+/// round trip besides its rows. A read that finds nothing running is sent
+/// at once. Every statement starts after each of its reads was asked for,
+/// so it sees every write committed before that.
+#[derive(Debug, Clone)]
+pub(crate) struct InputReads {
+    requests: mpsc::UnboundedSender<InputRead>,
+    _batcher: Arc<AbortOnDropHandle<()>>,
+}
+
+#[derive(Debug)]
+struct InputRead {
+    sandbox_id: String,
+    reply: oneshot::Sender<Result<SandboxInputs>>,
+}
+
+impl InputReads {
+    /// Starts the batcher; it ends with the last handle.
+    pub(crate) fn start(pool: AnyPool, backend: Backend) -> Self {
+        let (requests, incoming) = mpsc::unbounded_channel();
+        let batcher = tokio::spawn(batch_reads(
+            pool,
+            sandbox_config_inputs_sql(backend),
+            incoming,
+        ));
+        Self {
+            requests,
+            _batcher: Arc::new(AbortOnDropHandle::new(batcher)),
+        }
+    }
+
+    async fn read(&self, sandbox_id: &str) -> Result<SandboxInputs> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send(InputRead {
+                sandbox_id: sandbox_id.to_string(),
+                reply,
+            })
+            .map_err(|_| GatewayError::stopping())?;
+        answer.await.map_err(|_| GatewayError::stopping())?
+    }
+}
+
+async fn batch_reads(
+    pool: AnyPool,
+    sql: &'static str,
+    mut incoming: mpsc::UnboundedReceiver<InputRead>,
+) {
+    let slots = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
+    // Owned here, so a batch in flight is aborted with the batcher.
+    let mut running = JoinSet::new();
+    while let Some(first) = incoming.recv().await {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match incoming.try_recv() {
+                Ok(read) => batch.push(read),
+                Err(_) => break,
+            }
+        }
+        let pool = pool.clone();
+        running.spawn(async move {
+            answer_batch(&pool, sql, batch).await;
+            drop(slot);
+        });
+        while running.try_join_next().is_some() {}
+    }
+}
+
+async fn answer_batch(pool: &AnyPool, sql: &'static str, batch: Vec<InputRead>) {
+    let ids: Vec<&str> = batch.iter().map(|r| r.sandbox_id.as_str()).collect();
+    let rows = match json_list(&ids) {
+        Ok(ids) => sqlx::query(AssertSqlSafe(sql))
+            .bind(ids)
+            .fetch_all(pool)
+            .await
+            .map_err(GatewayError::from),
+        Err(e) => Err(e),
+    };
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(e) => {
+            // sqlx errors cannot be cloned: each read gets the message.
+            let message = format!("reading build inputs failed: {e}");
+            for read in batch {
+                let _ = read
+                    .reply
+                    .send(Err(GatewayError::Unavailable(message.clone())));
+            }
+            return;
+        }
+    };
+    let by_id: HashMap<String, &AnyRow> = rows
+        .iter()
+        .filter_map(|row| Some((row.try_get::<String, _>("id").ok()?, row)))
+        .collect();
+    for read in batch {
+        let inputs = match by_id.get(&read.sandbox_id) {
+            Some(row) => SandboxInputs::from_row(row),
+            None => Err(GatewayError::NotFound(format!(
+                "sandbox {} not found",
+                read.sandbox_id
+            ))),
+        };
+        // The reader may have given up (its build deadline passed).
+        let _ = read.reply.send(inputs);
+    }
+}
+
+impl Store {
+    /// Reads the inputs of one sandbox's `sandbox_config` snapshot.
+    pub async fn sandbox_config_inputs(&self, sandbox_id: &str) -> Result<SandboxConfigInputs> {
+        let SandboxInputs {
+            sandbox,
+            own_policy,
+            global_policy_revision,
+            global_settings_revision,
+            workspace_settings_revision,
+            pending_operation,
+        } = self.input_reads().read(sandbox_id).await?;
         let (global_policy_revision, global_policy) =
             self.cached_global_policy(global_policy_revision).await?;
         let global_settings = self

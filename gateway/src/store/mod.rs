@@ -31,6 +31,7 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::crypto::CredentialCipher;
 use crate::error::{GatewayError, Result};
 
+use build_inputs::InputReads;
 pub use build_inputs::{SandboxConfigInputs, SharedInputCache};
 pub use events::OperationEvents;
 pub use operations::{IdempotentMatch, NewOperation, OperationFilter};
@@ -73,6 +74,7 @@ pub struct Store {
     cipher: CredentialCipher,
     events: OperationEvents,
     shared_inputs: SharedInputCache,
+    input_reads: InputReads,
     _checkpointer: Option<Arc<AbortOnDropHandle<()>>>,
 }
 
@@ -156,6 +158,7 @@ impl Store {
             .run(&pool)
             .await
             .map_err(|e| GatewayError::Store(sqlx::Error::Migrate(Box::new(e))))?;
+        let input_reads = InputReads::start(pool.clone(), backend);
         Ok(Self {
             pool,
             writer,
@@ -164,6 +167,7 @@ impl Store {
             cipher,
             events: OperationEvents::default(),
             shared_inputs: SharedInputCache::default(),
+            input_reads,
             _checkpointer: checkpointer,
         })
     }
@@ -184,6 +188,11 @@ impl Store {
     /// Snapshot inputs shared by many sandboxes, cached by revision.
     pub(crate) fn shared_inputs(&self) -> &SharedInputCache {
         &self.shared_inputs
+    }
+
+    /// The batched read of the build statement.
+    pub(crate) fn input_reads(&self) -> &InputReads {
+        &self.input_reads
     }
 
     pub(crate) fn cipher(&self) -> &CredentialCipher {
