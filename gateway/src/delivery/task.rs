@@ -21,7 +21,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
 use super::marks::{Component, Lane, Mark};
-use super::permits::Permits;
+use super::permits::{BuildPermit, Permits};
 use super::tuning::DeliveryTuning;
 use crate::metrics::{DeliveryLabels, Metrics, StatusLabel};
 use crate::store::now_ms;
@@ -299,9 +299,10 @@ pub async fn run(
             }
             continue;
         };
-        let lane = mark.lane();
+        let mut mark = mark;
         let queued_at = Instant::now();
-        let permit = Box::pin(permits.acquire(lane)).await;
+        let permit = Box::pin(acquire_permit(&delivery, &permits, &mut mark)).await;
+        let lane = mark.lane();
         metrics
             .queue_wait
             .get_or_create(&crate::metrics::LaneLabel {
@@ -341,6 +342,50 @@ pub async fn run(
             return;
         }
     }
+}
+
+/// Waits for a build permit in the mark's lane. A sandbox write that
+/// arrives while this session waits in the fanout queue raises the lane: its
+/// mark joins the one being waited for and the wait moves to the sandbox
+/// lane, so a session queued behind a fleet-wide fanout does not hold its
+/// own sandbox's write back for the whole fanout.
+async fn acquire_permit(
+    delivery: &SessionDelivery,
+    permits: &Permits,
+    mark: &mut Mark,
+) -> BuildPermit {
+    if mark.lane() == Lane::Sandbox {
+        return permits.acquire(Lane::Sandbox).await;
+    }
+    let mut woken = false;
+    let permit = {
+        let fanout = permits.acquire(Lane::Fanout);
+        tokio::pin!(fanout);
+        loop {
+            tokio::select! {
+                permit = &mut fanout => break permit,
+                () = delivery.notify.notified() => {
+                    woken = true;
+                    let raised = {
+                        let mut inner = delivery.lock();
+                        (!inner.mark.is_empty() && inner.mark.lane() == Lane::Sandbox).then(|| {
+                            inner.write_pending = false;
+                            std::mem::take(&mut inner.mark)
+                        })
+                    };
+                    if let Some(raised) = raised {
+                        mark.merge(raised);
+                        break permits.acquire(Lane::Sandbox).await;
+                    }
+                }
+            }
+        }
+    };
+    if woken {
+        // The wake may also have been an ack: the main loop looks again.
+        delivery.notify.notify_one();
+    }
+    permit
 }
 
 fn jitter(range: Duration) -> Duration {

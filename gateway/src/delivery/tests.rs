@@ -341,6 +341,44 @@ async fn a_sandbox_write_is_served_while_a_10k_fanout_is_queued() {
     assert!(source.builds() >= 10_001);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_sandbox_write_raises_the_lane_of_a_session_queued_in_the_fanout() {
+    let source = Arc::new(FakeSource::with_delay(Duration::from_millis(100)));
+    let permits = Arc::new(Permits::for_pool(8));
+    let mut fleet = Vec::new();
+    for i in 0..10_000 {
+        let sandbox = format!("fleet-{i}");
+        source.set_version(&sandbox, 1);
+        fleet.push(start(
+            source.clone(),
+            permits.clone(),
+            &sandbox,
+            quiet_tuning(),
+        ));
+    }
+    // The written sandbox is one of the fleet, queued at the fanout's end.
+    let mut target = fleet.pop().unwrap();
+    for h in fleet.iter().chain([&target]) {
+        h.delivery.mark(config_mark(Lane::Fanout), true);
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let started = tokio::time::Instant::now();
+    source.set_version("fleet-9999", 2);
+    target.delivery.mark(config_mark(Lane::Sandbox), true);
+    let (_, fp) = next_update(&mut target).await;
+    // One build carries both the fanout's change and the sandbox write.
+    assert_eq!(fp, "fleet-9999-2");
+    assert!(
+        started.elapsed() <= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(source.builds() < 10_000, "the fleet is still queued");
+    // The rest of the fleet still gets its fanout.
+    tokio::time::sleep(Duration::from_secs(200)).await;
+    assert!(source.builds() >= 10_000);
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
