@@ -226,9 +226,6 @@ impl Store {
 /// smaller, so commits rarely pay for a checkpoint and its fsync.
 const WRITER_AUTOCHECKPOINT_PAGES: u32 = 10_000;
 
-/// Page cache of the SQLite writer connection (readers keep the default).
-const WRITER_CACHE_KIB: u32 = 16 * 1024;
-
 /// How often the background checkpoint runs.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -276,12 +273,8 @@ async fn connect(
                     )
                     .await?;
                     if writer {
-                        // A resolver round touches more pages than the
-                        // default 2 MiB cache holds; spilling them mid-
-                        // transaction costs writes that the commit repeats.
                         conn.execute(AssertSqlSafe(format!(
-                            "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}; \
-                             PRAGMA cache_size = -{WRITER_CACHE_KIB}"
+                            "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}"
                         )))
                         .await?;
                     }
