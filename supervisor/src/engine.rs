@@ -73,7 +73,7 @@ struct EngineState {
     local: Option<LocalPolicy>,
     polling: bool,
     active_fingerprint: Option<String>,
-    last_gateway: Option<DesiredConfig>,
+    last_gateway: Option<Arc<DesiredConfig>>,
     last_gateway_fingerprint: Option<String>,
     last_failed: bool,
     seen_policy: Option<GatewayPolicyId>,
@@ -161,11 +161,20 @@ impl Engine {
         let policy_id = GatewayPolicyId::of(&gateway.sandbox_config);
         let retained = state.local.is_some()
             && gateway_policy_retained(state.seen_policy.as_ref(), &policy_id);
-        let effective = match &state.local {
-            Some(local) => local.overlay(&gateway),
-            None => gateway.clone(),
+        // Without a local policy the gateway's configuration is the effective one: shared,
+        // and fingerprinted once (a fanout offers every supervisor a new one).
+        let gateway = Arc::new(gateway);
+        let (effective, effective_fingerprint) = match &state.local {
+            Some(local) => {
+                let overlaid = local.overlay(&gateway);
+                let overlaid_fingerprint = overlaid.fingerprint();
+                (Arc::new(overlaid), overlaid_fingerprint)
+            }
+            None => (gateway.clone(), fingerprint.clone()),
         };
-        let result = self.activate(&mut state, effective).await;
+        let result = self
+            .activate(&mut state, effective, effective_fingerprint)
+            .await;
         state.last_failed = result.is_err();
         state.last_gateway_fingerprint = Some(fingerprint);
         state.last_gateway = Some(gateway);
@@ -186,7 +195,12 @@ impl Engine {
         let mut state = self.state.lock().await;
         state.local = Some(local.clone());
         let gateway = state.last_gateway.clone()?;
-        Some(self.activate(&mut state, local.overlay(&gateway)).await)
+        let effective = local.overlay(&gateway);
+        let fingerprint = effective.fingerprint();
+        Some(
+            self.activate(&mut state, Arc::new(effective), fingerprint)
+                .await,
+        )
     }
 
     fn foreign_sandbox(&self, desired: &DesiredConfig) -> Option<String> {
@@ -197,13 +211,13 @@ impl Engine {
             .then(|| "snapshot belongs to another sandbox; refusing it".to_string())
     }
 
-    /// Applies `effective` unless it is already active.
+    /// Applies `effective` (whose fingerprint is `fingerprint`) unless it is already active.
     async fn activate(
         &self,
         state: &mut EngineState,
-        effective: DesiredConfig,
+        effective: Arc<DesiredConfig>,
+        fingerprint: String,
     ) -> Result<(), ApplyError> {
-        let fingerprint = effective.fingerprint();
         if state.active_fingerprint.as_deref() == Some(fingerprint.as_str()) {
             return Ok(());
         }
@@ -225,9 +239,8 @@ impl Engine {
                     "configuration applied"
                 );
                 state.active_fingerprint = Some(fingerprint);
-                let active = Arc::new(effective);
                 self.status.send_modify(|s| {
-                    s.active = Some(active);
+                    s.active = Some(effective);
                     s.applies += 1;
                     s.quarantined = false;
                 });
