@@ -1,12 +1,17 @@
 //! Resolving operations from supervisor reports through the gateway's
-//! resolver: reports queued together are committed together, a report that
-//! cannot be resolved loses none of the others, one sandbox's reports keep
-//! their order, and a fleet operation's last two acks, resolved at the same
-//! moment by two replicas sharing PostgreSQL, end it exactly once.
+//! resolver: reports queued together are committed together, a write that
+//! waits for the SQLite writer goes between their transactions, a report
+//! that cannot be resolved loses none of the others, one sandbox's reports
+//! keep their order, and a fleet operation's last two acks, resolved at the
+//! same moment by two replicas sharing PostgreSQL, end it exactly once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use openshell_e2e::{Backend, POLICY, TestGateway, TestStore, create_sandbox, policy_with_port};
+use std::time::Duration;
+
+use openshell_e2e::{
+    Backend, POLICY, TestGateway, TestStore, create_sandbox, eventually, policy_with_port,
+};
 use openshell_gateway::DeliveryMode;
 use openshell_gateway::operations::resolve::ReportedRevisions;
 use openshell_gateway::operations::{ReportStatus, SupervisorReport};
@@ -107,6 +112,80 @@ async fn a_report_that_cannot_be_resolved_loses_none_of_its_batch() {
     assert_eq!(op.state, OperationState::Applied, "{op:?}");
     let last = gw.state().store.last_report(&id).await.unwrap();
     assert_eq!(last.map(|r| r.status).as_deref(), Some("APPLIED"));
+}
+
+/// A fanout's acks commit in large transactions, but a write that waits for
+/// the SQLite writer meanwhile makes the resolver commit early: the write
+/// sees part of the series committed, not nothing and then everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_write_goes_between_the_resolvers_transactions() {
+    const SANDBOXES: u32 = 131;
+    let gw = TestGateway::start(Backend::Sqlite).await;
+    let mut api = gw.api().await;
+    let mut ids = Vec::new();
+    for i in 0..SANDBOXES {
+        ids.push(
+            create_sandbox(&mut api, &format!("fleet-{i}"), POLICY)
+                .await
+                .0,
+        );
+    }
+    let op_id = commit_only(&mut api, global_setting(7)).await;
+    let store = gw.state().store.clone();
+    let resolver = gw.state().reports.clone();
+    let waiting = |n: usize| {
+        let store = store.clone();
+        async move {
+            let what = format!("{n} writes waiting for the SQLite writer");
+            eventually(&what, Duration::from_secs(30), || {
+                let store = store.clone();
+                async move { (store.writers_waiting() == n).then_some(()) }
+            })
+            .await;
+        }
+    };
+
+    // The resolver takes the first report alone and waits for the held
+    // writer; the rest then queue up as one long series.
+    let held = store.begin_write().await.unwrap();
+    resolver.submit(applied(&ids[0], past_every_global_change()), false);
+    waiting(1).await;
+    for id in &ids[1..] {
+        resolver.submit(applied(id, past_every_global_change()), false);
+    }
+    // A write that keeps asking for the writer, and notes how many targets
+    // were applied each time it got it.
+    let writer = {
+        let store = store.clone();
+        let op_id = op_id.clone();
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            loop {
+                let tx = store.begin_write().await.unwrap();
+                let op = store.get_operation(&op_id).await.unwrap();
+                drop(tx);
+                let applied = op.fleet.unwrap().applied;
+                seen.push(applied);
+                if applied == SANDBOXES {
+                    return seen;
+                }
+            }
+        })
+    };
+    waiting(2).await;
+    drop(held);
+
+    let seen = tokio::time::timeout(Duration::from_secs(60), writer)
+        .await
+        .expect("every target resolved")
+        .unwrap();
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    assert!(
+        seen.iter().any(|n| 1 < *n && *n < SANDBOXES),
+        "the write waited for the whole series: {seen:?}"
+    );
+    let op = store.get_operation(&op_id).await.unwrap();
+    assert_eq!(op.state, OperationState::Applied, "{op:?}");
 }
 
 /// Two sandboxes, each acked by a different replica at the same moment:

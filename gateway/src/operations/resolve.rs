@@ -142,6 +142,35 @@ async fn resolve(store: &Store, report: &SupervisorReport, record: bool) -> Resu
     Ok(resolved.first().copied().unwrap_or(0))
 }
 
+/// Reports resolved between two looks at whether something waits; see
+/// [`resolve_prefix`].
+const REPORTS_BETWEEN_YIELDS: usize = 64;
+
+/// Resolves a prefix of `reports` in one transaction, as large as possible:
+/// every [`REPORTS_BETWEEN_YIELDS`] reports, when `something_waits` (another
+/// write waits for the SQLite writer, or a report someone waits for has
+/// arrived), it commits and leaves the rest. A fanout's acks then commit in
+/// large transactions, cheaper per report, yet a sandbox write or an awaited
+/// ack waits behind only a short one. Returns what each resolved report
+/// ended; their number is the prefix's length.
+pub(super) async fn resolve_prefix(
+    store: &Store,
+    reports: &[SupervisorReport],
+    record: bool,
+    something_waits: &mut (dyn FnMut() -> bool + Send),
+) -> Result<Vec<u32>> {
+    let mut tx = store.begin_write().await?;
+    let mut resolved = Vec::with_capacity(reports.len());
+    for chunk in reports.chunks(REPORTS_BETWEEN_YIELDS) {
+        resolved.extend(resolve_batch(&mut tx, chunk, record).await?);
+        if something_waits() {
+            break;
+        }
+    }
+    tx.commit().await?;
+    Ok(resolved)
+}
+
 /// [`resolve_batch`] in a transaction of its own.
 pub(super) async fn resolve_reports(
     store: &Store,

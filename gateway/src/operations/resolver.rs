@@ -14,16 +14,15 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::resolve::{SupervisorReport, resolve_reports};
+use super::resolve::{SupervisorReport, resolve_prefix, resolve_reports};
 use crate::error::{GatewayError, Result};
 use crate::metrics::Metrics;
 use crate::store::Store;
 
-/// Most reports resolved in one transaction. A batch costs about the same
-/// per report at 64 as at 256 (measured in a 10k fanout), but a sandbox
-/// write waits for the SQLite writer behind a whole batch, so batches are
-/// kept short.
-const MAX_BATCH: usize = 64;
+/// Most reports taken from the queue at once. A large batch is cheaper per
+/// report (fewer commits); a write that waits for the SQLite writer
+/// meanwhile makes it commit early (`resolve_reports_yielding`).
+const MAX_BATCH: usize = 256;
 
 enum Job {
     Report {
@@ -38,6 +37,10 @@ enum Job {
 }
 
 impl Job {
+    fn is_urgent(&self) -> bool {
+        matches!(self, Self::Report { urgent: true, .. })
+    }
+
     fn sandbox_id(&self) -> Option<&str> {
         match self {
             Self::Report { report, .. } => Some(&report.sandbox_id),
@@ -119,26 +122,53 @@ async fn run(store: Store, metrics: Arc<Metrics>, mut queue: mpsc::UnboundedRece
                 let _ = done.send(());
             }
         }
-        let mut batch: Vec<_> = next_batch(&mut backlog, MAX_BATCH)
+        let mut batch: Vec<Queued> = next_batch(&mut backlog, MAX_BATCH)
             .into_iter()
             .filter_map(|job| match job {
-                Job::Report { report, reply, .. } => Some((report, reply)),
+                Job::Report {
+                    report,
+                    reply,
+                    urgent,
+                } => Some((report, Waiter { reply, urgent })),
                 Job::Flush(_) => None,
             })
             .collect();
         // Sandbox order keeps row locks in one order across replicas; the
         // sort is stable, so one sandbox's reports keep their arrival order.
         batch.sort_by(|a, b| a.0.sandbox_id.cmp(&b.0.sandbox_id));
-        let (reports, replies): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-        resolve_queued(&store, &metrics, &reports, replies).await;
+        let (reports, waiters): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        let mut something_waits = || {
+            while let Ok(job) = queue.try_recv() {
+                backlog.push_back(job);
+            }
+            store.writers_waiting() > 0 || backlog.iter().any(Job::is_urgent)
+        };
+        let left = resolve_queued(&store, &metrics, reports, waiters, &mut something_waits).await;
+        // What the transaction left goes first again, in its order, after
+        // whatever is urgent.
+        for (report, waiter) in left.into_iter().rev() {
+            backlog.push_front(Job::Report {
+                report,
+                reply: waiter.reply,
+                urgent: waiter.urgent,
+            });
+        }
     }
 }
 
-/// Takes the next batch of reports out of `backlog`, at most `max`: first
-/// every queued report of a sandbox with an urgent one, then the oldest of
-/// the rest. What a batch takes of one sandbox is always its oldest reports,
-/// so each sandbox's reports resolve in arrival order. Flushes stay queued
-/// in place.
+type Queued = (SupervisorReport, Waiter);
+
+/// Who, if anyone, waits for a queued report's outcome.
+struct Waiter {
+    reply: Option<oneshot::Sender<Result<u32>>>,
+    urgent: bool,
+}
+
+/// Takes the next batch of reports out of `backlog`, at most `max`: every
+/// queued report of the sandboxes with an urgent one, in a batch of their
+/// own so it is short, or else the oldest reports. What a batch takes of one
+/// sandbox is always its oldest reports, so each sandbox's reports resolve
+/// in arrival order. Flushes stay queued in place.
 fn next_batch(backlog: &mut VecDeque<Job>, max: usize) -> Vec<Job> {
     let urgent: HashSet<String> = backlog
         .iter()
@@ -152,10 +182,11 @@ fn next_batch(backlog: &mut VecDeque<Job>, max: usize) -> Vec<Job> {
         })
         .collect();
     let mut batch = Vec::new();
-    if !urgent.is_empty() {
+    if urgent.is_empty() {
+        take_oldest(backlog, &mut batch, max);
+    } else {
         take_where(backlog, &mut batch, max, |id| urgent.contains(id));
     }
-    take_oldest(backlog, &mut batch, max);
     batch
 }
 
@@ -194,44 +225,52 @@ fn take_where(
     *backlog = kept;
 }
 
+/// Resolves a prefix of `reports` in one transaction (see
+/// [`resolve_prefix`]), answers its waiters, and returns the reports left.
 async fn resolve_queued(
     store: &Store,
     metrics: &Metrics,
-    reports: &[SupervisorReport],
-    replies: Vec<Option<oneshot::Sender<Result<u32>>>>,
-) {
+    mut reports: Vec<SupervisorReport>,
+    mut waiters: Vec<Waiter>,
+    something_waits: &mut (dyn FnMut() -> bool + Send),
+) -> Vec<Queued> {
     if reports.is_empty() {
-        return;
+        return Vec::new();
     }
-    let outcomes = match resolve_reports(store, reports, true).await {
+    let outcomes: Vec<Result<u32>> = match resolve_prefix(store, &reports, true, something_waits)
+        .await
+    {
         Ok(resolved) => resolved.into_iter().map(Ok).collect(),
         Err(e) => {
-            // One report's failure must not lose the others: resolve each on
-            // its own, so only the failing one reports its error.
+            // One report's failure must not lose the others: resolve each
+            // on its own, so only the failing one reports its error.
             tracing::debug!(error = %e, reports = reports.len(), "batch resolution failed; resolving one by one");
             let mut outcomes = Vec::with_capacity(reports.len());
-            for report in reports {
+            for report in &reports {
                 let alone = resolve_reports(store, std::slice::from_ref(report), true).await;
                 outcomes.push(alone.map(|n| n.first().copied().unwrap_or(0)));
             }
             outcomes
         }
     };
-    for ((report, reply), outcome) in reports.iter().zip(replies).zip(outcomes) {
+    let left_reports = reports.split_off(outcomes.len());
+    let left_waiters = waiters.split_off(outcomes.len());
+    for ((report, waiter), outcome) in reports.iter().zip(waiters).zip(outcomes) {
         match &outcome {
             Ok(n) => {
                 metrics.operations_resolved.inc_by(u64::from(*n));
             }
             // A waiting caller gets the error itself; an ack's is only logged.
-            Err(e) if reply.is_none() => {
+            Err(e) if waiter.reply.is_none() => {
                 tracing::warn!(error = %e, sandbox = %report.sandbox_id, "cannot resolve operations from a report");
             }
             Err(_) => {}
         }
-        if let Some(reply) = reply {
+        if let Some(reply) = waiter.reply {
             let _ = reply.send(outcome);
         }
     }
+    left_reports.into_iter().zip(left_waiters).collect()
 }
 
 #[cfg(test)]
@@ -282,15 +321,12 @@ mod tests {
         backlog.push_back(report("w", 2, true));
 
         let batch = next_batch(&mut backlog, 4);
-        // The sandbox's older fanout ack first, then its urgent one, then the oldest others.
-        assert_eq!(
-            taken(&batch),
-            vec![pair("w", 1), pair("w", 2), pair("f0", 1), pair("f1", 1)]
-        );
-        assert_eq!(backlog.len(), 18);
+        // The sandbox's older fanout ack first, then its urgent one, on their own.
+        assert_eq!(taken(&batch), vec![pair("w", 1), pair("w", 2)]);
+        assert_eq!(backlog.len(), 20);
         assert_eq!(
             taken(&next_batch(&mut backlog, 2)),
-            vec![pair("f2", 1), pair("f3", 1)]
+            vec![pair("f0", 1), pair("f1", 1)]
         );
     }
 

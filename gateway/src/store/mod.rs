@@ -21,6 +21,7 @@ mod session_owners;
 mod settings;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
@@ -71,6 +72,8 @@ pub struct Store {
     writer: AnyPool,
     backend: Backend,
     write_lock: Arc<Mutex<()>>,
+    /// Write transactions waiting for `write_lock` (SQLite).
+    writers_waiting: Arc<AtomicUsize>,
     cipher: CredentialCipher,
     events: OperationEvents,
     shared_inputs: SharedInputCache,
@@ -164,6 +167,7 @@ impl Store {
             writer,
             backend,
             write_lock: Arc::new(Mutex::new(())),
+            writers_waiting: Arc::new(AtomicUsize::new(0)),
             cipher,
             events: OperationEvents::default(),
             shared_inputs: SharedInputCache::default(),
@@ -202,7 +206,10 @@ impl Store {
     /// Starts a write transaction (serialised in-process on SQLite).
     pub async fn begin_write(&self) -> Result<WriteTx> {
         let guard = match self.backend {
-            Backend::Sqlite => Some(self.write_lock.clone().lock_owned().await),
+            Backend::Sqlite => {
+                let _waiting = WaitingWriter::new(&self.writers_waiting);
+                Some(self.write_lock.clone().lock_owned().await)
+            }
             Backend::Postgres => None,
         };
         let tx = self.writer.begin().await?;
@@ -215,9 +222,34 @@ impl Store {
         })
     }
 
+    /// Write transactions waiting for the SQLite writer. A long series of
+    /// writes (the report resolver's) commits early when this is not zero,
+    /// so a waiting write is not held up behind all of it. Always zero on
+    /// PostgreSQL, where writes wait only for the rows they touch.
+    pub fn writers_waiting(&self) -> usize {
+        self.writers_waiting.load(Ordering::SeqCst)
+    }
+
     pub async fn close(&self) {
         self.writer.close().await;
         self.pool.close().await;
+    }
+}
+
+/// Counts a write transaction as waiting for the SQLite writer for as long
+/// as it lives (also when the wait is given up).
+struct WaitingWriter<'a>(&'a AtomicUsize);
+
+impl<'a> WaitingWriter<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Self(count)
+    }
+}
+
+impl Drop for WaitingWriter<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
