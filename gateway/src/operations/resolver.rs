@@ -20,8 +20,8 @@ use crate::metrics::Metrics;
 use crate::store::Store;
 
 /// Most reports taken from the queue at once. A large batch is cheaper per
-/// report (fewer commits); a write that waits for the SQLite writer
-/// meanwhile makes it commit early (`resolve_reports_yielding`).
+/// report (fewer commits); a write that waits for the SQLite writer, or an
+/// awaited report that arrives, makes it commit early (`resolve_prefix`).
 const MAX_BATCH: usize = 256;
 
 enum Job {
