@@ -129,6 +129,17 @@ fn start(
     }
 }
 
+/// Sessions `fleet-0` … `fleet-{n-1}`, each with content version 1.
+fn start_fleet(source: &Arc<FakeSource>, permits: &Arc<Permits>, n: usize) -> Vec<Harness> {
+    (0..n)
+        .map(|i| {
+            let sandbox = format!("fleet-{i}");
+            source.set_version(&sandbox, 1);
+            start(source.clone(), permits.clone(), &sandbox, quiet_tuning())
+        })
+        .collect()
+}
+
 fn fingerprint(frame: &pb::GatewayMessage) -> (u64, String) {
     match &frame.message {
         Some(pb::gateway_message::Message::ConfigUpdate(u)) => {
@@ -307,17 +318,7 @@ async fn a_late_build_of_a_closed_session_is_discarded() {
 async fn a_sandbox_write_is_served_while_a_10k_fanout_is_queued() {
     let source = Arc::new(FakeSource::with_delay(Duration::from_millis(100)));
     let permits = Arc::new(Permits::for_pool(8));
-    let mut fleet = Vec::new();
-    for i in 0..10_000 {
-        let sandbox = format!("fleet-{i}");
-        source.set_version(&sandbox, 1);
-        fleet.push(start(
-            source.clone(),
-            permits.clone(),
-            &sandbox,
-            quiet_tuning(),
-        ));
-    }
+    let fleet = start_fleet(&source, &permits, 10_000);
     let mut target = start(source.clone(), permits.clone(), "urgent", quiet_tuning());
     source.set_version("urgent", 1);
     for h in &fleet {
@@ -345,17 +346,7 @@ async fn a_sandbox_write_is_served_while_a_10k_fanout_is_queued() {
 async fn a_sandbox_write_raises_the_lane_of_a_session_queued_in_the_fanout() {
     let source = Arc::new(FakeSource::with_delay(Duration::from_millis(100)));
     let permits = Arc::new(Permits::for_pool(8));
-    let mut fleet = Vec::new();
-    for i in 0..10_000 {
-        let sandbox = format!("fleet-{i}");
-        source.set_version(&sandbox, 1);
-        fleet.push(start(
-            source.clone(),
-            permits.clone(),
-            &sandbox,
-            quiet_tuning(),
-        ));
-    }
+    let mut fleet = start_fleet(&source, &permits, 10_000);
     // The written sandbox is one of the fleet, queued at the fanout's end.
     let mut target = fleet.pop().unwrap();
     for h in fleet.iter().chain([&target]) {
