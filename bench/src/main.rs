@@ -42,6 +42,12 @@ enum Command {
     Swarm(swarm::SwarmArgs),
 }
 
+// The gateway runs in this binary too; it gets the allocator the gateway
+// binary has, and so do the simulated supervisors.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();

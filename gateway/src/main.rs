@@ -6,6 +6,14 @@ use clap::Parser;
 use openshell_gateway::config::{Flags, GatewayConfig, LogFormat};
 use tracing_subscriber::EnvFilter;
 
+// Every session of a fanout allocates and frees its snapshot, frames and
+// acks at once, from both runtime threads: jemalloc's thread caches cost
+// less CPU there than the system allocator, and unlike mimalloc it does not
+// raise idle memory per session (docs/benchmarks.md, fix 30).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = GatewayConfig::resolve(Flags::parse()).context("invalid gateway configuration")?;
