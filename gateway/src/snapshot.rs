@@ -3,6 +3,7 @@
 //! build time, so a build reflects every write committed before it. The
 //! poll RPCs and push delivery both project these, never their own copies.
 
+use futures::future::BoxFuture;
 use openshell_core::settings;
 use openshell_proto::v1 as pb;
 use sha2::{Digest, Sha256};
@@ -10,25 +11,25 @@ use sha2::{Digest, Sha256};
 use crate::api::convert;
 use crate::delivery::{Built, Component};
 use crate::error::Result;
-use crate::store::{Store, now_ms};
+use crate::store::{PendingInputs, ReadPriority, Store, now_ms};
 
 /// The `sandbox_config` component of one sandbox.
 pub async fn build_sandbox_config(
     store: &Store,
     sandbox_id: &str,
 ) -> Result<pb::SandboxConfigSnapshot> {
-    Ok(build_sandbox_config_noting_pending(store, sandbox_id)
-        .await?
-        .0)
+    let read = store.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground);
+    Ok(sandbox_config_from(store, sandbox_id, read).await?.0)
 }
 
-/// [`build_sandbox_config`], and whether a sandbox operation was pending
-/// when its inputs were read.
-async fn build_sandbox_config_noting_pending(
+/// [`build_sandbox_config`] from inputs already asked for, and whether a
+/// sandbox operation was pending when they were read.
+async fn sandbox_config_from(
     store: &Store,
     sandbox_id: &str,
+    read: PendingInputs,
 ) -> Result<(pb::SandboxConfigSnapshot, bool)> {
-    let mut inputs = store.sandbox_config_inputs(sandbox_id).await?;
+    let mut inputs = read.inputs(store).await?;
     let (policy_json, policy_hash, source) = match (&inputs.global_policy, inputs.own_policy.take())
     {
         (Some(g), _) => (
@@ -172,23 +173,28 @@ fn fingerprint_of(bytes: &[u8]) -> String {
     hex::encode(&Sha256::digest(bytes)[..16])
 }
 
-/// Builds one component as a numbered-later `ConfigUpdate` with its
-/// fingerprint and a value-free revision summary.
-pub async fn build_component(
-    store: &Store,
-    sandbox_id: &str,
+/// Starts building one component as a numbered-later `ConfigUpdate` with
+/// its fingerprint and a value-free revision summary. The `sandbox_config`
+/// inputs are asked for at once, not when the build is first polled, so
+/// the build reflects every write committed before this call.
+pub fn start_build<'a>(
+    store: &'a Store,
+    sandbox_id: &'a str,
     component: Component,
-) -> Result<Built> {
+    priority: ReadPriority,
+) -> BoxFuture<'a, Result<Built>> {
     match component {
         Component::SandboxConfig => {
-            let (snapshot, pending) =
-                build_sandbox_config_noting_pending(store, sandbox_id).await?;
-            Ok(sandbox_config_built(snapshot, pending))
+            let read = store.request_sandbox_config_inputs(sandbox_id, priority);
+            Box::pin(async move {
+                let (snapshot, pending) = sandbox_config_from(store, sandbox_id, read).await?;
+                Ok(sandbox_config_built(snapshot, pending))
+            })
         }
-        Component::ProviderEnvironment => {
+        Component::ProviderEnvironment => Box::pin(async move {
             let snapshot = build_provider_environment(store, sandbox_id).await?;
             Ok(provider_environment_built(snapshot))
-        }
+        }),
     }
 }
 
@@ -266,7 +272,8 @@ pub async fn build_bootstrap(
     for _ in 0..=MAX_REBUILDS {
         let config = build_sandbox_config(store, sandbox_id).await?;
         let env = build_provider_environment(store, sandbox_id).await?;
-        let (again, pending) = build_sandbox_config_noting_pending(store, sandbox_id).await?;
+        let read = store.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground);
+        let (again, pending) = sandbox_config_from(store, sandbox_id, read).await?;
         let consistent = config.provider_env_revision == env.provider_env_revision
             && again.provider_env_revision == env.provider_env_revision
             && again.policy_hash == config.policy_hash;

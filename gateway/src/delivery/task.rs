@@ -24,7 +24,7 @@ use super::marks::{Component, Lane, Mark};
 use super::permits::{BuildPermit, Permits};
 use super::tuning::DeliveryTuning;
 use crate::metrics::{DeliveryLabels, Metrics, StatusLabel};
-use crate::store::now_ms;
+use crate::store::{ReadPriority, now_ms};
 
 /// A built snapshot, ready to be numbered and sent.
 #[derive(Debug, Clone)]
@@ -56,10 +56,16 @@ pub enum BuildError {
 /// Where snapshots come from, and who hears about deliveries. The gateway
 /// uses [`StoreSource`]; scheduler tests use a fake.
 pub trait SnapshotSource: Send + Sync + 'static {
+    /// Starts a build. The scheduler calls this right after taking a mark
+    /// and before waiting for a build permit, and polls the build once it
+    /// holds one: a source may read its inputs in between (the store
+    /// batches a fanout's reads), but only from this call on, so that the
+    /// build reflects every write marked before. `lane` is the mark's.
     fn build<'a>(
         &'a self,
         sandbox_id: &'a str,
         component: Component,
+        lane: Lane,
     ) -> BoxFuture<'a, Result<Built, BuildError>>;
     /// Called after a `sandbox_config` snapshot was handed to the session.
     fn delivered<'a>(&'a self, sandbox_id: &'a str, built: &'a Built) -> BoxFuture<'a, ()>;
@@ -301,7 +307,12 @@ pub async fn run(
         };
         let mut mark = mark;
         let queued_at = Instant::now();
-        let permit = Box::pin(acquire_permit(&delivery, &permits, &mut mark)).await;
+        let mut builds = start_builds(&*source, &delivery.sandbox_id, &mark);
+        let (permit, raised) = Box::pin(acquire_permit(&delivery, &permits, &mut mark)).await;
+        if raised {
+            // The raising write may have committed after the inputs were read.
+            builds = start_builds(&*source, &delivery.sandbox_id, &mark);
+        }
         let lane = mark.lane();
         metrics
             .queue_wait
@@ -309,17 +320,12 @@ pub async fn run(
                 lane: lane.as_str(),
             })
             .observe(queued_at.elapsed().as_secs_f64());
-        for component in mark.components() {
+        for (component, build) in builds {
             let deadline = match component {
                 Component::SandboxConfig => tuning.sandbox_config_deadline,
                 Component::ProviderEnvironment => tuning.provider_environment_deadline,
             };
-            let result = match Box::pin(tokio::time::timeout(
-                deadline,
-                source.build(&delivery.sandbox_id, component),
-            ))
-            .await
-            {
+            let result = match Box::pin(tokio::time::timeout(deadline, build)).await {
                 Ok(result) => result,
                 Err(_) => Err(BuildError::Deadline(deadline)),
             };
@@ -344,19 +350,32 @@ pub async fn run(
     }
 }
 
-/// Waits for a build permit in the mark's lane. A sandbox write that
-/// arrives while this session waits in the fanout queue raises the lane: its
-/// mark joins the one being waited for and the wait moves to the sandbox
-/// lane, so a session queued behind a fleet-wide fanout does not hold its
-/// own sandbox's write back for the whole fanout.
+/// The builds of a mark's components, started in order.
+fn start_builds<'a>(
+    source: &'a dyn SnapshotSource,
+    sandbox_id: &'a str,
+    mark: &Mark,
+) -> Vec<(Component, BoxFuture<'a, Result<Built, BuildError>>)> {
+    mark.components()
+        .map(|component| (component, source.build(sandbox_id, component, mark.lane())))
+        .collect()
+}
+
+/// Waits for a build permit in the mark's lane; says whether the lane was
+/// raised. A sandbox write that arrives while this session waits in the
+/// fanout queue raises the lane: its mark joins the one being waited for
+/// and the wait moves to the sandbox lane, so a session queued behind a
+/// fleet-wide fanout does not hold its own sandbox's write back for the
+/// whole fanout.
 async fn acquire_permit(
     delivery: &SessionDelivery,
     permits: &Permits,
     mark: &mut Mark,
-) -> BuildPermit {
+) -> (BuildPermit, bool) {
     if mark.lane() == Lane::Sandbox {
-        return permits.acquire(Lane::Sandbox).await;
+        return (permits.acquire(Lane::Sandbox).await, false);
     }
+    let mut raised_by_write = false;
     let mut woken = false;
     let permit = {
         let fanout = permits.acquire(Lane::Fanout);
@@ -375,6 +394,7 @@ async fn acquire_permit(
                     };
                     if let Some(raised) = raised {
                         mark.merge(raised);
+                        raised_by_write = true;
                         break permits.acquire(Lane::Sandbox).await;
                     }
                 }
@@ -385,7 +405,7 @@ async fn acquire_permit(
         // The wake may also have been an ack: the main loop looks again.
         delivery.notify.notify_one();
     }
-    permit
+    (permit, raised_by_write)
 }
 
 fn jitter(range: Duration) -> Duration {
@@ -669,12 +689,14 @@ impl SnapshotSource for StoreSource {
         &'a self,
         sandbox_id: &'a str,
         component: Component,
+        lane: Lane,
     ) -> BoxFuture<'a, Result<Built, BuildError>> {
-        Box::pin(async move {
-            crate::snapshot::build_component(&self.store, sandbox_id, component)
-                .await
-                .map_err(|e| BuildError::Store(e.to_string()))
-        })
+        let priority = match lane {
+            Lane::Sandbox => ReadPriority::Foreground,
+            Lane::Fanout => ReadPriority::Background,
+        };
+        let build = crate::snapshot::start_build(&self.store, sandbox_id, component, priority);
+        Box::pin(async move { build.await.map_err(|e| BuildError::Store(e.to_string())) })
     }
 
     fn delivered<'a>(&'a self, sandbox_id: &'a str, built: &'a Built) -> BoxFuture<'a, ()> {

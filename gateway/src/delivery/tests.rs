@@ -15,7 +15,8 @@ use super::task::{self, Ack, BuildError, Built, SessionDelivery, SnapshotSource}
 use super::{Component, DeliveryTuning, Lane, Mark, Permits};
 use crate::metrics::Metrics;
 
-/// Content is a version number per sandbox; builds take `delay`.
+/// Content is a version number per sandbox, read when a build starts;
+/// builds take `delay`.
 #[derive(Default)]
 struct FakeSource {
     versions: Mutex<HashMap<String, u64>>,
@@ -49,20 +50,23 @@ impl SnapshotSource for FakeSource {
         &'a self,
         sandbox_id: &'a str,
         component: Component,
+        _lane: Lane,
     ) -> BoxFuture<'a, Result<Built, BuildError>> {
+        // Read when the build starts, before its permit, as the store's
+        // batched input reads are.
+        let version = self
+            .versions
+            .lock()
+            .unwrap()
+            .get(sandbox_id)
+            .copied()
+            .unwrap_or(0);
         Box::pin(async move {
             tokio::time::sleep(self.delay).await;
             self.builds.fetch_add(1, Ordering::SeqCst);
             if *self.fail.lock().unwrap() {
                 return Err(BuildError::Store("injected".into()));
             }
-            let version = self
-                .versions
-                .lock()
-                .unwrap()
-                .get(sandbox_id)
-                .copied()
-                .unwrap_or(0);
             Ok(Built {
                 component,
                 update: pb::ConfigUpdate {

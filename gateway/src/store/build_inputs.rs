@@ -4,14 +4,17 @@
 //!
 //! One statement reads the sandbox, its own policy and the revisions of the
 //! scopes it inherits from, and it reads them for every build that is
-//! waiting at the time ([`InputReads`]). The global policy and the global
+//! waiting at the time ([`InputReads`]). A fanout's builds ask for their
+//! reads before they wait for a build permit ([`ReadPriority::Background`]),
+//! so their reads are batched by the statement's full size while every other
+//! read goes first. The global policy and the global
 //! and workspace settings are shared by many sandboxes: they are cached in
 //! process, keyed by revision. The content of a revision never changes, so
 //! a cached entry is valid for as long as that revision is current, also
 //! when another replica made the write; the revisions come from the store
 //! on every build.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use openshell_core::settings::Scope;
@@ -128,6 +131,16 @@ impl SandboxInputs {
     }
 }
 
+/// Which reads a build statement takes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadPriority {
+    /// Someone waits for this build now: a poll, a bootstrap, a sandbox write.
+    Foreground,
+    /// A fanout or reconcile build, asked for before its build permit: it
+    /// may wait behind every foreground read.
+    Background,
+}
+
 /// Most sandboxes one build statement reads.
 const MAX_BATCH: usize = 64;
 
@@ -150,7 +163,16 @@ pub(crate) struct InputReads {
 #[derive(Debug)]
 struct InputRead {
     sandbox_id: String,
+    priority: ReadPriority,
     reply: oneshot::Sender<Result<SandboxInputs>>,
+}
+
+/// One sandbox's build inputs, asked for when this was made: the batcher
+/// may read them before [`PendingInputs::inputs`] is awaited.
+#[derive(Debug)]
+pub struct PendingInputs {
+    sandbox_id: String,
+    answer: oneshot::Receiver<Result<SandboxInputs>>,
 }
 
 impl InputReads {
@@ -168,15 +190,58 @@ impl InputReads {
         }
     }
 
-    async fn read(&self, sandbox_id: &str) -> Result<SandboxInputs> {
+    fn request(&self, sandbox_id: &str, priority: ReadPriority) -> PendingInputs {
         let (reply, answer) = oneshot::channel();
-        self.requests
-            .send(InputRead {
-                sandbox_id: sandbox_id.to_string(),
-                reply,
-            })
-            .map_err(|_| GatewayError::stopping())?;
-        answer.await.map_err(|_| GatewayError::stopping())?
+        // A batcher that is gone drops the reply with the request, and
+        // awaiting the answer then says that the gateway is stopping.
+        let _ = self.requests.send(InputRead {
+            sandbox_id: sandbox_id.to_string(),
+            priority,
+            reply,
+        });
+        PendingInputs {
+            sandbox_id: sandbox_id.to_string(),
+            answer,
+        }
+    }
+}
+
+/// Reads asked for and not yet in a statement, foreground ones first.
+#[derive(Debug, Default)]
+struct WaitingReads {
+    foreground: VecDeque<InputRead>,
+    background: VecDeque<InputRead>,
+}
+
+impl WaitingReads {
+    fn push(&mut self, read: InputRead) {
+        match read.priority {
+            ReadPriority::Foreground => self.foreground.push_back(read),
+            ReadPriority::Background => self.background.push_back(read),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.foreground.is_empty() && self.background.is_empty()
+    }
+
+    /// The next statement's reads. Reads whose builder gave up (a closed
+    /// session, a passed deadline) are dropped unread.
+    fn next_batch(&mut self) -> Vec<InputRead> {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        while batch.len() < MAX_BATCH {
+            let Some(read) = self
+                .foreground
+                .pop_front()
+                .or_else(|| self.background.pop_front())
+            else {
+                break;
+            };
+            if !read.reply.is_closed() {
+                batch.push(read);
+            }
+        }
+        batch
     }
 }
 
@@ -188,16 +253,25 @@ async fn batch_reads(
     let slots = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
     // Owned here, so a batch in flight is aborted with the batcher.
     let mut running = JoinSet::new();
-    while let Some(first) = incoming.recv().await {
+    let mut waiting = WaitingReads::default();
+    loop {
+        if waiting.is_empty() {
+            match incoming.recv().await {
+                Some(read) => waiting.push(read),
+                None => return,
+            }
+        }
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match incoming.try_recv() {
-                Ok(read) => batch.push(read),
-                Err(_) => break,
-            }
+        // Whatever arrived while all statements were busy competes for
+        // this one, so a foreground read passes a fanout's backlog.
+        while let Ok(read) = incoming.try_recv() {
+            waiting.push(read);
+        }
+        let batch = waiting.next_batch();
+        if batch.is_empty() {
+            continue;
         }
         let pool = pool.clone();
         running.spawn(async move {
@@ -249,8 +323,29 @@ async fn answer_batch(pool: &AnyPool, sql: &'static str, batch: Vec<InputRead>) 
 }
 
 impl Store {
-    /// Reads the inputs of one sandbox's `sandbox_config` snapshot.
+    /// Asks for the inputs of one sandbox's `sandbox_config` snapshot; the
+    /// read sees every write committed before this call.
+    pub fn request_sandbox_config_inputs(
+        &self,
+        sandbox_id: &str,
+        priority: ReadPriority,
+    ) -> PendingInputs {
+        self.input_reads().request(sandbox_id, priority)
+    }
+
+    /// Reads the inputs of one sandbox's `sandbox_config` snapshot now.
     pub async fn sandbox_config_inputs(&self, sandbox_id: &str) -> Result<SandboxConfigInputs> {
+        self.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground)
+            .inputs(self)
+            .await
+    }
+}
+
+impl PendingInputs {
+    /// The inputs, once read, completed from the shared caches.
+    pub async fn inputs(self, store: &Store) -> Result<SandboxConfigInputs> {
+        let Self { sandbox_id, answer } = self;
+        let sandbox_id = sandbox_id.as_str();
         let SandboxInputs {
             sandbox,
             own_policy,
@@ -258,13 +353,13 @@ impl Store {
             global_settings_revision,
             workspace_settings_revision,
             pending_operation,
-        } = self.input_reads().read(sandbox_id).await?;
+        } = answer.await.map_err(|_| GatewayError::stopping())??;
         let (global_policy_revision, global_policy) =
-            self.cached_global_policy(global_policy_revision).await?;
-        let global_settings = self
+            store.cached_global_policy(global_policy_revision).await?;
+        let global_settings = store
             .cached_settings(Scope::Global, "", global_settings_revision)
             .await?;
-        let workspace_settings = self
+        let workspace_settings = store
             .cached_settings(
                 Scope::Workspace,
                 &sandbox.workspace,
@@ -275,9 +370,9 @@ impl Store {
         let sandbox_settings = if sandbox.settings_revision == 0 {
             ScopedSettings::default()
         } else {
-            self.settings_at(Scope::Sandbox, sandbox_id).await?
+            store.settings_at(Scope::Sandbox, sandbox_id).await?
         };
-        let attached_provider_revisions = self
+        let attached_provider_revisions = store
             .attached_provider_revisions(sandbox_id, sandbox.attachment_epoch)
             .await?;
         Ok(SandboxConfigInputs {
@@ -292,7 +387,9 @@ impl Store {
             pending_operation,
         })
     }
+}
 
+impl Store {
     async fn cached_global_policy(
         &self,
         revision: u64,
@@ -339,5 +436,61 @@ impl Store {
             }
         }
         Ok(loaded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(
+        id: &str,
+        priority: ReadPriority,
+    ) -> (InputRead, oneshot::Receiver<Result<SandboxInputs>>) {
+        let (reply, answer) = oneshot::channel();
+        let read = InputRead {
+            sandbox_id: id.to_string(),
+            priority,
+            reply,
+        };
+        (read, answer)
+    }
+
+    fn ids(batch: &[InputRead]) -> Vec<&str> {
+        batch.iter().map(|r| r.sandbox_id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_foreground_read_passes_a_fanouts_backlog() {
+        let mut waiting = WaitingReads::default();
+        let mut answers = Vec::new();
+        for i in 0..MAX_BATCH + 10 {
+            let (r, a) = read(&format!("fanout-{i}"), ReadPriority::Background);
+            waiting.push(r);
+            answers.push(a);
+        }
+        let (r, _a) = read("written", ReadPriority::Foreground);
+        waiting.push(r);
+
+        let first = waiting.next_batch();
+        assert_eq!(first.len(), MAX_BATCH);
+        assert_eq!(ids(&first)[0], "written");
+        assert_eq!(ids(&first)[1], "fanout-0");
+        // The backlog keeps its order.
+        let second = waiting.next_batch();
+        assert_eq!(ids(&second)[0], format!("fanout-{}", MAX_BATCH - 1));
+        assert_eq!(second.len(), 11);
+        assert!(waiting.is_empty());
+    }
+
+    #[test]
+    fn reads_nobody_waits_for_are_not_read() {
+        let mut waiting = WaitingReads::default();
+        let (gone, answer) = read("closed-session", ReadPriority::Background);
+        drop(answer);
+        waiting.push(gone);
+        let (kept, _answer) = read("open-session", ReadPriority::Background);
+        waiting.push(kept);
+        assert_eq!(ids(&waiting.next_batch()), ["open-session"]);
     }
 }

@@ -33,7 +33,7 @@ use crate::crypto::CredentialCipher;
 use crate::error::{GatewayError, Result};
 
 use build_inputs::InputReads;
-pub use build_inputs::{SandboxConfigInputs, SharedInputCache};
+pub use build_inputs::{PendingInputs, ReadPriority, SandboxConfigInputs, SharedInputCache};
 pub use events::OperationEvents;
 pub use operations::{IdempotentMatch, NewOperation, OperationFilter};
 pub use providers::ProviderValues;
