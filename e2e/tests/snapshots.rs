@@ -5,10 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use futures::FutureExt;
 use openshell_e2e::{Backend, POLICY, TestGateway, TestStore, create_sandbox, policy_with_port};
 use openshell_gateway::DeliveryMode;
 use openshell_gateway::error::GatewayError;
 use openshell_gateway::snapshot::build_sandbox_config;
+use openshell_gateway::store::ReadPriority;
 use openshell_proto::v1 as pb;
 
 fn setting(target: pb::config_target::Target, key: &str, value: &str) -> pb::UpdateConfigRequest {
@@ -147,4 +149,41 @@ mod concurrent_builds_each_get_their_own_sandbox {
     async fn postgres() {
         super::concurrent_builds_each_get_their_own_sandbox(openshell_e2e::Backend::Postgres).await
     }
+}
+
+async fn a_build_someone_waits_for_does_not_queue_behind_a_fanouts_reads(backend: Backend) {
+    let gw = TestGateway::start(backend).await;
+    let mut api = gw.api().await;
+    let (id, _) = create_sandbox(&mut api, "foreground", POLICY).await;
+    let store = &gw.state().store;
+    // Warm the shared caches, so a read that is answered completes at once.
+    build_sandbox_config(store, &id).await.unwrap();
+    // A fanout's reads, asked for ahead: far more than a few statements hold.
+    let fanout: Vec<_> = (0..20_000)
+        .map(|_| store.request_sandbox_config_inputs(&id, ReadPriority::Background))
+        .collect();
+    build_sandbox_config(store, &id).await.unwrap();
+    let mut unanswered = 0;
+    for read in fanout {
+        // Unconstrained: tokio's task budget would make answered reads look
+        // pending after the first hundred or so polls.
+        match tokio::task::unconstrained(read.inputs(store)).now_or_never() {
+            Some(inputs) => assert_eq!(inputs.unwrap().sandbox.id, id),
+            None => unanswered += 1,
+        }
+    }
+    // Sharing the fanout's queue, it would have waited for all but the
+    // statements running beside its own.
+    assert!(
+        unanswered > 10_000,
+        "the foreground build waited for most of the fanout's reads: {unanswered} left"
+    );
+}
+
+// SQLite only: the batchers are the same on both backends, and a cold
+// PostgreSQL pool may open the foreground read's connection only after the
+// fanout's statements took the open ones, which makes the timing vary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_build_someone_waits_for_does_not_queue_behind_a_fanouts_reads_sqlite() {
+    a_build_someone_waits_for_does_not_queue_behind_a_fanouts_reads(Backend::Sqlite).await
 }

@@ -6,15 +6,14 @@
 //! scopes it inherits from, and it reads them for every build that is
 //! waiting at the time ([`InputReads`]). A fanout's builds ask for their
 //! reads before they wait for a build permit ([`ReadPriority::Background`]),
-//! so their reads are batched by the statement's full size while every other
-//! read goes first. The global policy and the global
+//! so their reads fill whole statements. The global policy and the global
 //! and workspace settings are shared by many sandboxes: they are cached in
 //! process, keyed by revision. The content of a revision never changes, so
 //! a cached entry is valid for as long as that revision is current, also
 //! when another replica made the write; the revisions come from the store
 //! on every build.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use openshell_core::settings::Scope;
@@ -131,21 +130,20 @@ impl SandboxInputs {
     }
 }
 
-/// Which reads a build statement takes first.
+/// Whether a build waits for its inputs now or reads them ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadPriority {
     /// Someone waits for this build now: a poll, a bootstrap, a sandbox write.
     Foreground,
-    /// A fanout or reconcile build, asked for before its build permit: it
-    /// may wait behind every foreground read.
+    /// A fanout or reconcile build, asked for before its build permit.
     Background,
 }
 
 /// Most sandboxes one build statement reads.
 const MAX_BATCH: usize = 64;
 
-/// Build statements running at once. While all are busy, the reads that
-/// arrive queue up and go into the next statement together.
+/// Build statements running at once for each priority. While all are busy,
+/// the reads that arrive queue up and go into the next statement together.
 const BATCHES_IN_FLIGHT: usize = 2;
 
 /// Batches the build statement: reads that arrive while others run are
@@ -153,17 +151,19 @@ const BATCHES_IN_FLIGHT: usize = 2;
 /// once, and on SQLite each statement costs two thread hand-offs and a pool
 /// round trip besides its rows. A read that finds nothing running is sent
 /// at once. Every statement starts after each of its reads was asked for,
-/// so it sees every write committed before that.
+/// so it sees every write committed before that. Foreground and background
+/// reads have batchers of their own, so a poll or a sandbox write never
+/// waits for a fanout's statements.
 #[derive(Debug, Clone)]
 pub(crate) struct InputReads {
-    requests: mpsc::UnboundedSender<InputRead>,
-    _batcher: Arc<AbortOnDropHandle<()>>,
+    foreground: mpsc::UnboundedSender<InputRead>,
+    background: mpsc::UnboundedSender<InputRead>,
+    _batchers: Arc<[AbortOnDropHandle<()>; 2]>,
 }
 
 #[derive(Debug)]
 struct InputRead {
     sandbox_id: String,
-    priority: ReadPriority,
     reply: oneshot::Sender<Result<SandboxInputs>>,
 }
 
@@ -176,72 +176,37 @@ pub struct PendingInputs {
 }
 
 impl InputReads {
-    /// Starts the batcher; it ends with the last handle.
+    /// Starts the batchers; they end with the last handle.
     pub(crate) fn start(pool: AnyPool, backend: Backend) -> Self {
-        let (requests, incoming) = mpsc::unbounded_channel();
-        let batcher = tokio::spawn(batch_reads(
-            pool,
-            sandbox_config_inputs_sql(backend),
-            incoming,
-        ));
+        let sql = sandbox_config_inputs_sql(backend);
+        let (foreground, foreground_reads) = mpsc::unbounded_channel();
+        let (background, background_reads) = mpsc::unbounded_channel();
+        let batchers = [foreground_reads, background_reads].map(|incoming| {
+            AbortOnDropHandle::new(tokio::spawn(batch_reads(pool.clone(), sql, incoming)))
+        });
         Self {
-            requests,
-            _batcher: Arc::new(AbortOnDropHandle::new(batcher)),
+            foreground,
+            background,
+            _batchers: Arc::new(batchers),
         }
     }
 
     fn request(&self, sandbox_id: &str, priority: ReadPriority) -> PendingInputs {
         let (reply, answer) = oneshot::channel();
+        let batcher = match priority {
+            ReadPriority::Foreground => &self.foreground,
+            ReadPriority::Background => &self.background,
+        };
         // A batcher that is gone drops the reply with the request, and
         // awaiting the answer then says that the gateway is stopping.
-        let _ = self.requests.send(InputRead {
+        let _ = batcher.send(InputRead {
             sandbox_id: sandbox_id.to_string(),
-            priority,
             reply,
         });
         PendingInputs {
             sandbox_id: sandbox_id.to_string(),
             answer,
         }
-    }
-}
-
-/// Reads asked for and not yet in a statement, foreground ones first.
-#[derive(Debug, Default)]
-struct WaitingReads {
-    foreground: VecDeque<InputRead>,
-    background: VecDeque<InputRead>,
-}
-
-impl WaitingReads {
-    fn push(&mut self, read: InputRead) {
-        match read.priority {
-            ReadPriority::Foreground => self.foreground.push_back(read),
-            ReadPriority::Background => self.background.push_back(read),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.foreground.is_empty() && self.background.is_empty()
-    }
-
-    /// The next statement's reads. Reads whose builder gave up (a closed
-    /// session, a passed deadline) are dropped unread.
-    fn next_batch(&mut self) -> Vec<InputRead> {
-        let mut batch = Vec::with_capacity(MAX_BATCH);
-        while batch.len() < MAX_BATCH {
-            let Some(read) = self
-                .foreground
-                .pop_front()
-                .or_else(|| self.background.pop_front())
-            else {
-                break;
-            };
-            if !read.reply.is_closed() {
-                batch.push(read);
-            }
-        }
-        batch
     }
 }
 
@@ -253,23 +218,11 @@ async fn batch_reads(
     let slots = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
     // Owned here, so a batch in flight is aborted with the batcher.
     let mut running = JoinSet::new();
-    let mut waiting = WaitingReads::default();
-    loop {
-        if waiting.is_empty() {
-            match incoming.recv().await {
-                Some(read) => waiting.push(read),
-                None => return,
-            }
-        }
+    while let Some(first) = incoming.recv().await {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
-        // Whatever arrived while all statements were busy competes for
-        // this one, so a foreground read passes a fanout's backlog.
-        while let Ok(read) = incoming.try_recv() {
-            waiting.push(read);
-        }
-        let batch = waiting.next_batch();
+        let batch = next_batch(first, &mut incoming);
         if batch.is_empty() {
             continue;
         }
@@ -280,6 +233,26 @@ async fn batch_reads(
         });
         while running.try_join_next().is_some() {}
     }
+}
+
+/// `first` and what else waits, up to [`MAX_BATCH`]. Reads whose builder
+/// gave up (a closed session, a passed deadline) are dropped unread.
+fn next_batch(
+    first: InputRead,
+    incoming: &mut mpsc::UnboundedReceiver<InputRead>,
+) -> Vec<InputRead> {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    let mut next = Some(first);
+    while let Some(read) = next {
+        if !read.reply.is_closed() {
+            batch.push(read);
+        }
+        if batch.len() == MAX_BATCH {
+            break;
+        }
+        next = incoming.try_recv().ok();
+    }
+    batch
 }
 
 async fn answer_batch(pool: &AnyPool, sql: &'static str, batch: Vec<InputRead>) {
@@ -443,14 +416,10 @@ impl Store {
 mod tests {
     use super::*;
 
-    fn read(
-        id: &str,
-        priority: ReadPriority,
-    ) -> (InputRead, oneshot::Receiver<Result<SandboxInputs>>) {
+    fn read(id: &str) -> (InputRead, oneshot::Receiver<Result<SandboxInputs>>) {
         let (reply, answer) = oneshot::channel();
         let read = InputRead {
             sandbox_id: id.to_string(),
-            priority,
             reply,
         };
         (read, answer)
@@ -461,36 +430,21 @@ mod tests {
     }
 
     #[test]
-    fn a_foreground_read_passes_a_fanouts_backlog() {
-        let mut waiting = WaitingReads::default();
+    fn a_batch_takes_what_waits_in_order_and_skips_reads_nobody_waits_for() {
+        let (tx, mut incoming) = mpsc::unbounded_channel();
         let mut answers = Vec::new();
         for i in 0..MAX_BATCH + 10 {
-            let (r, a) = read(&format!("fanout-{i}"), ReadPriority::Background);
-            waiting.push(r);
+            let (r, a) = read(&format!("sandbox-{i}"));
+            tx.send(r).unwrap();
             answers.push(a);
         }
-        let (r, _a) = read("written", ReadPriority::Foreground);
-        waiting.push(r);
-
-        let first = waiting.next_batch();
-        assert_eq!(first.len(), MAX_BATCH);
-        assert_eq!(ids(&first)[0], "written");
-        assert_eq!(ids(&first)[1], "fanout-0");
-        // The backlog keeps its order.
-        let second = waiting.next_batch();
-        assert_eq!(ids(&second)[0], format!("fanout-{}", MAX_BATCH - 1));
-        assert_eq!(second.len(), 11);
-        assert!(waiting.is_empty());
-    }
-
-    #[test]
-    fn reads_nobody_waits_for_are_not_read() {
-        let mut waiting = WaitingReads::default();
-        let (gone, answer) = read("closed-session", ReadPriority::Background);
-        drop(answer);
-        waiting.push(gone);
-        let (kept, _answer) = read("open-session", ReadPriority::Background);
-        waiting.push(kept);
-        assert_eq!(ids(&waiting.next_batch()), ["open-session"]);
+        // The session of sandbox-1 closed while its read waited.
+        answers.remove(1);
+        let (first, _a) = read("first");
+        let batch = next_batch(first, &mut incoming);
+        assert_eq!(batch.len(), MAX_BATCH);
+        assert_eq!(ids(&batch)[..3], ["first", "sandbox-0", "sandbox-2"]);
+        let rest = incoming.try_recv().unwrap();
+        assert_eq!(rest.sandbox_id, format!("sandbox-{MAX_BATCH}"));
     }
 }
