@@ -20,9 +20,10 @@ use crate::metrics::Metrics;
 use crate::store::Store;
 
 /// Most reports taken from the queue at once. A large batch is cheaper per
-/// report (fewer commits); a write that waits for the SQLite writer, or an
+/// report (fewer commits, and a page of targets or reports is written once
+/// for many of them); a write that waits for the SQLite writer, or an
 /// awaited report that arrives, makes it commit early (`resolve_prefix`).
-const MAX_BATCH: usize = 256;
+const MAX_BATCH: usize = 1024;
 
 enum Job {
     Report {

@@ -258,6 +258,12 @@ impl Drop for WaitingWriter<'_> {
 /// smaller, so commits rarely pay for a checkpoint and its fsync.
 const WRITER_AUTOCHECKPOINT_PAGES: u32 = 10_000;
 
+/// Page cache of the SQLite writer, in KiB (SQLite's default is 2 MiB). A
+/// batch of a fleet operation's acks touches pages of targets and reports
+/// all over both tables; with the default cache, pages were written out to
+/// the WAL and read back within one transaction.
+const WRITER_CACHE_KIB: u32 = 6 * 1024;
+
 /// How often the background checkpoint runs.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -306,7 +312,8 @@ async fn connect(
                     .await?;
                     if writer {
                         conn.execute(AssertSqlSafe(format!(
-                            "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}"
+                            "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}; \
+                             PRAGMA cache_size = -{WRITER_CACHE_KIB}"
                         )))
                         .await?;
                     }
