@@ -305,13 +305,6 @@ impl Store {
     ) -> PendingInputs {
         self.input_reads().request(sandbox_id, priority)
     }
-
-    /// Reads the inputs of one sandbox's `sandbox_config` snapshot now.
-    pub async fn sandbox_config_inputs(&self, sandbox_id: &str) -> Result<SandboxConfigInputs> {
-        self.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground)
-            .inputs(self)
-            .await
-    }
 }
 
 impl PendingInputs {
