@@ -9,8 +9,8 @@ use openshell_proto::v1::open_shell_server::OpenShellServer;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::interceptor::InterceptedService;
+use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 use crate::api::OpenShellApi;
@@ -206,7 +206,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         router
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+            .serve_with_incoming_shutdown(accepted_without_nagle(listener), async {
                 let _ = shutdown_rx.await;
             })
             .await
@@ -232,6 +232,15 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     })
 }
 
+/// Accepted connections with Nagle's algorithm off, as clients already
+/// have it. A push, an RPC response or a stream's next message is often a
+/// small write right after another; with Nagle on it waits until the peer
+/// acknowledges the previous one, and a peer that delays its ACK makes that
+/// 40 ms on Linux.
+fn accepted_without_nagle(listener: TcpListener) -> TcpIncoming {
+    TcpIncoming::from(listener).with_nodelay(Some(true))
+}
+
 async fn housekeeping(state: Arc<GatewayState>) {
     let mut tick = tokio::time::interval(IDEMPOTENCY_GC_INTERVAL);
     loop {
@@ -252,5 +261,22 @@ async fn housekeeping(state: Arc<GatewayState>) {
             Ok(n) => tracing::info!(removed = n, "operations past retention removed"),
             Err(e) => tracing::warn!(error = %e, "operation retention failed"),
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use tokio_stream::StreamExt;
+
+    #[tokio::test]
+    async fn accepted_connections_send_small_writes_at_once() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut incoming = accepted_without_nagle(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let accepted = incoming.next().await.unwrap().unwrap();
+        assert!(accepted.nodelay().unwrap(), "Nagle's algorithm is on");
     }
 }
