@@ -217,16 +217,22 @@ pub async fn commit_update(
     idempotency_retention_ms: i64,
 ) -> Result<Committed> {
     let validated = update.validate()?;
-    // A concurrent request with the same key can win the unique index between
-    // our lookup and insert (PostgreSQL); the retry then finds its operation.
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match try_commit(store, update, &validated, idempotency_retention_ms).await {
-            Err(e) if attempt < 3 && e.is_unique_violation() => continue,
-            other => return other,
-        }
-    }
+    let (writes, update) = (store.clone(), update.clone());
+    store
+        .run_write(async move {
+            // A concurrent request with the same key can win the unique index
+            // between our lookup and insert (PostgreSQL); the retry then finds
+            // its operation.
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                match try_commit(&writes, &update, &validated, idempotency_retention_ms).await {
+                    Err(e) if attempt < 3 && e.is_unique_violation() => continue,
+                    other => return other,
+                }
+            }
+        })
+        .await
 }
 
 async fn try_commit(

@@ -63,7 +63,7 @@ impl ReportResolver {
     /// Starts the resolver task; it ends when every handle is dropped.
     pub fn spawn(store: Store, metrics: Arc<Metrics>) -> Self {
         let (jobs, queue) = mpsc::unbounded_channel();
-        tokio::spawn(run(store, metrics, queue));
+        store.spawn_writer(run(store.clone(), metrics, queue));
         Self { jobs }
     }
 

@@ -19,6 +19,7 @@ mod reports;
 mod sandboxes;
 mod session_owners;
 mod settings;
+mod writer_thread;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,6 +42,7 @@ pub use records::*;
 pub use reports::{LastReport, LiveTarget, ReportRow};
 pub use session_owners::{OwnerClaim, SessionOwner};
 pub use settings::{ScopedSettings, SettingWrite};
+use writer_thread::WriterThread;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -78,6 +80,8 @@ pub struct Store {
     events: OperationEvents,
     shared_inputs: SharedInputCache,
     input_reads: InputReads,
+    /// Where write transactions run on SQLite (see `writer_thread.rs`).
+    writer_thread: Option<Arc<WriterThread>>,
     _checkpointer: Option<Arc<AbortOnDropHandle<()>>>,
 }
 
@@ -162,6 +166,11 @@ impl Store {
             .await
             .map_err(|e| GatewayError::Store(sqlx::Error::Migrate(Box::new(e))))?;
         let input_reads = InputReads::start(pool.clone(), backend);
+        let writer_thread = match backend {
+            Backend::Sqlite => Some(Arc::new(WriterThread::start().await?)),
+            // Statements there wait for the network, not for one thread.
+            Backend::Postgres => None,
+        };
         Ok(Self {
             pool,
             writer,
@@ -172,6 +181,7 @@ impl Store {
             events: OperationEvents::default(),
             shared_inputs: SharedInputCache::default(),
             input_reads,
+            writer_thread,
             _checkpointer: checkpointer,
         })
     }
@@ -220,6 +230,34 @@ impl Store {
             events: self.events.clone(),
             changed_operations: Vec::new(),
         })
+    }
+
+    /// Runs a series of write transactions where writes run: on SQLite, the
+    /// writer thread, so their statements do not queue behind the runtime's
+    /// other tasks; on PostgreSQL, a task of its own. Either way it runs to
+    /// the end even if the caller stops waiting: a transaction commits or
+    /// rolls back on its own terms, not when a client hangs up.
+    pub async fn run_write<T: Send + 'static>(
+        &self,
+        write: impl std::future::Future<Output = Result<T>> + Send + 'static,
+    ) -> Result<T> {
+        match &self.writer_thread {
+            Some(thread) => thread.run(write).await,
+            None => tokio::spawn(write)
+                .await
+                .map_err(|e| writer_thread::writes_unavailable(&e))?,
+        }
+    }
+
+    /// Starts a long-lived task that writes (the report resolver) where
+    /// writes run; see [`run_write`](Self::run_write).
+    pub fn spawn_writer(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        match &self.writer_thread {
+            Some(thread) => thread.spawn(task),
+            None => {
+                tokio::spawn(task);
+            }
+        }
     }
 
     /// Write transactions waiting for the SQLite writer. A long series of

@@ -365,6 +365,21 @@ impl Store {
         policy_revision: u64,
         settings_revision: u64,
     ) -> Result<u64> {
+        let (store, sandbox_id) = (self.clone(), sandbox_id.to_string());
+        self.run_write(async move {
+            store
+                .mark_delivered_now(&sandbox_id, policy_revision, settings_revision)
+                .await
+        })
+        .await
+    }
+
+    async fn mark_delivered_now(
+        &self,
+        sandbox_id: &str,
+        policy_revision: u64,
+        settings_revision: u64,
+    ) -> Result<u64> {
         let mut tx = self.begin_write().await?;
         let now = now_ms();
         let delivered = sqlx::query(

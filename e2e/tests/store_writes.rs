@@ -1,0 +1,63 @@
+//! Where store writes run: on SQLite, a thread of the store's own, so their
+//! statements do not queue behind the gateway's other tasks; on either
+//! backend, to the end once begun, whether or not the caller still waits.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use openshell_e2e::{Backend, POLICY, TestGateway, create_sandbox, eventually};
+use openshell_gateway::config_update::{ConfigTarget, ConfigUpdate, commit_update};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_writes_run_on_the_stores_writer_thread() {
+    let gateway = TestGateway::start(Backend::Sqlite).await;
+    let thread = gateway
+        .state()
+        .store
+        .run_write(async { Ok(std::thread::current().name().map(str::to_string)) })
+        .await
+        .unwrap();
+    assert_eq!(thread.as_deref(), Some("openshell-store-writes"));
+}
+
+async fn a_write_commits_after_its_caller_hangs_up(backend: Backend) {
+    let gateway = TestGateway::start(backend).await;
+    let mut api = gateway.api().await;
+    let (sandbox, _) = create_sandbox(&mut api, "hang-up", POLICY).await;
+    let store = &gateway.state().store;
+    let before = store.policy_revision_count(&sandbox).await.unwrap();
+    let update = ConfigUpdate {
+        target: ConfigTarget::Sandbox(sandbox.clone()),
+        policy: Some(POLICY.replace("443", "8443")),
+        clear_global_policy: false,
+        settings: Vec::new(),
+        idempotency_key: None,
+        caller: "test".into(),
+    };
+    // Polled once, then dropped: the caller stops waiting right after asking.
+    let abandoned =
+        tokio::time::timeout(Duration::ZERO, commit_update(store, &update, 60_000)).await;
+    assert!(
+        abandoned.is_err(),
+        "the write finished within its first poll"
+    );
+    eventually(
+        "the abandoned write to commit",
+        Duration::from_secs(30),
+        || async {
+            (store.policy_revision_count(&sandbox).await.unwrap() == before + 1).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_commits_after_its_caller_hangs_up_on_sqlite() {
+    a_write_commits_after_its_caller_hangs_up(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_commits_after_its_caller_hangs_up_on_postgres() {
+    a_write_commits_after_its_caller_hangs_up(Backend::Postgres).await;
+}

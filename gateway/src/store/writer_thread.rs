@@ -1,0 +1,81 @@
+//! The thread where SQLite write transactions run.
+//!
+//! Every statement is a round trip to the connection's worker thread, and
+//! the task that awaits it must be polled again before the next statement
+//! goes out. On the gateway's runtime, that task waits behind whatever else
+//! is ready: during a fleet fanout, thousands of session tasks. A sandbox
+//! write's seven statements, or an awaited ack's resolution, then took
+//! 15-40 ms of queueing for 1-2 ms of work, and held the one writer all that
+//! time. On a runtime of their own, writes wait only for each other.
+
+use std::future::Future;
+
+use tokio::runtime::{Builder, Handle};
+use tokio::sync::oneshot;
+
+use crate::error::{GatewayError, Result};
+
+/// A single-threaded runtime on a thread of its own; it stops, cancelling
+/// what still runs on it, when this handle is dropped.
+#[derive(Debug)]
+pub(super) struct WriterThread {
+    handle: Handle,
+    _stop: oneshot::Sender<()>,
+}
+
+impl WriterThread {
+    pub(super) async fn start() -> Result<Self> {
+        let (started, handle) = oneshot::channel();
+        let (stop, stopped) = oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("openshell-store-writes".into())
+            .spawn(move || {
+                let runtime = match Builder::new_current_thread().enable_all().build() {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        let _ = started.send(Err(e));
+                        return;
+                    }
+                };
+                if started.send(Ok(runtime.handle().clone())).is_ok() {
+                    // Dropped here, on its own thread, once the store is gone.
+                    runtime.block_on(async {
+                        let _ = stopped.await;
+                    });
+                }
+            })
+            .map_err(|e| writes_unavailable(&e))?;
+        let handle = handle
+            .await
+            .map_err(|e| writes_unavailable(&e))?
+            .map_err(|e| writes_unavailable(&e))?;
+        Ok(Self {
+            handle,
+            _stop: stop,
+        })
+    }
+
+    /// Runs `write` to completion on the writer thread, even if the
+    /// returned future is dropped.
+    pub(super) async fn run<T: Send + 'static>(
+        &self,
+        write: impl Future<Output = Result<T>> + Send + 'static,
+    ) -> Result<T> {
+        self.handle
+            .spawn(write)
+            .await
+            .map_err(|e| writes_unavailable(&e))?
+    }
+
+    /// Starts a long-lived task (the report resolver) on the writer thread.
+    pub(super) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.handle.spawn(task);
+    }
+}
+
+/// A write that could not run, or whose task panicked: the detail is
+/// logged, not returned.
+pub(super) fn writes_unavailable(e: &dyn std::fmt::Display) -> GatewayError {
+    tracing::error!(error = %e, "a store write task failed");
+    GatewayError::Unavailable("the store cannot take writes now; retry".into())
+}
