@@ -21,7 +21,7 @@ async fn committed_pages_reach_the_database_file_without_a_commit_checkpointing(
     for i in 0..100 {
         create_sandbox(&mut api, &format!("wal-{i}"), POLICY).await;
     }
-    // Far below the writer's own checkpoint threshold (10,000 pages), so only
+    // Far below the writer's own checkpoint threshold (100,000 pages), so only
     // the background checkpoint can grow the database file.
     let grown = eventually(
         "the database file to take in the committed pages",
