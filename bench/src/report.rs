@@ -174,6 +174,8 @@ pub struct StarvationParams {
     pub sessions: usize,
     pub fanout: &'static str,
     pub writer: String,
+    /// CPU niceness of the fleet's swarm process (0: an equal share of the cores).
+    pub fleet_nice: u8,
     pub min_samples: usize,
     pub max_fanouts: usize,
 }
@@ -365,12 +367,13 @@ pub fn evaluate_targets(s: &Scenarios) -> Vec<TargetCheck> {
             target: "Sandbox writes during a 10k fanout p99".into(),
             goal: "≤ 50 ms".into(),
             measured: format!(
-                "{} ms (p50 {} ms, n={}, {} not applied within the wait; {} sessions)",
+                "{} ms (p50 {} ms, n={}, {} not applied within the wait; {} sessions, fleet at nice {})",
                 fmt_ms(d.p99_ms),
                 fmt_ms(d.p50_ms),
                 d.count,
                 st.not_applied,
-                st.params.sessions
+                st.params.sessions,
+                st.params.fleet_nice
             ),
             met: judged(
                 d.count > 0 && d.p99_ms <= 50.0 && st.not_applied == 0,
@@ -539,8 +542,8 @@ fn rows(r: &Report) -> Vec<Row> {
     }
     if let Some(st) = &s.no_starvation {
         let params = format!(
-            "{} sessions, {}, {} fanouts",
-            st.params.sessions, st.params.store, st.fanouts
+            "{} sessions, {}, {} fanouts, fleet at nice {}",
+            st.params.sessions, st.params.store, st.fanouts, st.params.fleet_nice
         );
         row(
             "3. No starvation",

@@ -120,6 +120,12 @@ pub struct RunArgs {
     /// Concurrent clients of the commit-throughput run (each its own connection and sandbox).
     #[arg(long, default_value_t = 16)]
     pub throughput_clients: usize,
+    /// CPU niceness (0-19) of the simulated fleet in the no-starvation scenario. The written
+    /// sandboxes' supervisors run in a process of their own at normal priority: a real
+    /// supervisor does not share the gateway's cores with ten thousand others. 0 gives the
+    /// fleet an equal share of the cores.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=19))]
+    pub fleet_nice: u8,
     /// HTTP/2 connections the simulated supervisors share.
     #[arg(long, default_value_t = 8)]
     pub channels: usize,
@@ -157,6 +163,7 @@ struct Params {
     starvation_min_samples: usize,
     starvation_max_fanouts: usize,
     starvation_writers: usize,
+    fleet_nice: u8,
     idle_settle: Duration,
     idle_window: Duration,
     throughput_duration: Duration,
@@ -208,6 +215,7 @@ impl Params {
             starvation_min_samples: if q { 3 } else { 100 },
             starvation_max_fanouts: if q { 2 } else { 10 },
             starvation_writers: 8.min(fleet_sessions),
+            fleet_nice: a.fleet_nice,
             idle_settle: pick_d(a.idle_settle, 1000, 60_000),
             idle_window: pick_d(a.idle_window, 2000, 10_000),
             throughput_duration: pick_d(a.throughput_duration, 2000, 10_000),
@@ -387,7 +395,9 @@ pub async fn run(args: RunArgs) -> Result<()> {
     );
     notes.push(
         "The gateway, the swarm of simulated supervisors and the coordinator share this machine's cores; \
-         supervisor-side work (applying, acking) therefore competes with the gateway for CPU."
+         supervisor-side work (applying, acking) therefore competes with the gateway for CPU. \
+         In the no-starvation scenario the fleet's swarm runs at the niceness its parameters give, \
+         and the written sandboxes' supervisors in a process of their own at normal priority."
             .into(),
     );
     let report = Report {
@@ -494,6 +504,7 @@ impl Bench {
                 self.p.channels,
                 &self.launcher.log,
                 &self.out.join("swarm.log"),
+                0,
             )?);
         }
         self.swarm
@@ -533,20 +544,7 @@ impl Bench {
         let t = Instant::now();
         let swarm = self.swarm(endpoint)?;
         for chunk in sims.chunks(batch) {
-            let first = swarm.start(chunk.to_vec()).await?;
-            let indices: Vec<usize> = (first..first + chunk.len()).collect();
-            swarm
-                .arm("ready", Some(indices), Until::Ready { push }, true)
-                .await?;
-            let got = swarm.collect("ready", Duration::from_secs(600)).await?;
-            if got.missing > 0 {
-                bail!(
-                    "{} of {} sessions did not become ready ({} mode) within 10 minutes; see swarm.log and gateway.log",
-                    got.missing,
-                    chunk.len(),
-                    if push { "push" } else { "poll" }
-                );
-            }
+            start_ready(swarm, chunk.to_vec(), push).await?;
         }
         let seconds = round3(t.elapsed().as_secs_f64());
         self.clock.log(format!(
@@ -876,11 +874,37 @@ impl Bench {
             let store = self.fresh_store("starvation").await?;
             let gw = self.start_gateway(&store, DeliveryMode::Push).await?;
             let client = setup::client(&gw.endpoint(), &self.launcher.token).await?;
-            let sims = self.sims(n, |_| production_ms);
-            self.connect(&gw.endpoint(), sims, true, "no starvation")
+            let mut fleet = self.sims(n, |_| production_ms);
+            let writers: Vec<SimSandbox> = fleet.drain(..self.p.starvation_writers).collect();
+            let mut writers_swarm = SwarmProc::spawn(
+                &self.exe,
+                &gw.endpoint(),
+                1,
+                &self.launcher.log,
+                &self.out.join("swarm-writers.log"),
+                0,
+            )?;
+            start_ready(&mut writers_swarm, writers, true).await?;
+            // The fleet's swarm for this scenario only: a niceness cannot be lowered again.
+            if let Some(swarm) = self.swarm.take() {
+                swarm.finish().await?;
+            }
+            self.swarm = Some(SwarmProc::spawn(
+                &self.exe,
+                &gw.endpoint(),
+                self.p.channels,
+                &self.launcher.log,
+                &self.out.join("swarm.log"),
+                self.p.fleet_nice,
+            )?);
+            self.connect(&gw.endpoint(), fleet, true, "no starvation")
                 .await?;
             pause(Duration::from_secs(1)).await;
             let scenario = self.starvation(&client, n).await?;
+            writers_swarm.finish().await?;
+            if let Some(swarm) = self.swarm.take() {
+                swarm.finish().await?;
+            }
             println!(
                 "{}",
                 report::scenario_block("scenario 3: no starvation", &scenario)
@@ -1095,9 +1119,10 @@ impl Bench {
                 sessions: n,
                 fanout: "global setting change, UpdateConfig(Global, WAIT_FOR_APPLY), back to back until enough samples",
                 writer: format!(
-                    "one sequential writer, round-robin over {} sandboxes: a policy update with WAIT_FOR_APPLY, then a setting update with COMMIT_ONLY",
+                    "one sequential writer, round-robin over {} sandboxes whose simulated supervisors run in a process of their own: a policy update with WAIT_FOR_APPLY, then a setting update with COMMIT_ONLY",
                     writers.len()
                 ),
+                fleet_nice: self.p.fleet_nice,
                 min_samples: self.p.starvation_min_samples,
                 max_fanouts: self.p.starvation_max_fanouts,
             },
@@ -1294,6 +1319,29 @@ struct WriteSample {
 }
 
 /// A WAIT_FOR_APPLY policy update of `sandbox`; with a swarm, also when its supervisor acked.
+/// Starts sessions for `sims` in `swarm` and waits until each is ready.
+async fn start_ready(swarm: &mut SwarmProc, sims: Vec<SimSandbox>, push: bool) -> Result<()> {
+    let count = sims.len();
+    let first = swarm.start(sims).await?;
+    swarm
+        .arm(
+            "ready",
+            Some((first..first + count).collect()),
+            Until::Ready { push },
+            true,
+        )
+        .await?;
+    let got = swarm.collect("ready", Duration::from_secs(600)).await?;
+    if got.missing > 0 {
+        bail!(
+            "{} of {count} sessions did not become ready ({} mode) within 10 minutes; see the swarm logs and gateway.log",
+            got.missing,
+            if push { "push" } else { "poll" }
+        );
+    }
+    Ok(())
+}
+
 async fn policy_write(
     client: &Client,
     swarm: Option<(&mut SwarmProc, usize)>,

@@ -378,8 +378,9 @@ impl SwarmProc {
         channels: usize,
         log: &str,
         log_path: &std::path::Path,
+        nice: u8,
     ) -> Result<Self> {
-        let args = vec![
+        let mut args = vec![
             "swarm".to_string(),
             "--gateway".into(),
             gateway.to_string(),
@@ -388,10 +389,19 @@ impl SwarmProc {
             "--log".into(),
             log.to_string(),
         ];
-        Ok(Self {
-            proc: ChildProc::spawn("swarm", exe, &args, log_path)?,
-            size: 0,
-        })
+        // Through nice(1): a niceness set before exec applies to every thread.
+        let proc = if nice == 0 {
+            ChildProc::spawn("swarm", exe, &args, log_path)?
+        } else {
+            let mut niced = vec![
+                "-n".to_string(),
+                nice.to_string(),
+                exe.display().to_string(),
+            ];
+            niced.append(&mut args);
+            ChildProc::spawn("swarm", std::path::Path::new("nice"), &niced, log_path)?
+        };
+        Ok(Self { proc, size: 0 })
     }
 
     async fn call(&mut self, command: &SwarmCommand, timeout: Duration) -> Result<SwarmReply> {
