@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use openshell_e2e::{Backend, POLICY, TestGateway, create_sandbox, eventually};
 use openshell_gateway::config_update::{ConfigTarget, ConfigUpdate, commit_update};
+use openshell_gateway::store::WritePlace;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_writes_run_on_the_stores_writer_thread() {
@@ -15,7 +16,9 @@ async fn sqlite_writes_run_on_the_stores_writer_thread() {
     let thread = gateway
         .state()
         .store
-        .run_write(async { Ok(std::thread::current().name().map(str::to_string)) })
+        .run_write(WritePlace::WriterThread, async {
+            Ok(std::thread::current().name().map(str::to_string))
+        })
         .await
         .unwrap();
     assert_eq!(thread.as_deref(), Some("openshell-store-writes"));
@@ -36,8 +39,11 @@ async fn a_write_commits_after_its_caller_hangs_up(backend: Backend) {
         caller: "test".into(),
     };
     // Polled once, then dropped: the caller stops waiting right after asking.
-    let abandoned =
-        tokio::time::timeout(Duration::ZERO, commit_update(store, &update, 60_000)).await;
+    let abandoned = tokio::time::timeout(
+        Duration::ZERO,
+        commit_update(store, &update, 60_000, WritePlace::WriterThread),
+    )
+    .await;
     assert!(
         abandoned.is_err(),
         "the write finished within its first poll"

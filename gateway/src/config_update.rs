@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{GatewayError, Result};
 use crate::store::{
     Lifecycle, NewOperation, OperationRecord, OperationState, SandboxRecord, Store, TargetKind,
-    WriteTx, new_id, now_ms,
+    WritePlace, WriteTx, new_id, now_ms,
 };
 
 /// What to write.
@@ -215,11 +215,12 @@ pub async fn commit_update(
     store: &Store,
     update: &ConfigUpdate,
     idempotency_retention_ms: i64,
+    place: WritePlace,
 ) -> Result<Committed> {
     let validated = update.validate()?;
     let (writes, update) = (store.clone(), update.clone());
     store
-        .run_write(async move {
+        .run_write(place, async move {
             // A concurrent request with the same key can win the unique index
             // between our lookup and insert (PostgreSQL); the retry then finds
             // its operation.

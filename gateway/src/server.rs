@@ -17,7 +17,7 @@ use crate::api::OpenShellApi;
 use crate::auth::OperatorAuth;
 use crate::config::GatewayConfig;
 use crate::crypto::CredentialCipher;
-use crate::delivery::{Permits, Publisher};
+use crate::delivery::{FanoutActivity, Permits, Publisher};
 use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
 use crate::sessions::SessionRegistry;
@@ -169,8 +169,10 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
     let metrics = Arc::new(Metrics::default());
+    let permits = Arc::new(Permits::for_pool(config.db_pool_size as usize));
+    let activity = Arc::new(FanoutActivity::new(permits.clone()));
     let state = Arc::new(GatewayState {
-        reports: ReportResolver::spawn(store.clone(), metrics.clone()),
+        reports: ReportResolver::spawn(store.clone(), metrics.clone(), activity.clone()),
         owner_claims: OwnerClaims::spawn(store.clone()),
         session_tasks: tokio_util::task::TaskTracker::new(),
         stopping: stopping_rx,
@@ -179,7 +181,8 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         metrics,
         started_at_ms: now_ms(),
         publisher: Publisher::default(),
-        permits: Arc::new(Permits::for_pool(config.db_pool_size as usize)),
+        permits,
+        activity,
         tuning: config.delivery.clone(),
         config,
     });

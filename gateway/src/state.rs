@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::config::GatewayConfig;
-use crate::delivery::{DeliveryTuning, Permits, Publication, Publisher};
+use crate::delivery::{DeliveryTuning, FanoutActivity, Permits, Publication, Publisher};
 use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
 use crate::sessions::SessionRegistry;
@@ -31,6 +31,8 @@ pub struct GatewayState {
     /// Flips to true when the gateway stops: sessions and waits end so the
     /// server can drain.
     pub stopping: tokio::sync::watch::Receiver<bool>,
+    /// Whether a fanout is under way, and so where writes run.
+    pub activity: Arc<FanoutActivity>,
 }
 
 impl GatewayState {

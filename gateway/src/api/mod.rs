@@ -589,7 +589,12 @@ impl OpenShell for OpenShellApi {
         };
         let retention =
             i64::try_from(self.state.config.idempotency_retention.as_millis()).unwrap_or(i64::MAX);
-        let committed = commit_update(&self.state.store, &update, retention).await?;
+        let place = self.state.activity.write_place();
+        // From here to its publication, writes made beside this one move to
+        // the writer thread: its fanout is about to crowd the runtime.
+        let fleet_write = (!matches!(update.target, ConfigTarget::Sandbox(_)))
+            .then(|| self.state.activity.fleet_write());
+        let committed = commit_update(&self.state.store, &update, retention, place).await?;
         tracing::info!(
             operation = %committed.operation.id,
             target = %committed.operation.target,
@@ -616,6 +621,7 @@ impl OpenShell for OpenShellApi {
             };
             self.state.publish(publication).await;
         }
+        drop(fleet_write);
         let mut operation = committed.operation;
         if !committed.idempotent_replay && operation.no_op {
             // The revision may already be in effect: settle it from the last report.

@@ -1,17 +1,19 @@
 //! Push delivery: dirty marks (`marks`), build permits with a sandbox-lane
-//! reserve (`permits`), one delivery task per push session (`task`) with
+//! reserve (`permits`), whether a fanout is under way (`activity`), one delivery task per push session (`task`) with
 //! latest-wins slots and ack holds, periodic reconcile, and publication of
 //! committed writes to the affected sessions (`publish`).
 //!
 //! Marks carry no data: a delivery task always builds complete snapshots
 //! from the store, so whatever it sends reflects every earlier commit.
 
+pub mod activity;
 pub mod marks;
 pub mod permits;
 pub mod publish;
 pub mod task;
 pub mod tuning;
 
+pub use activity::FanoutActivity;
 pub use marks::{Component, Lane, Mark};
 pub use permits::Permits;
 pub use publish::{Publication, PublicationScope, Publisher};

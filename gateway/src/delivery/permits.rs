@@ -44,6 +44,11 @@ impl Permits {
         self.total
     }
 
+    /// True while fanout builds hold every permit of the general pool.
+    pub fn fanout_saturated(&self) -> bool {
+        self.general.available_permits() == 0
+    }
+
     pub async fn acquire(&self, lane: Lane) -> BuildPermit {
         match lane {
             Lane::Fanout => BuildPermit {

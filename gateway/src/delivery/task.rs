@@ -682,6 +682,7 @@ async fn send_ready(
 /// The real source: the one snapshot builder over the store.
 pub struct StoreSource {
     pub store: crate::store::Store,
+    pub activity: Arc<super::FanoutActivity>,
 }
 
 impl SnapshotSource for StoreSource {
@@ -703,7 +704,12 @@ impl SnapshotSource for StoreSource {
         Box::pin(async move {
             if let Err(e) = self
                 .store
-                .mark_delivered(sandbox_id, built.policy_revision, built.settings_revision)
+                .mark_delivered(
+                    self.activity.write_place(),
+                    sandbox_id,
+                    built.policy_revision,
+                    built.settings_revision,
+                )
                 .await
             {
                 tracing::warn!(error = %e, sandbox = %sandbox_id, "cannot mark operations delivered");

@@ -144,7 +144,7 @@ async fn resolve(store: &Store, report: &SupervisorReport, record: bool) -> Resu
 
 /// Reports resolved between two looks at whether something waits; see
 /// [`resolve_prefix`].
-const REPORTS_BETWEEN_YIELDS: usize = 64;
+pub(super) const REPORTS_BETWEEN_YIELDS: usize = 64;
 
 /// Resolves a prefix of `reports` in one transaction, as large as possible:
 /// every [`REPORTS_BETWEEN_YIELDS`] reports, when `something_waits` (another

@@ -11,13 +11,15 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::resolve::{SupervisorReport, resolve_prefix, resolve_reports};
+use super::resolve::{REPORTS_BETWEEN_YIELDS, SupervisorReport, resolve_prefix, resolve_reports};
+use crate::delivery::FanoutActivity;
 use crate::error::{GatewayError, Result};
 use crate::metrics::Metrics;
-use crate::store::Store;
+use crate::store::{Store, WritePlace};
 
 /// Most reports taken from the queue at once. A large batch is cheaper per
 /// report (fewer commits, and a page of targets or reports is written once
@@ -57,19 +59,37 @@ pub struct ReportResolver {
     // which is what this task removes; the queue is bounded in practice by
     // the sessions' in-flight acks (one per component each).
     jobs: mpsc::UnboundedSender<Job>,
+    /// Urgent reports queued and not yet taken into a batch: a transaction
+    /// in progress commits early when one arrives.
+    urgent_queued: Arc<AtomicUsize>,
 }
 
 impl ReportResolver {
     /// Starts the resolver task; it ends when every handle is dropped.
-    pub fn spawn(store: Store, metrics: Arc<Metrics>) -> Self {
+    /// `activity` says when its transactions should run on the store's
+    /// writer thread.
+    pub fn spawn(store: Store, metrics: Arc<Metrics>, activity: Arc<FanoutActivity>) -> Self {
         let (jobs, queue) = mpsc::unbounded_channel();
-        store.spawn_writer(run(store.clone(), metrics, queue));
-        Self { jobs }
+        let urgent_queued = Arc::new(AtomicUsize::new(0));
+        let resolver = Resolver {
+            store,
+            metrics,
+            activity,
+            urgent_queued: urgent_queued.clone(),
+        };
+        tokio::spawn(resolver.run(queue));
+        Self {
+            jobs,
+            urgent_queued,
+        }
     }
 
     /// Queues a report without waiting for it (push acks). `urgent`: an
     /// operation someone may wait for hangs on it, so it goes first.
     pub fn submit(&self, report: SupervisorReport, urgent: bool) {
+        if urgent {
+            self.urgent_queued.fetch_add(1, Ordering::SeqCst);
+        }
         if self
             .jobs
             .send(Job::Report {
@@ -86,6 +106,7 @@ impl ReportResolver {
     /// Resolves a report and returns how many operations it ended.
     pub async fn resolve(&self, report: SupervisorReport) -> Result<u32> {
         let (reply, answer) = oneshot::channel();
+        self.urgent_queued.fetch_add(1, Ordering::SeqCst);
         self.jobs
             .send(Job::Report {
                 report,
@@ -105,55 +126,170 @@ impl ReportResolver {
     }
 }
 
-async fn run(store: Store, metrics: Arc<Metrics>, mut queue: mpsc::UnboundedReceiver<Job>) {
-    let mut backlog = VecDeque::new();
-    loop {
-        if backlog.is_empty() {
-            match queue.recv().await {
-                Some(job) => backlog.push_back(job),
-                None => return,
-            }
-        }
-        while let Ok(job) = queue.try_recv() {
-            backlog.push_back(job);
-        }
-        // Everything queued before a flush at the front has been resolved.
-        while let Some(Job::Flush(_)) = backlog.front() {
-            if let Some(Job::Flush(done)) = backlog.pop_front() {
-                let _ = done.send(());
-            }
-        }
-        let mut batch: Vec<Queued> = next_batch(&mut backlog, MAX_BATCH)
-            .into_iter()
-            .filter_map(|job| match job {
-                Job::Report {
-                    report,
-                    reply,
-                    urgent,
-                } => Some((report, Waiter { reply, urgent })),
-                Job::Flush(_) => None,
-            })
-            .collect();
-        // Sandbox order keeps row locks in one order across replicas; the
-        // sort is stable, so one sandbox's reports keep their arrival order.
-        batch.sort_by(|a, b| a.0.sandbox_id.cmp(&b.0.sandbox_id));
-        let (reports, waiters): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-        let mut something_waits = || {
-            while let Ok(job) = queue.try_recv() {
-                backlog.push_back(job);
-            }
-            store.writers_waiting() > 0 || backlog.iter().any(Job::is_urgent)
+/// The resolver task's state.
+#[derive(Clone)]
+struct Resolver {
+    store: Store,
+    metrics: Arc<Metrics>,
+    activity: Arc<FanoutActivity>,
+    urgent_queued: Arc<AtomicUsize>,
+}
+
+/// What the resolver carries from one place to the other.
+struct Queue {
+    jobs: mpsc::UnboundedReceiver<Job>,
+    backlog: VecDeque<Job>,
+}
+
+impl Resolver {
+    /// Serves in place while the runtime is quiet and on the store's writer
+    /// thread while a fanout is under way (`delivery/activity.rs`), moving
+    /// between them between transactions.
+    async fn run(self, jobs: mpsc::UnboundedReceiver<Job>) {
+        let mut queue = Queue {
+            jobs,
+            backlog: VecDeque::new(),
         };
-        let left = resolve_queued(&store, &metrics, reports, waiters, &mut something_waits).await;
-        // What the transaction left goes first again, in its order, after
-        // whatever is urgent.
-        for (report, waiter) in left.into_iter().rev() {
-            backlog.push_front(Job::Report {
-                report,
-                reply: waiter.reply,
-                urgent: waiter.urgent,
-            });
+        loop {
+            queue = match self.serve(queue, WritePlace::Caller).await {
+                Some(queue) => queue,
+                None => return,
+            };
+            let resolver = self.clone();
+            let served = self
+                .store
+                .run_write(WritePlace::WriterThread, async move {
+                    Ok(resolver.serve(queue, WritePlace::WriterThread).await)
+                })
+                .await;
+            queue = match served {
+                Ok(Some(queue)) => queue,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::error!(error = %e, "the report resolver stopped");
+                    return;
+                }
+            };
         }
+    }
+
+    /// Where transactions should run now. More than one step's worth of
+    /// queued reports means a fanout's acks are coming in.
+    fn place(&self, queued: usize) -> WritePlace {
+        if queued > REPORTS_BETWEEN_YIELDS {
+            WritePlace::WriterThread
+        } else {
+            self.activity.write_place()
+        }
+    }
+
+    /// Resolves queued reports, one transaction at a time, for as long as
+    /// `here` is where they should run; then returns the queue to go on
+    /// elsewhere, or None once every handle is gone.
+    async fn serve(&self, mut queue: Queue, here: WritePlace) -> Option<Queue> {
+        loop {
+            if queue.backlog.is_empty() {
+                match queue.jobs.recv().await {
+                    Some(job) => queue.backlog.push_back(job),
+                    None => return None,
+                }
+            }
+            while let Ok(job) = queue.jobs.try_recv() {
+                queue.backlog.push_back(job);
+            }
+            // Everything queued before a flush at the front has been resolved.
+            while let Some(Job::Flush(_)) = queue.backlog.front() {
+                if let Some(Job::Flush(done)) = queue.backlog.pop_front() {
+                    let _ = done.send(());
+                }
+            }
+            if queue.backlog.is_empty() {
+                continue;
+            }
+            if self.place(queue.backlog.len()) != here {
+                return Some(queue);
+            }
+            let taken = next_batch(&mut queue.backlog, MAX_BATCH);
+            let urgent_taken = taken.iter().filter(|job| job.is_urgent()).count();
+            self.urgent_queued.fetch_sub(urgent_taken, Ordering::SeqCst);
+            let mut batch: Vec<Queued> = taken
+                .into_iter()
+                .filter_map(|job| match job {
+                    Job::Report {
+                        report,
+                        reply,
+                        urgent,
+                    } => Some((report, Waiter { reply, urgent })),
+                    Job::Flush(_) => None,
+                })
+                .collect();
+            // Sandbox order keeps row locks in one order across replicas; the
+            // sort is stable, so one sandbox's reports keep their arrival order.
+            batch.sort_by(|a, b| a.0.sandbox_id.cmp(&b.0.sandbox_id));
+            let left = self.resolve_queued(batch).await;
+            // What the transaction left goes first again, in its order, after
+            // whatever is urgent.
+            for (report, waiter) in left.into_iter().rev() {
+                if waiter.urgent {
+                    self.urgent_queued.fetch_add(1, Ordering::SeqCst);
+                }
+                queue.backlog.push_front(Job::Report {
+                    report,
+                    reply: waiter.reply,
+                    urgent: waiter.urgent,
+                });
+            }
+        }
+    }
+
+    /// Resolves a prefix of `batch` in one transaction (see
+    /// [`resolve_prefix`]), answers its waiters, and returns the reports left.
+    async fn resolve_queued(&self, batch: Vec<Queued>) -> Vec<Queued> {
+        let (mut reports, mut waiters): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        // Another write waits for the SQLite writer, or someone waits for a
+        // report not taken yet.
+        let mut something_waits =
+            || self.store.writers_waiting() > 0 || self.urgent_queued.load(Ordering::SeqCst) > 0;
+        let outcomes: Vec<Result<u32>> = match resolve_prefix(
+            &self.store,
+            &reports,
+            true,
+            &mut something_waits,
+        )
+        .await
+        {
+            Ok(resolved) => resolved.into_iter().map(Ok).collect(),
+            Err(e) => {
+                // One report's failure must not lose the others: resolve each
+                // on its own, so only the failing one reports its error.
+                tracing::debug!(error = %e, reports = reports.len(), "batch resolution failed; resolving one by one");
+                let mut outcomes = Vec::with_capacity(reports.len());
+                for report in &reports {
+                    let alone =
+                        resolve_reports(&self.store, std::slice::from_ref(report), true).await;
+                    outcomes.push(alone.map(|n| n.first().copied().unwrap_or(0)));
+                }
+                outcomes
+            }
+        };
+        let left_reports = reports.split_off(outcomes.len());
+        let left_waiters = waiters.split_off(outcomes.len());
+        for ((report, waiter), outcome) in reports.iter().zip(waiters).zip(outcomes) {
+            match &outcome {
+                Ok(n) => {
+                    self.metrics.operations_resolved.inc_by(u64::from(*n));
+                }
+                // A waiting caller gets the error itself; an ack's is only logged.
+                Err(e) if waiter.reply.is_none() => {
+                    tracing::warn!(error = %e, sandbox = %report.sandbox_id, "cannot resolve operations from a report");
+                }
+                Err(_) => {}
+            }
+            if let Some(reply) = waiter.reply {
+                let _ = reply.send(outcome);
+            }
+        }
+        left_reports.into_iter().zip(left_waiters).collect()
     }
 }
 
@@ -224,54 +360,6 @@ fn take_where(
         }
     }
     *backlog = kept;
-}
-
-/// Resolves a prefix of `reports` in one transaction (see
-/// [`resolve_prefix`]), answers its waiters, and returns the reports left.
-async fn resolve_queued(
-    store: &Store,
-    metrics: &Metrics,
-    mut reports: Vec<SupervisorReport>,
-    mut waiters: Vec<Waiter>,
-    something_waits: &mut (dyn FnMut() -> bool + Send),
-) -> Vec<Queued> {
-    if reports.is_empty() {
-        return Vec::new();
-    }
-    let outcomes: Vec<Result<u32>> = match resolve_prefix(store, &reports, true, something_waits)
-        .await
-    {
-        Ok(resolved) => resolved.into_iter().map(Ok).collect(),
-        Err(e) => {
-            // One report's failure must not lose the others: resolve each
-            // on its own, so only the failing one reports its error.
-            tracing::debug!(error = %e, reports = reports.len(), "batch resolution failed; resolving one by one");
-            let mut outcomes = Vec::with_capacity(reports.len());
-            for report in &reports {
-                let alone = resolve_reports(store, std::slice::from_ref(report), true).await;
-                outcomes.push(alone.map(|n| n.first().copied().unwrap_or(0)));
-            }
-            outcomes
-        }
-    };
-    let left_reports = reports.split_off(outcomes.len());
-    let left_waiters = waiters.split_off(outcomes.len());
-    for ((report, waiter), outcome) in reports.iter().zip(waiters).zip(outcomes) {
-        match &outcome {
-            Ok(n) => {
-                metrics.operations_resolved.inc_by(u64::from(*n));
-            }
-            // A waiting caller gets the error itself; an ack's is only logged.
-            Err(e) if waiter.reply.is_none() => {
-                tracing::warn!(error = %e, sandbox = %report.sandbox_id, "cannot resolve operations from a report");
-            }
-            Err(_) => {}
-        }
-        if let Some(reply) = waiter.reply {
-            let _ = reply.send(outcome);
-        }
-    }
-    left_reports.into_iter().zip(left_waiters).collect()
 }
 
 #[cfg(test)]

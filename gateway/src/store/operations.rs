@@ -9,7 +9,7 @@ use super::records::{
     OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
 };
 use super::sandboxes::to_i64;
-use super::{Store, WriteTx, now_ms};
+use super::{Store, WritePlace, WriteTx, now_ms};
 use crate::error::{GatewayError, Result};
 
 pub(crate) const OPERATION_COLUMNS: &str = "id, target_kind, target, sandbox_id, state, outcome, error, \
@@ -361,12 +361,13 @@ impl Store {
     /// so fanouts and reconciles stay off the store's write lock.
     pub async fn mark_delivered(
         &self,
+        place: WritePlace,
         sandbox_id: &str,
         policy_revision: u64,
         settings_revision: u64,
     ) -> Result<u64> {
         let (store, sandbox_id) = (self.clone(), sandbox_id.to_string());
-        self.run_write(async move {
+        self.run_write(place, async move {
             store
                 .mark_delivered_now(&sandbox_id, policy_revision, settings_revision)
                 .await

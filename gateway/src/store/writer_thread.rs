@@ -1,12 +1,13 @@
-//! The thread where SQLite write transactions run.
+//! The thread where SQLite write transactions run while the gateway's
+//! runtime is crowded.
 //!
 //! Every statement is a round trip to the connection's worker thread, and
 //! the task that awaits it must be polled again before the next statement
-//! goes out. On the gateway's runtime, that task waits behind whatever else
-//! is ready: during a fleet fanout, thousands of session tasks. A sandbox
-//! write's seven statements, or an awaited ack's resolution, then took
-//! 15-40 ms of queueing for 1-2 ms of work, and held the one writer all that
-//! time. On a runtime of their own, writes wait only for each other.
+//! goes out. On the gateway's runtime during a fleet fanout, that task
+//! waits behind thousands of ready session tasks each time, holding the one
+//! writer meanwhile. On a runtime of its own, a write waits only for other
+//! writes. When to use it is decided by the caller
+//! ([`WritePlace`](super::WritePlace); `delivery/activity.rs`).
 
 use std::future::Future;
 
@@ -65,11 +66,6 @@ impl WriterThread {
             .spawn(write)
             .await
             .map_err(|e| writes_unavailable(&e))?
-    }
-
-    /// Starts a long-lived task (the report resolver) on the writer thread.
-    pub(super) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
-        self.handle.spawn(task);
     }
 }
 

@@ -415,15 +415,20 @@ async fn startup_exchange(
         };
         let retention =
             i64::try_from(state.config.idempotency_retention.as_millis()).unwrap_or(i64::MAX);
-        let committed = commit_update(&state.store, &update, retention)
-            .await
-            .map_err(|e| Refusal {
-                reason: format!(
-                    "the startup policy was rejected: {}",
-                    sanitize_error(tonic::Status::from(e).message())
-                ),
-                permanent: false,
-            })?;
+        let committed = commit_update(
+            &state.store,
+            &update,
+            retention,
+            state.activity.write_place(),
+        )
+        .await
+        .map_err(|e| Refusal {
+            reason: format!(
+                "the startup policy was rejected: {}",
+                sanitize_error(tonic::Status::from(e).message())
+            ),
+            permanent: false,
+        })?;
         tracing::info!(
             sandbox = %sandbox.id,
             origin,
@@ -506,6 +511,7 @@ impl LiveSession<'_> {
         }
         let source: Arc<dyn SnapshotSource> = Arc::new(StoreSource {
             store: self.state.store.clone(),
+            activity: self.state.activity.clone(),
         });
         self.delivery_task = Some(tokio::spawn(delivery::task::run(
             delivery.clone(),
