@@ -72,12 +72,15 @@ impl ReportResolver {
         let (jobs, queue) = mpsc::unbounded_channel();
         let urgent_queued = Arc::new(AtomicUsize::new(0));
         let resolver = Resolver {
-            store,
+            store: store.clone(),
             metrics,
             activity,
             urgent_queued: urgent_queued.clone(),
+            // The runtime this is called on: the gateway's.
+            gateway_runtime: tokio::runtime::Handle::current(),
+            on_writer_thread: store.has_writer_thread(),
         };
-        tokio::spawn(resolver.run(queue));
+        store.spawn_on_writer_thread(resolver.serve(queue));
         Self {
             jobs,
             urgent_queued,
@@ -126,53 +129,21 @@ impl ReportResolver {
     }
 }
 
-/// The resolver task's state.
-#[derive(Clone)]
+/// The resolver task's state. The task lives on the store's writer thread
+/// (SQLite), so that a report arriving during a fanout wakes it there and
+/// not behind the gateway runtime's crowd; while that runtime is quiet, its
+/// transactions run there instead, where a statement costs less (see
+/// `delivery/activity.rs`).
 struct Resolver {
     store: Store,
     metrics: Arc<Metrics>,
     activity: Arc<FanoutActivity>,
     urgent_queued: Arc<AtomicUsize>,
-}
-
-/// What the resolver carries from one place to the other.
-struct Queue {
-    jobs: mpsc::UnboundedReceiver<Job>,
-    backlog: VecDeque<Job>,
+    gateway_runtime: tokio::runtime::Handle,
+    on_writer_thread: bool,
 }
 
 impl Resolver {
-    /// Serves in place while the runtime is quiet and on the store's writer
-    /// thread while a fanout is under way (`delivery/activity.rs`), moving
-    /// between them between transactions.
-    async fn run(self, jobs: mpsc::UnboundedReceiver<Job>) {
-        let mut queue = Queue {
-            jobs,
-            backlog: VecDeque::new(),
-        };
-        loop {
-            queue = match self.serve(queue, WritePlace::Caller).await {
-                Some(queue) => queue,
-                None => return,
-            };
-            let resolver = self.clone();
-            let served = self
-                .store
-                .run_write(WritePlace::WriterThread, async move {
-                    Ok(resolver.serve(queue, WritePlace::WriterThread).await)
-                })
-                .await;
-            queue = match served {
-                Ok(Some(queue)) => queue,
-                Ok(None) => return,
-                Err(e) => {
-                    tracing::error!(error = %e, "the report resolver stopped");
-                    return;
-                }
-            };
-        }
-    }
-
     /// Where transactions should run now. More than one step's worth of
     /// queued reports means a fanout's acks are coming in.
     fn place(&self, queued: usize) -> WritePlace {
@@ -183,33 +154,31 @@ impl Resolver {
         }
     }
 
-    /// Resolves queued reports, one transaction at a time, for as long as
-    /// `here` is where they should run; then returns the queue to go on
-    /// elsewhere, or None once every handle is gone.
-    async fn serve(&self, mut queue: Queue, here: WritePlace) -> Option<Queue> {
+    /// Resolves queued reports, one transaction at a time, until every
+    /// handle is gone.
+    async fn serve(self, mut jobs: mpsc::UnboundedReceiver<Job>) {
+        let mut backlog = VecDeque::new();
         loop {
-            if queue.backlog.is_empty() {
-                match queue.jobs.recv().await {
-                    Some(job) => queue.backlog.push_back(job),
-                    None => return None,
+            if backlog.is_empty() {
+                match jobs.recv().await {
+                    Some(job) => backlog.push_back(job),
+                    None => return,
                 }
             }
-            while let Ok(job) = queue.jobs.try_recv() {
-                queue.backlog.push_back(job);
+            while let Ok(job) = jobs.try_recv() {
+                backlog.push_back(job);
             }
             // Everything queued before a flush at the front has been resolved.
-            while let Some(Job::Flush(_)) = queue.backlog.front() {
-                if let Some(Job::Flush(done)) = queue.backlog.pop_front() {
+            while let Some(Job::Flush(_)) = backlog.front() {
+                if let Some(Job::Flush(done)) = backlog.pop_front() {
                     let _ = done.send(());
                 }
             }
-            if queue.backlog.is_empty() {
+            if backlog.is_empty() {
                 continue;
             }
-            if self.place(queue.backlog.len()) != here {
-                return Some(queue);
-            }
-            let taken = next_batch(&mut queue.backlog, MAX_BATCH);
+            let place = self.place(backlog.len());
+            let taken = next_batch(&mut backlog, MAX_BATCH);
             let urgent_taken = taken.iter().filter(|job| job.is_urgent()).count();
             self.urgent_queued.fetch_sub(urgent_taken, Ordering::SeqCst);
             let mut batch: Vec<Queued> = taken
@@ -226,14 +195,14 @@ impl Resolver {
             // Sandbox order keeps row locks in one order across replicas; the
             // sort is stable, so one sandbox's reports keep their arrival order.
             batch.sort_by(|a, b| a.0.sandbox_id.cmp(&b.0.sandbox_id));
-            let left = self.resolve_queued(batch).await;
+            let left = self.resolve_queued(place, batch).await;
             // What the transaction left goes first again, in its order, after
             // whatever is urgent.
             for (report, waiter) in left.into_iter().rev() {
                 if waiter.urgent {
                     self.urgent_queued.fetch_add(1, Ordering::SeqCst);
                 }
-                queue.backlog.push_front(Job::Report {
+                backlog.push_front(Job::Report {
                     report,
                     reply: waiter.reply,
                     urgent: waiter.urgent,
@@ -243,21 +212,34 @@ impl Resolver {
     }
 
     /// Resolves a prefix of `batch` in one transaction (see
-    /// [`resolve_prefix`]), answers its waiters, and returns the reports left.
-    async fn resolve_queued(&self, batch: Vec<Queued>) -> Vec<Queued> {
-        let (mut reports, mut waiters): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
-        // Another write waits for the SQLite writer, or someone waits for a
-        // report not taken yet.
-        let mut something_waits =
-            || self.store.writers_waiting() > 0 || self.urgent_queued.load(Ordering::SeqCst) > 0;
-        let outcomes: Vec<Result<u32>> = match resolve_prefix(
-            &self.store,
-            &reports,
-            true,
-            &mut something_waits,
-        )
-        .await
-        {
+    /// [`resolve_prefix`]) in `place`, answers its waiters, and returns the
+    /// reports left.
+    async fn resolve_queued(&self, place: WritePlace, batch: Vec<Queued>) -> Vec<Queued> {
+        let (reports, mut waiters): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
+        let store = self.store.clone();
+        let urgent_queued = self.urgent_queued.clone();
+        let step = async move {
+            // Another write waits for the SQLite writer, or someone waits for
+            // a report not taken yet.
+            let mut something_waits =
+                || store.writers_waiting() > 0 || urgent_queued.load(Ordering::SeqCst) > 0;
+            let resolved = resolve_prefix(&store, &reports, true, &mut something_waits).await;
+            (reports, resolved)
+        };
+        let stepped = if place == WritePlace::Caller && self.on_writer_thread {
+            self.gateway_runtime.spawn(step).await
+        } else {
+            Ok(step.await)
+        };
+        let (mut reports, resolved) = match stepped {
+            Ok(stepped) => stepped,
+            Err(e) => {
+                // Only if the gateway's runtime is shutting down.
+                tracing::error!(error = %e, reports = waiters.len(), "reports dropped unresolved");
+                return Vec::new();
+            }
+        };
+        let outcomes: Vec<Result<u32>> = match resolved {
             Ok(resolved) => resolved.into_iter().map(Ok).collect(),
             Err(e) => {
                 // One report's failure must not lose the others: resolve each

@@ -264,6 +264,26 @@ impl Store {
         }
     }
 
+    /// Whether writes have a thread of their own (SQLite).
+    pub fn has_writer_thread(&self) -> bool {
+        self.writer_thread.is_some()
+    }
+
+    /// Starts a long-lived writing task (the report resolver) on the writer
+    /// thread, so that what it waits for wakes it there; on PostgreSQL,
+    /// which has none, on this runtime.
+    pub fn spawn_on_writer_thread(
+        &self,
+        task: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        match &self.writer_thread {
+            Some(thread) => thread.spawn(task),
+            None => {
+                tokio::spawn(task);
+            }
+        }
+    }
+
     /// Write transactions waiting for the SQLite writer. A long series of
     /// writes (the report resolver's) commits early when this is not zero,
     /// so a waiting write is not held up behind all of it. Always zero on

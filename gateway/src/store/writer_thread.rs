@@ -31,7 +31,7 @@ impl WriterThread {
         std::thread::Builder::new()
             .name("openshell-store-writes".into())
             .spawn(move || {
-                let runtime = match Builder::new_current_thread().enable_all().build() {
+                let runtime = match Builder::new_current_thread().enable_time().build() {
                     Ok(runtime) => runtime,
                     Err(e) => {
                         let _ = started.send(Err(e));
@@ -66,6 +66,11 @@ impl WriterThread {
             .spawn(write)
             .await
             .map_err(|e| writes_unavailable(&e))?
+    }
+
+    /// Starts a long-lived task on the writer thread.
+    pub(super) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        self.handle.spawn(task);
     }
 }
 
