@@ -2,7 +2,7 @@
 # Builds the benchmark harness in release mode and runs it.
 #
 #   bash scripts/bench.sh --quick          # smoke run, well under a minute
-#   bash scripts/bench.sh                  # full run (1k and 10k sessions; about 7 min on 2 cores)
+#   bash scripts/bench.sh                  # full run (1k and 10k sessions; about 6 min on 2 cores)
 #   bash scripts/bench.sh --store postgres --postgres-url postgres://postgres:postgres@127.0.0.1:5432/postgres
 #
 # Every other argument is passed to `openshell-bench` (see `--help`). Results go to
