@@ -1318,7 +1318,6 @@ struct WriteSample {
     applied: bool,
 }
 
-/// A WAIT_FOR_APPLY policy update of `sandbox`; with a swarm, also when its supervisor acked.
 /// Starts sessions for `sims` in `swarm` and waits until each is ready.
 async fn start_ready(swarm: &mut SwarmProc, sims: Vec<SimSandbox>, push: bool) -> Result<()> {
     let count = sims.len();
@@ -1342,6 +1341,7 @@ async fn start_ready(swarm: &mut SwarmProc, sims: Vec<SimSandbox>, push: bool) -
     Ok(())
 }
 
+/// A WAIT_FOR_APPLY policy update of `sandbox`; with a swarm, also when its supervisor acked.
 async fn policy_write(
     client: &Client,
     swarm: Option<(&mut SwarmProc, usize)>,

@@ -1,6 +1,7 @@
-//! Where store writes run: on SQLite, a thread of the store's own, so their
-//! statements do not queue behind the gateway's other tasks; on either
-//! backend, to the end once begun, whether or not the caller still waits.
+//! Writes sent to the store's writer thread (as while a fanout crowds the
+//! gateway's runtime): on SQLite a thread of the store's own, and on either
+//! backend they run to the end once begun, whether or not the caller still
+//! waits.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

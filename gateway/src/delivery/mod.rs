@@ -1,7 +1,8 @@
 //! Push delivery: dirty marks (`marks`), build permits with a sandbox-lane
-//! reserve (`permits`), whether a fanout is under way (`activity`), one delivery task per push session (`task`) with
-//! latest-wins slots and ack holds, periodic reconcile, and publication of
-//! committed writes to the affected sessions (`publish`).
+//! reserve (`permits`), one delivery task per push session (`task`) with
+//! latest-wins slots and ack holds, periodic reconcile, publication of
+//! committed writes to the affected sessions (`publish`), and whether a
+//! fanout crowds the runtime, so where writes run (`activity`).
 //!
 //! Marks carry no data: a delivery task always builds complete snapshots
 //! from the store, so whatever it sends reflects every earlier commit.

@@ -80,7 +80,8 @@ pub struct Store {
     events: OperationEvents,
     shared_inputs: SharedInputCache,
     input_reads: InputReads,
-    /// Where write transactions run on SQLite (see `writer_thread.rs`).
+    /// Where SQLite write transactions run while the runtime is crowded
+    /// (see `writer_thread.rs`).
     writer_thread: Option<Arc<WriterThread>>,
     _checkpointer: Option<Arc<AbortOnDropHandle<()>>>,
 }
