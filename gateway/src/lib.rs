@@ -19,6 +19,7 @@ pub mod crypto;
 pub mod delivery;
 pub mod error;
 pub mod group_commit;
+pub mod in_flight;
 pub mod inspect;
 pub mod lifecycle;
 pub mod metrics;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::Permits;
+use crate::in_flight::InFlight;
 use crate::store::WritePlace;
 
 /// Tasks waiting in the runtime's shared queue above which it counts as
@@ -28,15 +29,6 @@ pub struct FanoutActivity {
     permits: Arc<Permits>,
     fleet_writes: AtomicUsize,
     runtime: Option<tokio::runtime::Handle>,
-}
-
-/// Counts a fleet write as under way until dropped.
-pub struct FleetWrite<'a>(&'a AtomicUsize);
-
-impl Drop for FleetWrite<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
 impl FanoutActivity {
@@ -72,11 +64,11 @@ impl FanoutActivity {
         }
     }
 
-    /// Marks a fleet write (global, workspace, provider) as under way, from
-    /// before its commit until its publication, when the guard drops.
-    pub fn fleet_write(&self) -> FleetWrite<'_> {
-        self.fleet_writes.fetch_add(1, Ordering::SeqCst);
-        FleetWrite(&self.fleet_writes)
+    /// Marks a fleet write (a global or workspace `UpdateConfig`) as under
+    /// way, from before its commit until its publication, when the guard
+    /// drops.
+    pub fn fleet_write(&self) -> InFlight<'_> {
+        InFlight::enter(&self.fleet_writes)
     }
 }
 

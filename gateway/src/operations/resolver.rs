@@ -78,7 +78,6 @@ impl ReportResolver {
             urgent_queued: urgent_queued.clone(),
             // The runtime this is called on: the gateway's.
             gateway_runtime: tokio::runtime::Handle::current(),
-            on_writer_thread: store.has_writer_thread(),
         };
         store.spawn_on_writer_thread(resolver.serve(queue));
         Self {
@@ -140,7 +139,6 @@ struct Resolver {
     activity: Arc<FanoutActivity>,
     urgent_queued: Arc<AtomicUsize>,
     gateway_runtime: tokio::runtime::Handle,
-    on_writer_thread: bool,
 }
 
 impl Resolver {
@@ -226,7 +224,7 @@ impl Resolver {
             let resolved = resolve_prefix(&store, &reports, true, &mut something_waits).await;
             (reports, resolved)
         };
-        let stepped = if place == WritePlace::Caller && self.on_writer_thread {
+        let stepped = if place == WritePlace::Caller && self.store.has_writer_thread() {
             self.gateway_runtime.spawn(step).await
         } else {
             Ok(step.await)

@@ -32,6 +32,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use crate::crypto::CredentialCipher;
 use crate::error::{GatewayError, Result};
+use crate::in_flight::InFlight;
 
 use build_inputs::InputReads;
 pub use build_inputs::{PendingInputs, ReadPriority, SandboxConfigInputs, SharedInputCache};
@@ -231,7 +232,8 @@ impl Store {
     pub async fn begin_write(&self) -> Result<WriteTx> {
         let guard = match self.backend {
             Backend::Sqlite => {
-                let _waiting = WaitingWriter::new(&self.writers_waiting);
+                // Counted while waiting, also when the wait is given up.
+                let _waiting = InFlight::enter(&self.writers_waiting);
                 Some(self.write_lock.clone().lock_owned().await)
             }
             Backend::Postgres => None,
@@ -296,23 +298,6 @@ impl Store {
     pub async fn close(&self) {
         self.writer.close().await;
         self.pool.close().await;
-    }
-}
-
-/// Counts a write transaction as waiting for the SQLite writer for as long
-/// as it lives (also when the wait is given up).
-struct WaitingWriter<'a>(&'a AtomicUsize);
-
-impl<'a> WaitingWriter<'a> {
-    fn new(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::SeqCst);
-        Self(count)
-    }
-}
-
-impl Drop for WaitingWriter<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
