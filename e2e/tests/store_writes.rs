@@ -39,6 +39,13 @@ async fn a_write_commits_after_its_caller_hangs_up(backend: Backend) {
         idempotency_key: None,
         caller: "test".into(),
     };
+    // Another transaction holds the sandbox (and, on SQLite, the writer), so
+    // the write cannot finish before its caller gives up on it.
+    let mut holder = store.begin_write().await.unwrap();
+    holder
+        .lock_sandboxes(std::slice::from_ref(&sandbox))
+        .await
+        .unwrap();
     // Polled once, then dropped: the caller stops waiting right after asking.
     let abandoned = tokio::time::timeout(
         Duration::ZERO,
@@ -47,8 +54,9 @@ async fn a_write_commits_after_its_caller_hangs_up(backend: Backend) {
     .await;
     assert!(
         abandoned.is_err(),
-        "the write finished within its first poll"
+        "the write finished while the sandbox was held"
     );
+    drop(holder);
     eventually(
         "the abandoned write to commit",
         Duration::from_secs(30),
