@@ -11,6 +11,7 @@ use openshell_core::settings::{self, Scope, SettingValue};
 use sha2::{Digest, Sha256};
 
 use crate::error::{GatewayError, Result};
+use crate::operations::fleet_targets;
 use crate::store::{
     Lifecycle, NewOperation, OperationRecord, OperationState, SandboxRecord, Store, TargetKind,
     WritePlace, WriteTx, new_id, now_ms,
@@ -210,7 +211,8 @@ fn request_fingerprint(
     hex::encode(Sha256::digest(doc.to_string().as_bytes()))
 }
 
-/// Runs an `UpdateConfig` write to commit.
+/// Runs an `UpdateConfig` write to commit; a fleet write's targets are
+/// listed when it returns (see `operations::fleet_targets`).
 pub async fn commit_update(
     store: &Store,
     update: &ConfigUpdate,
@@ -219,7 +221,7 @@ pub async fn commit_update(
 ) -> Result<Committed> {
     let validated = update.validate()?;
     let (writes, update) = (store.clone(), update.clone());
-    store
+    let committed = store
         .run_write(place, async move {
             // A concurrent request with the same key can win the unique index
             // between our lookup and insert (PostgreSQL); the retry then finds
@@ -233,7 +235,16 @@ pub async fn commit_update(
                 }
             }
         })
-        .await
+        .await?;
+    let listing = committed.operation.fleet.is_some_and(|f| f.listing);
+    if listing && !committed.idempotent_replay {
+        fleet_targets::list_targets(store, &committed.operation).await?;
+        return Ok(Committed {
+            operation: store.get_operation(&committed.operation.id).await?,
+            idempotent_replay: false,
+        });
+    }
+    Ok(committed)
 }
 
 async fn try_commit(
@@ -402,7 +413,9 @@ async fn try_commit(
         changed_after_insert = true;
     }
     if let Some(workspace) = fleet_of {
-        if tx.insert_live_targets(&operation_id, workspace).await? == 0 {
+        if fleet_targets::lists_after_commit(store) {
+            tx.begin_target_listing(&operation_id).await?;
+        } else if tx.insert_live_targets(&operation_id, workspace).await? == 0 {
             tx.complete_empty_fleet_operation(&operation_id).await?;
         }
         changed_after_insert = true;

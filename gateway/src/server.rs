@@ -158,6 +158,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     })?;
     // Sessions this replica owned before a restart are gone.
     store.release_replica_sessions(&config.replica_id).await?;
+    crate::operations::fleet_targets::finish_interrupted_listings(&store).await?;
     let metrics_listener = match config.metrics_listen {
         Some(addr) => Some(
             crate::metrics::bind(addr)

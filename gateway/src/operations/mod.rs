@@ -3,6 +3,7 @@
 //! Poll reports and push acks both go through `resolver` (group commit) into
 //! `resolve`, so there is one resolution path with two sources.
 
+pub mod fleet_targets;
 pub mod resolve;
 pub mod resolver;
 pub mod wait;

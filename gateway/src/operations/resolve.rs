@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use crate::error::{GatewayError, Result};
 use crate::store::{
-    Lifecycle, LiveTarget, OperationRecord, OperationState, Outcome, ReportRow, Store, TargetKind,
-    WriteTx,
+    LastReport, Lifecycle, LiveTarget, OperationRecord, OperationState, Outcome, ReportRow, Store,
+    TargetKind, WriteTx,
 };
 
 /// Longest error text stored on an operation.
@@ -32,6 +32,21 @@ pub enum ReportStatus {
 }
 
 impl ReportStatus {
+    /// The status as kept with a sandbox's last report.
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "APPLIED" => Self::Applied,
+            "FAILED" => Self::Failed {
+                failed_closed: false,
+            },
+            "FAILED_CLOSED" => Self::Failed {
+                failed_closed: true,
+            },
+            "RETAINED_LOCAL_OVERRIDE" => Self::RetainedLocalOverride,
+            _ => return None,
+        })
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Applied => "APPLIED",
@@ -65,6 +80,18 @@ pub struct SupervisorReport {
     pub status: ReportStatus,
     pub revisions: ReportedRevisions,
     pub reason: String,
+}
+
+impl SupervisorReport {
+    /// A sandbox's last report as kept, or None if it cannot be read back.
+    pub fn from_last(sandbox_id: String, last: &LastReport) -> Option<Self> {
+        Some(Self {
+            sandbox_id,
+            status: ReportStatus::parse(&last.status)?,
+            revisions: serde_json::from_str(&last.revisions_json).ok()?,
+            reason: last.reason.clone(),
+        })
+    }
 }
 
 /// Bounds and cleans supervisor-provided text before it is stored or shown.
@@ -117,21 +144,13 @@ pub async fn settle_from_last_reports(store: &Store, operation: &OperationRecord
         let Some(last) = store.last_report(&sandbox_id).await? else {
             continue;
         };
-        let Ok(revisions) = serde_json::from_str::<ReportedRevisions>(&last.revisions_json) else {
+        let Some(report) = SupervisorReport::from_last(sandbox_id, &last) else {
             continue;
         };
-        let status = match last.status.as_str() {
-            "APPLIED" => ReportStatus::Applied,
-            "RETAINED_LOCAL_OVERRIDE" => ReportStatus::RetainedLocalOverride,
-            // A failure is not replayed: the no-op write asked for nothing new.
-            _ => continue,
-        };
-        let report = SupervisorReport {
-            sandbox_id,
-            status,
-            revisions,
-            reason: last.reason,
-        };
+        // A failure is not replayed: the no-op write asked for nothing new.
+        if matches!(report.status, ReportStatus::Failed { .. }) {
+            continue;
+        }
         resolve(store, &report, false).await?;
     }
     Ok(())
@@ -379,7 +398,11 @@ fn sandbox_verdict(
 }
 
 /// How a report settles one fleet target, if it reached the target's scope revision.
-fn target_verdict(target: &LiveTarget, report: &SupervisorReport, reason: &str) -> Option<Verdict> {
+pub(super) fn target_verdict(
+    target: &LiveTarget,
+    report: &SupervisorReport,
+    reason: &str,
+) -> Option<Verdict> {
     let r = &report.revisions;
     let reached = match target.target_kind {
         TargetKind::Global => {

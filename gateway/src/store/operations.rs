@@ -9,13 +9,14 @@ use super::records::{
     OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
 };
 use super::sandboxes::to_i64;
-use super::{Store, WritePlace, WriteTx, now_ms};
+use super::{LastReport, Store, WritePlace, WriteTx, now_ms};
 use crate::error::{GatewayError, Result};
 
 pub(crate) const OPERATION_COLUMNS: &str = "id, target_kind, target, sandbox_id, state, outcome, error, \
      policy_revision, settings_revision, global_policy_revision, no_op, touches_policy, caller, \
      idempotency_key, created_at, updated_at, completed_at, targets_total, targets_pending, \
-     targets_applied, targets_failed, targets_superseded, targets_inactive, targets_cancelled";
+     targets_applied, targets_failed, targets_superseded, targets_inactive, targets_cancelled, \
+     targets_listing";
 
 /// Every write runs it, so it is rendered once. `$7` None takes the
 /// current global policy revision.
@@ -232,12 +233,126 @@ impl WriteTx {
         Ok(inserted)
     }
 
+    /// Lists the next at most `limit` live sandboxes (of `workspace`, or of
+    /// all) created by `created_by` and ordered by id after `after` as
+    /// pending targets of a fleet operation, and counts them in. Returns the
+    /// last id listed, or None once none is left.
+    pub async fn list_targets_after(
+        &mut self,
+        operation_id: &str,
+        workspace: Option<&str>,
+        created_by: i64,
+        after: &str,
+        limit: usize,
+    ) -> Result<Option<String>> {
+        const SCOPE: &str = "($1 = '' OR workspace = $1) AND lifecycle <> 'deleted' \
+             AND created_at <= $2 AND id > $3";
+        let workspace = workspace.unwrap_or("");
+        let offset = i64::try_from(limit.saturating_sub(1)).unwrap_or(i64::MAX);
+        let boundary: Option<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT id FROM sandboxes WHERE {SCOPE} ORDER BY id LIMIT 1 OFFSET $4"
+        )))
+        .bind(workspace)
+        .bind(created_by)
+        .bind(after)
+        .bind(offset)
+        .fetch_optional(self.conn())
+        .await?;
+        let inserted = sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO operation_targets (operation_id, sandbox_id, state, outcome, error, updated_at) \
+             SELECT $5, id, 'PENDING', '', '', $6 FROM sandboxes WHERE {SCOPE} AND ($4 = '' OR id <= $4)"
+        )))
+        .bind(workspace)
+        .bind(created_by)
+        .bind(after)
+        .bind(boundary.clone().unwrap_or_default())
+        .bind(operation_id)
+        .bind(now_ms())
+        .execute(self.conn())
+        .await?
+        .rows_affected();
+        sqlx::query(
+            "UPDATE operations SET targets_total = targets_total + $2, \
+             targets_pending = targets_pending + $2 WHERE id = $1",
+        )
+        .bind(operation_id)
+        .bind(i64::try_from(inserted).unwrap_or(i64::MAX))
+        .execute(self.conn())
+        .await?;
+        Ok(boundary)
+    }
+
+    /// Marks a fleet operation's targets as still to be listed.
+    pub async fn begin_target_listing(&mut self, operation_id: &str) -> Result<()> {
+        sqlx::query("UPDATE operations SET targets_listing = 1 WHERE id = $1")
+            .bind(operation_id)
+            .execute(self.conn())
+            .await?;
+        Ok(())
+    }
+
+    /// Ends a fleet operation's listing; ends the operation too when no
+    /// target is pending (or none was listed). Returns whether it ended.
+    pub async fn finish_target_listing(&mut self, operation_id: &str) -> Result<bool> {
+        let total: Option<i64> = sqlx::query_scalar(
+            "UPDATE operations SET targets_listing = 0 WHERE id = $1 AND targets_listing <> 0 \
+             RETURNING targets_total",
+        )
+        .bind(operation_id)
+        .fetch_optional(self.conn())
+        .await?;
+        match total {
+            None => Ok(false),
+            Some(0) => {
+                self.complete_empty_fleet_operation(operation_id).await?;
+                self.operation_changed(operation_id);
+                Ok(true)
+            }
+            Some(_) => {
+                self.count_finished_targets(operation_id, OperationState::Applied, 0)
+                    .await
+            }
+        }
+    }
+
+    /// The last reports, kept at or after `since` (ms), of the sandboxes
+    /// whose target of the operation is still live, as `(sandbox id, report)`.
+    pub async fn last_reports_of_live_targets(
+        &mut self,
+        operation_id: &str,
+        since: i64,
+    ) -> Result<Vec<(String, LastReport)>> {
+        let rows = sqlx::query(
+            "SELECT r.sandbox_id, r.status, r.revisions_json, r.reason, r.reported_at \
+             FROM supervisor_reports r JOIN operation_targets t ON t.sandbox_id = r.sandbox_id \
+             WHERE r.reported_at >= $2 AND t.operation_id = $1 AND t.state IN ('PENDING', 'DELIVERED') \
+             ORDER BY r.sandbox_id",
+        )
+        .bind(operation_id)
+        .bind(since)
+        .fetch_all(self.conn())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get("sandbox_id")?,
+                    LastReport {
+                        status: row.try_get("status")?,
+                        revisions_json: row.try_get("revisions_json")?,
+                        reason: row.try_get("reason")?,
+                        reported_at: row.try_get("reported_at")?,
+                    },
+                ))
+            })
+            .collect()
+    }
+
     /// A fleet operation with no targets has nothing to wait for.
     pub async fn complete_empty_fleet_operation(&mut self, operation_id: &str) -> Result<()> {
         let now = now_ms();
         sqlx::query(
             "UPDATE operations SET state = 'APPLIED', outcome = $2, updated_at = $3, completed_at = $3 \
-             WHERE id = $1",
+             WHERE id = $1 AND state IN ('PENDING', 'DELIVERED')",
         )
         .bind(operation_id)
         .bind(Outcome::Applied.as_str())
@@ -416,6 +531,32 @@ impl Store {
 }
 
 impl Store {
+    /// Live fleet operations whose targets were being listed when the
+    /// gateway stopped.
+    pub async fn unfinished_target_listings(&self) -> Result<Vec<OperationRecord>> {
+        sqlx::query(AssertSqlSafe(format!(
+            "SELECT {OPERATION_COLUMNS} FROM operations WHERE targets_listing <> 0 \
+             AND state IN ('PENDING', 'DELIVERED') ORDER BY created_at, id"
+        )))
+        .fetch_all(self.pool())
+        .await?
+        .iter()
+        .map(operation_from_row)
+        .collect()
+    }
+
+    /// The greatest sandbox id listed so far as a target of the operation
+    /// (listing goes in id order), or "" for none.
+    pub async fn last_listed_target(&self, operation_id: &str) -> Result<String> {
+        let last: Option<String> = sqlx::query_scalar(
+            "SELECT MAX(sandbox_id) FROM operation_targets WHERE operation_id = $1",
+        )
+        .bind(operation_id)
+        .fetch_one(self.pool())
+        .await?;
+        Ok(last.unwrap_or_default())
+    }
+
     /// Sandboxes a fleet operation targets.
     pub async fn operation_target_ids(&self, operation_id: &str) -> Result<Vec<String>> {
         let rows = sqlx::query(

@@ -126,6 +126,9 @@ pub struct FleetCounts {
     pub inactive: u32,
     pub superseded: u32,
     pub cancelled: u32,
+    /// Targets are still being listed: `targets` may grow, and the
+    /// operation cannot end until the listing is done.
+    pub listing: bool,
 }
 
 /// A durable operation as stored.
@@ -236,5 +239,6 @@ pub(crate) fn fleet_counts_from_row(row: &AnyRow) -> Result<FleetCounts> {
         superseded: count("targets_superseded")?,
         inactive: count("targets_inactive")?,
         cancelled: count("targets_cancelled")?,
+        listing: row.try_get::<i64, _>("targets_listing")? != 0,
     })
 }

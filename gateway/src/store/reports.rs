@@ -222,7 +222,7 @@ impl WriteTx {
         // two last acks committing at once only the second sees zero pending.
         let row = sqlx::query(AssertSqlSafe(format!(
             "UPDATE operations SET targets_pending = targets_pending - $2, {column} = {column} + $2 \
-             WHERE id = $1 RETURNING targets_pending, targets_applied, targets_failed"
+             WHERE id = $1 RETURNING targets_pending, targets_applied, targets_failed, targets_listing"
         )))
         .bind(operation_id)
         .bind(n)
@@ -233,7 +233,10 @@ impl WriteTx {
         let Some(row) = row else {
             return Ok(false);
         };
-        if row.try_get::<i64, _>("targets_pending")? > 0 {
+        // Targets still being listed may be pending yet.
+        if row.try_get::<i64, _>("targets_pending")? > 0
+            || row.try_get::<i64, _>("targets_listing")? != 0
+        {
             return Ok(false);
         }
         let applied = u64_col(&row, "targets_applied")?;

@@ -1,0 +1,240 @@
+//! Listing a fleet operation's targets after its commit (SQLite): every live
+//! sandbox created by the commit is listed once, in chunks; the operation
+//! does not end while the listing goes on; a report resolved before its
+//! sandbox was listed still settles the target; and a listing a stopped
+//! gateway left is finished when it starts again.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use openshell_e2e::{Backend, POLICY, TestGateway, create_sandbox, sandbox_ref};
+use openshell_gateway::operations::fleet_targets::list_from;
+use openshell_gateway::operations::resolve::ReportedRevisions;
+use openshell_gateway::operations::{ReportStatus, SupervisorReport};
+use openshell_gateway::store::{
+    NewOperation, OperationRecord, OperationState, Store, TargetKind, new_id,
+};
+use openshell_proto::v1 as pb;
+
+fn report(
+    sandbox_id: &str,
+    status: ReportStatus,
+    global_settings_revision: u64,
+) -> SupervisorReport {
+    SupervisorReport {
+        sandbox_id: sandbox_id.to_string(),
+        status,
+        revisions: ReportedRevisions {
+            global_settings_revision,
+            ..Default::default()
+        },
+        reason: "bad setting".into(),
+    }
+}
+
+/// A global operation at settings revision 5, committed with its targets
+/// still to be listed, as a fleet write on SQLite commits it.
+async fn listing_operation(store: &Store) -> OperationRecord {
+    let id = new_id("op");
+    let mut tx = store.begin_write().await.unwrap();
+    tx.insert_operation(&NewOperation {
+        id: id.clone(),
+        target_kind: TargetKind::Global,
+        target: String::new(),
+        sandbox_id: None,
+        policy_revision: 0,
+        settings_revision: 5,
+        global_policy_revision: Some(0),
+        no_op: false,
+        touches_policy: false,
+        caller: "test".into(),
+        idempotency_key: None,
+        request_fingerprint: None,
+        idempotency_expires_at: None,
+    })
+    .await
+    .unwrap();
+    tx.begin_target_listing(&id).await.unwrap();
+    tx.commit().await.unwrap();
+    store.get_operation(&id).await.unwrap()
+}
+
+/// Lists one chunk of `chunk` sandboxes and returns the last one listed.
+async fn list_one_chunk(store: &Store, op: &OperationRecord, chunk: usize) -> String {
+    let mut tx = store.begin_write().await.unwrap();
+    let last = tx
+        .list_targets_after(&op.id, None, op.created_at, "", chunk)
+        .await
+        .unwrap()
+        .expect("more sandboxes than one chunk");
+    tx.commit().await.unwrap();
+    last
+}
+
+/// Sandboxes named `prefix-0..n`, ids sorted.
+async fn sandboxes(gw: &TestGateway, prefix: &str, n: usize) -> Vec<String> {
+    let mut api = gw.api().await;
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(
+            create_sandbox(&mut api, &format!("{prefix}-{i}"), POLICY)
+                .await
+                .0,
+        );
+    }
+    ids.sort();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_live_sandbox_the_commit_saw_is_listed_once_in_chunks() {
+    let gw = TestGateway::start(Backend::Sqlite).await;
+    let store = &gw.state().store;
+    let mut live = sandboxes(&gw, "listed", 5).await;
+    let deleted = live.remove(2);
+    gw.api()
+        .await
+        .delete_sandbox(pb::DeleteSandboxRequest {
+            sandbox: sandbox_ref(&deleted),
+        })
+        .await
+        .unwrap();
+    let op = listing_operation(store).await;
+    // Created after the commit: it starts with the change, not a target.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let (late, _) = create_sandbox(&mut gw.api().await, "late", POLICY).await;
+
+    list_from(store, &op, String::new(), op.created_at, 2)
+        .await
+        .unwrap();
+
+    assert_eq!(store.operation_target_ids(&op.id).await.unwrap(), live);
+    let op = store.get_operation(&op.id).await.unwrap();
+    let fleet = op.fleet.unwrap();
+    assert!(!fleet.listing);
+    assert_eq!((fleet.targets, fleet.pending), (4, 4), "{op:?}");
+    assert_eq!(op.state, OperationState::Pending);
+    assert!(!live.contains(&late));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_does_not_end_while_its_targets_are_listed() {
+    let gw = TestGateway::start(Backend::Sqlite).await;
+    let store = &gw.state().store;
+    let ids = sandboxes(&gw, "chunked", 4).await;
+    let op = listing_operation(store).await;
+    let after = list_one_chunk(store, &op, 2).await;
+    for id in &ids[..2] {
+        gw.state()
+            .reports
+            .resolve(report(id, ReportStatus::Applied, 5))
+            .await
+            .unwrap();
+    }
+    let mid = store.get_operation(&op.id).await.unwrap();
+    let fleet = mid.fleet.unwrap();
+    assert_eq!((fleet.targets, fleet.applied, fleet.pending), (2, 2, 0));
+    assert_eq!(
+        mid.state,
+        OperationState::Pending,
+        "ended mid-listing: {mid:?}"
+    );
+
+    list_from(store, &op, after, op.created_at, 2)
+        .await
+        .unwrap();
+    for id in &ids[2..] {
+        gw.state()
+            .reports
+            .resolve(report(id, ReportStatus::Applied, 5))
+            .await
+            .unwrap();
+    }
+    let done = store.get_operation(&op.id).await.unwrap();
+    assert_eq!(done.state, OperationState::Applied, "{done:?}");
+    assert_eq!(done.fleet.unwrap().applied, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_resolved_before_their_sandbox_was_listed_settle_its_target() {
+    let gw = TestGateway::start(Backend::Sqlite).await;
+    let store = &gw.state().store;
+    let ids = sandboxes(&gw, "early", 4).await;
+    let op = listing_operation(store).await;
+    let after = list_one_chunk(store, &op, 1).await;
+    assert_eq!(after, ids[0]);
+    let resolver = &gw.state().reports;
+    // Not listed yet: their reports find no target of the operation.
+    resolver
+        .resolve(report(&ids[1], ReportStatus::Applied, 5))
+        .await
+        .unwrap();
+    resolver
+        .resolve(report(
+            &ids[2],
+            ReportStatus::Failed {
+                failed_closed: false,
+            },
+            5,
+        ))
+        .await
+        .unwrap();
+    // Below the operation's revision: the target stays pending.
+    resolver
+        .resolve(report(&ids[3], ReportStatus::Applied, 4))
+        .await
+        .unwrap();
+
+    list_from(store, &op, after, op.created_at, 1)
+        .await
+        .unwrap();
+
+    let op = store.get_operation(&op.id).await.unwrap();
+    let fleet = op.fleet.unwrap();
+    assert_eq!(
+        (fleet.targets, fleet.applied, fleet.failed, fleet.pending),
+        (4, 1, 1, 2),
+        "{op:?}"
+    );
+    assert_eq!(op.state, OperationState::Pending);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_a_stopped_gateway_left_is_finished_when_it_starts() {
+    let gw = TestGateway::start(Backend::Sqlite).await;
+    let ids = sandboxes(&gw, "resumed", 3).await;
+    let op = listing_operation(&gw.state().store).await;
+    list_one_chunk(&gw.state().store, &op, 1).await;
+    gw.state()
+        .reports
+        .resolve(report(&ids[2], ReportStatus::Applied, 5))
+        .await
+        .unwrap();
+
+    let gw = gw.restart().await;
+
+    let store = &gw.state().store;
+    assert_eq!(store.operation_target_ids(&op.id).await.unwrap(), ids);
+    let op = store.get_operation(&op.id).await.unwrap();
+    let fleet = op.fleet.unwrap();
+    assert!(!fleet.listing);
+    assert_eq!(
+        (fleet.targets, fleet.applied, fleet.pending),
+        (3, 1, 2),
+        "{op:?}"
+    );
+    assert!(store.unfinished_target_listings().await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_write_over_no_sandbox_is_applied_once_listed() {
+    let gw = TestGateway::start(Backend::Sqlite).await;
+    let op = listing_operation(&gw.state().store).await;
+    list_from(&gw.state().store, &op, String::new(), op.created_at, 2)
+        .await
+        .unwrap();
+    let op = gw.state().store.get_operation(&op.id).await.unwrap();
+    assert_eq!(op.state, OperationState::Applied, "{op:?}");
+    assert_eq!(op.fleet.unwrap().targets, 0);
+}
