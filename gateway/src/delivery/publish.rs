@@ -104,9 +104,70 @@ impl Publisher {
             _ => Lane::Fanout,
         };
         let mark = Mark::new(&publication.components, lane);
-        for delivery in &targets {
-            delivery.mark(mark, true);
+        let marked = targets.len();
+        if lane == Lane::Fanout && marked > WAKES_PER_ROUND {
+            for delivery in &targets {
+                delivery.merge_mark(mark, true);
+            }
+            // Detached: a caller that stops waiting leaves no session marked
+            // yet asleep.
+            let woken = tokio::spawn(wake_in_rounds(targets, |delivery| delivery.wake()));
+            if let Err(e) = woken.await {
+                tracing::error!(error = %e, "fanout wake-up task failed");
+            }
+        } else {
+            for delivery in &targets {
+                delivery.mark(mark, true);
+            }
         }
-        targets.len()
+        marked
+    }
+}
+
+/// Delivery tasks a fanout wakes before it lets the runtime run others.
+/// Woken all at once, a 10k fanout's tasks filled the runtime's queues, and
+/// whatever woke after them (a sandbox write's commit or ack) waited until
+/// all 10k had run once; woken in rounds, the queue stays short.
+pub const WAKES_PER_ROUND: usize = 64;
+
+async fn wake_in_rounds<T>(targets: Vec<T>, wake: impl Fn(&T)) {
+    for round in targets.chunks(WAKES_PER_ROUND) {
+        for target in round {
+            wake(target);
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Another task runs between two rounds of a fanout's wake-ups: what
+    /// wakes during a fanout does not wait until all of it has woken.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_fanout_wakes_its_sessions_in_rounds_and_lets_others_run_between() {
+        let targets = 5 * WAKES_PER_ROUND;
+        let woken = Arc::new(AtomicUsize::new(0));
+        let waking = tokio::spawn({
+            let woken = woken.clone();
+            wake_in_rounds(vec![(); targets], move |()| {
+                woken.fetch_add(1, Ordering::SeqCst);
+            })
+        });
+        let mut seen = Vec::new();
+        while !waking.is_finished() {
+            seen.push(woken.load(Ordering::SeqCst));
+            tokio::task::yield_now().await;
+        }
+        waking.await.unwrap();
+        assert_eq!(woken.load(Ordering::SeqCst), targets);
+        assert!(
+            seen.iter().any(|&n| 0 < n && n < targets),
+            "nothing ran between the rounds: {seen:?}"
+        );
+        assert!(seen.iter().all(|&n| n % WAKES_PER_ROUND == 0), "{seen:?}");
     }
 }

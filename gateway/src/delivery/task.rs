@@ -172,14 +172,25 @@ impl SessionDelivery {
 
     /// Merges a mark; `from_write` marks cut a build backoff.
     pub fn mark(&self, mark: Mark, from_write: bool) {
+        if self.merge_mark(mark, from_write) {
+            self.wake();
+        }
+    }
+
+    /// Merges a mark without waking the task (see [`Self::wake`]); says
+    /// whether there was anything to merge.
+    pub fn merge_mark(&self, mark: Mark, from_write: bool) -> bool {
         if mark.is_empty() {
-            return;
+            return false;
         }
-        {
-            let mut inner = self.lock();
-            inner.mark.merge(mark);
-            inner.write_pending |= from_write;
-        }
+        let mut inner = self.lock();
+        inner.mark.merge(mark);
+        inner.write_pending |= from_write;
+        true
+    }
+
+    /// Wakes the task to take what was merged.
+    pub fn wake(&self) {
         self.notify.notify_one();
     }
 
