@@ -126,6 +126,11 @@ pub struct RunArgs {
     /// fleet an equal share of the cores.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=19))]
     pub fleet_nice: u8,
+    /// Sandbox WAIT_FOR_APPLY writes to time during fanouts in the no-starvation scenario
+    /// (at least; fanouts run back to back until there are this many) [quick: 3, full: 400].
+    /// With a hundred or so, the p99 is one of the two largest samples and swings from run to run.
+    #[arg(long)]
+    pub starvation_samples: Option<usize>,
     /// HTTP/2 connections the simulated supervisors share.
     #[arg(long, default_value_t = 8)]
     pub channels: usize,
@@ -212,8 +217,11 @@ impl Params {
             short_poll_interval: pick_d(a.short_poll_interval, 250, 1000),
             fleet_rounds: pick(a.fleet_rounds, 1, 3).max(1),
             starvation_baseline: if q { 3 } else { 20 },
-            starvation_min_samples: if q { 3 } else { 100 },
-            starvation_max_fanouts: if q { 2 } else { 10 },
+            starvation_min_samples: pick(a.starvation_samples, 3, 400).max(1),
+            // About 60 writes fit in one 10k fanout; the bound only stops a
+            // run whose writes never finish.
+            starvation_max_fanouts: if q { 2 } else { 10 }
+                .max(a.starvation_samples.unwrap_or(0) / 20),
             starvation_writers: 8.min(fleet_sessions),
             fleet_nice: a.fleet_nice,
             idle_settle: pick_d(a.idle_settle, 1000, 60_000),
