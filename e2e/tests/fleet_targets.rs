@@ -1,21 +1,23 @@
 //! Listing a fleet operation's targets after its commit (SQLite): every live
 //! sandbox created by the commit is listed once, in chunks; the operation
 //! does not end while the listing goes on; a report resolved before its
-//! sandbox was listed still settles the target; and a listing a stopped
-//! gateway left is finished when it starts again.
+//! sandbox was listed still settles the target; a listing that fails is
+//! taken up again; and a listing a stopped gateway left is finished when it
+//! starts again.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
-use openshell_e2e::{Backend, POLICY, TestGateway, create_sandbox, sandbox_ref};
-use openshell_gateway::operations::fleet_targets::list_from;
+use openshell_e2e::{Backend, POLICY, TestGateway, create_sandbox, eventually, sandbox_ref};
+use openshell_gateway::operations::fleet_targets::{list_from, retry_listing};
 use openshell_gateway::operations::resolve::ReportedRevisions;
 use openshell_gateway::operations::{ReportStatus, SupervisorReport};
 use openshell_gateway::store::{
     NewOperation, OperationRecord, OperationState, Store, TargetKind, new_id,
 };
 use openshell_proto::v1 as pb;
+use sqlx::Connection;
 
 fn report(
     sandbox_id: &str,
@@ -237,4 +239,69 @@ async fn a_fleet_write_over_no_sandbox_is_applied_once_listed() {
     let op = gw.state().store.get_operation(&op.id).await.unwrap();
     assert_eq!(op.state, OperationState::Applied, "{op:?}");
     assert_eq!(op.fleet.unwrap().targets, 0);
+}
+
+/// Runs one statement on the test gateway's SQLite file beside the gateway.
+async fn alter_store(gw: &TestGateway, sql: &str) {
+    let mut conn = sqlx::SqliteConnection::connect(&gw.store.url)
+        .await
+        .unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_that_fails_is_taken_up_again() {
+    let gw = TestGateway::start(Backend::Sqlite).await;
+    let store = &gw.state().store;
+    let ids = sandboxes(&gw, "retried", 3).await;
+    let op = listing_operation(store).await;
+    list_one_chunk(store, &op, 1).await;
+    alter_store(
+        &gw,
+        "ALTER TABLE operation_targets RENAME TO operation_targets_away",
+    )
+    .await;
+    let err = list_from(store, &op, ids[0].clone(), op.created_at, 1)
+        .await
+        .expect_err("the targets table is away");
+    assert!(err.to_string().contains("operation_targets"), "{err}");
+    let retry = tokio::spawn(retry_listing(
+        store.clone(),
+        op.clone(),
+        Duration::from_millis(20),
+    ));
+    // Failing meanwhile, it keeps trying.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!retry.is_finished());
+    alter_store(
+        &gw,
+        "ALTER TABLE operation_targets_away RENAME TO operation_targets",
+    )
+    .await;
+
+    eventually(
+        "the listing to be done",
+        Duration::from_secs(30),
+        || async {
+            let op = store.get_operation(&op.id).await.unwrap();
+            (!op.fleet.unwrap().listing).then_some(())
+        },
+    )
+    .await;
+    retry.await.unwrap();
+    assert_eq!(store.operation_target_ids(&op.id).await.unwrap(), ids);
+    assert_eq!(
+        store
+            .get_operation(&op.id)
+            .await
+            .unwrap()
+            .fleet
+            .unwrap()
+            .targets,
+        3
+    );
 }

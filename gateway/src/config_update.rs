@@ -238,7 +238,7 @@ pub async fn commit_update(
         .await?;
     let listing = committed.operation.fleet.is_some_and(|f| f.listing);
     if listing && !committed.idempotent_replay {
-        fleet_targets::list_targets(store, &committed.operation).await?;
+        fleet_targets::list_targets(store, &committed.operation).await;
         return Ok(Committed {
             operation: store.get_operation(&committed.operation.id).await?,
             idempotent_replay: false,

@@ -15,6 +15,8 @@
 //! operation's commit against the targets still live. A gateway that
 //! stops mid-listing finishes the listing when it starts again.
 
+use std::time::Duration;
+
 use crate::error::Result;
 use crate::operations::resolve::{SupervisorReport, target_verdict};
 use crate::store::{Backend, LiveTarget, OperationRecord, Store, TargetKind, WritePlace};
@@ -29,23 +31,74 @@ pub fn lists_after_commit(store: &Store) -> bool {
 
 /// Lists a just-committed fleet operation's targets. The listing runs on
 /// the store's writer thread, so it runs to the end even if the caller
-/// stops waiting for it.
-pub async fn list_targets(store: &Store, operation: &OperationRecord) -> Result<()> {
-    let (writes, operation) = (store.clone(), operation.clone());
-    store
+/// stops waiting for it. The write is committed whatever happens here: a
+/// listing that fails is logged and taken up again in the background, from
+/// the last sandbox listed, until it is done or the store closes.
+pub async fn list_targets(store: &Store, operation: &OperationRecord) {
+    let (writes, listed) = (store.clone(), operation.clone());
+    let ran = store
         .run_write(WritePlace::WriterThread, async move {
             // Reports kept before the commit cannot have reached its revision.
-            let reports_since = operation.created_at;
-            list_from(
+            let reports_since = listed.created_at;
+            let first = list_from(
                 &writes,
-                &operation,
+                &listed,
                 String::new(),
                 reports_since,
                 LISTING_CHUNK,
+            );
+            if let Err(e) = first.await {
+                tracing::warn!(operation = %listed.id, error = %e,
+                    "listing a fleet operation's targets failed; retrying in the background");
+                tokio::spawn(retry_listing(writes, listed, RETRY_FIRST_DELAY));
+            }
+            Ok(())
+        })
+        .await;
+    if let Err(e) = ran {
+        tracing::error!(operation = %operation.id, error = %e,
+            "cannot list a fleet operation's targets; the next gateway start finishes the listing");
+    }
+}
+
+/// First wait before a failed listing is taken up again; it doubles up to
+/// [`RETRY_MAX_DELAY`].
+pub const RETRY_FIRST_DELAY: Duration = Duration::from_secs(1);
+const RETRY_MAX_DELAY: Duration = Duration::from_secs(30);
+
+/// Takes a failed listing up again from the last sandbox listed, with a
+/// growing delay, until it is done or the store closes.
+pub async fn retry_listing(store: Store, operation: OperationRecord, first_delay: Duration) {
+    let mut delay = first_delay;
+    loop {
+        tokio::time::sleep(delay).await;
+        if store.is_closed() {
+            return;
+        }
+        let listed = async {
+            let after = store.last_listed_target(&operation.id).await?;
+            list_from(
+                &store,
+                &operation,
+                after,
+                operation.created_at,
+                LISTING_CHUNK,
             )
             .await
-        })
-        .await
+        }
+        .await;
+        match listed {
+            Ok(()) => {
+                tracing::info!(operation = %operation.id, "fleet operation's targets listed after a retry");
+                return;
+            }
+            Err(e) => {
+                delay = (delay * 2).min(RETRY_MAX_DELAY);
+                tracing::warn!(operation = %operation.id, error = %e, retry_in = ?delay,
+                    "listing a fleet operation's targets failed again");
+            }
+        }
+    }
 }
 
 /// Finishes the listings a stopped gateway left, before it serves again.

@@ -1,4 +1,5 @@
-//! Durable operations after commit: waiting on them (`wait`) and resolving
+//! Durable operations after commit: listing a fleet operation's targets
+//! (`fleet_targets`), waiting on them (`wait`) and resolving
 //! them from what supervisors report and from lifecycle changes (`resolve`).
 //! Poll reports and push acks both go through `resolver` (group commit) into
 //! `resolve`, so there is one resolution path with two sources.

@@ -295,6 +295,11 @@ impl Store {
         self.writers_waiting.load(Ordering::SeqCst)
     }
 
+    /// Whether [`Store::close`] has run.
+    pub fn is_closed(&self) -> bool {
+        self.writer.is_closed()
+    }
+
     pub async fn close(&self) {
         self.writer.close().await;
         self.pool.close().await;
