@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::operations::resolve::{SupervisorReport, target_verdict};
+use crate::operations::resolve::{SupervisorReport, sanitize_error, target_verdict};
 use crate::store::{Backend, LiveTarget, OperationRecord, Store, TargetKind, WritePlace};
 
 /// Sandboxes listed per transaction: about 2.5 ms of SQLite work.
@@ -154,8 +154,9 @@ pub async fn list_from(
                 let Some(report) = SupervisorReport::from_last(sandbox_id, &last) else {
                     continue;
                 };
+                let reason = sanitize_error(&report.reason);
                 if let Some((state, outcome, error)) =
-                    target_verdict(&live_target, &report, &report.reason)
+                    target_verdict(&live_target, &report, &reason)
                 {
                     tx.finish_targets(
                         &operation.id,

@@ -8,6 +8,7 @@ use super::policies::CURRENT_GLOBAL_POLICY_REVISION;
 use super::records::{
     OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
 };
+use super::reports::last_report_from_row;
 use super::sandboxes::to_i64;
 use super::{LastReport, Store, WritePlace, WriteTx, now_ms};
 use crate::error::{GatewayError, Result};
@@ -233,15 +234,15 @@ impl WriteTx {
         Ok(inserted)
     }
 
-    /// Lists the next at most `limit` live sandboxes (of `workspace`, or of
-    /// all) created by `created_by` and ordered by id after `after` as
-    /// pending targets of a fleet operation, and counts them in. Returns the
-    /// last id listed, or None once none is left.
+    /// Lists, as pending targets of a fleet operation, the next at most
+    /// `limit` live sandboxes (of `workspace`, or of all) in id order after
+    /// `after`, of those created no later than `created_until` (ms), and
+    /// counts them in. Returns the last id listed, or None once none is left.
     pub async fn list_targets_after(
         &mut self,
         operation_id: &str,
         workspace: Option<&str>,
-        created_by: i64,
+        created_until: i64,
         after: &str,
         limit: usize,
     ) -> Result<Option<String>> {
@@ -253,7 +254,7 @@ impl WriteTx {
             "SELECT id FROM sandboxes WHERE {SCOPE} ORDER BY id LIMIT 1 OFFSET $4"
         )))
         .bind(workspace)
-        .bind(created_by)
+        .bind(created_until)
         .bind(after)
         .bind(offset)
         .fetch_optional(self.conn())
@@ -263,7 +264,7 @@ impl WriteTx {
              SELECT $5, id, 'PENDING', '', '', $6 FROM sandboxes WHERE {SCOPE} AND ($4 = '' OR id <= $4)"
         )))
         .bind(workspace)
-        .bind(created_by)
+        .bind(created_until)
         .bind(after)
         .bind(boundary.clone().unwrap_or_default())
         .bind(operation_id)
@@ -333,17 +334,7 @@ impl WriteTx {
         .fetch_all(self.conn())
         .await?;
         rows.iter()
-            .map(|row| {
-                Ok((
-                    row.try_get("sandbox_id")?,
-                    LastReport {
-                        status: row.try_get("status")?,
-                        revisions_json: row.try_get("revisions_json")?,
-                        reason: row.try_get("reason")?,
-                        reported_at: row.try_get("reported_at")?,
-                    },
-                ))
-            })
+            .map(|row| Ok((row.try_get("sandbox_id")?, last_report_from_row(row)?)))
             .collect()
     }
 

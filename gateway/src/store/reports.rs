@@ -60,16 +60,18 @@ impl Store {
         .bind(sandbox_id)
         .fetch_optional(self.pool())
         .await?;
-        row.map(|row| {
-            Ok(LastReport {
-                status: row.try_get("status")?,
-                revisions_json: row.try_get("revisions_json")?,
-                reason: row.try_get("reason")?,
-                reported_at: row.try_get("reported_at")?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(last_report_from_row).transpose()
     }
+}
+
+/// A `supervisor_reports` row as kept.
+pub(super) fn last_report_from_row(row: &sqlx::any::AnyRow) -> Result<LastReport> {
+    Ok(LastReport {
+        status: row.try_get("status")?,
+        revisions_json: row.try_get("revisions_json")?,
+        reason: row.try_get("reason")?,
+        reported_at: row.try_get("reported_at")?,
+    })
 }
 
 impl WriteTx {
