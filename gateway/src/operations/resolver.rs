@@ -141,17 +141,18 @@ struct Resolver {
     gateway_runtime: tokio::runtime::Handle,
 }
 
-impl Resolver {
-    /// Where transactions should run now. More than one step's worth of
-    /// queued reports means a fanout's acks are coming in.
-    fn place(&self, queued: usize) -> WritePlace {
-        if queued > REPORTS_BETWEEN_YIELDS {
-            WritePlace::WriterThread
-        } else {
-            self.activity.write_place()
-        }
+/// Where the resolver's next transaction should run, with `queued` reports
+/// waiting. More than one step's worth of them means a fanout's acks are
+/// coming in, even before `activity` sees the runtime crowded.
+fn step_place(queued: usize, activity: &FanoutActivity) -> WritePlace {
+    if queued > REPORTS_BETWEEN_YIELDS {
+        WritePlace::WriterThread
+    } else {
+        activity.write_place()
     }
+}
 
+impl Resolver {
     /// Resolves queued reports, one transaction at a time, until every
     /// handle is gone.
     async fn serve(self, mut jobs: mpsc::UnboundedReceiver<Job>) {
@@ -175,7 +176,7 @@ impl Resolver {
             if backlog.is_empty() {
                 continue;
             }
-            let place = self.place(backlog.len());
+            let place = step_place(backlog.len(), &self.activity);
             let taken = next_batch(&mut backlog, MAX_BATCH);
             let urgent_taken = taken.iter().filter(|job| job.is_urgent()).count();
             self.urgent_queued.fetch_sub(urgent_taken, Ordering::SeqCst);
@@ -346,7 +347,26 @@ fn take_where(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::delivery::Permits;
     use crate::operations::resolve::{ReportStatus, ReportedRevisions};
+
+    #[tokio::test]
+    async fn steps_move_to_the_writer_thread_while_acks_pile_up_or_a_fleet_write_runs() {
+        let activity = FanoutActivity::new(Arc::new(Permits::with_sizes(4, 1)));
+        assert_eq!(step_place(1, &activity), WritePlace::Caller);
+        assert_eq!(
+            step_place(REPORTS_BETWEEN_YIELDS, &activity),
+            WritePlace::Caller
+        );
+        assert_eq!(
+            step_place(REPORTS_BETWEEN_YIELDS + 1, &activity),
+            WritePlace::WriterThread
+        );
+        let fleet_write = activity.fleet_write();
+        assert_eq!(step_place(1, &activity), WritePlace::WriterThread);
+        drop(fleet_write);
+        assert_eq!(step_place(1, &activity), WritePlace::Caller);
+    }
 
     fn report(sandbox: &str, policy_revision: u64, urgent: bool) -> Job {
         Job::Report {
