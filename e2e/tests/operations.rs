@@ -9,8 +9,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use openshell_e2e::process::{free_port, spawn_gateway, spawn_supervisor};
 use openshell_e2e::{
-    Api, BearerToken, POLICY, TOKEN, TestGateway, create_sandbox, eventually, policy_with_port,
-    sandbox_ref, sandbox_target, state, terminal_operation,
+    Api, BearerToken, POLICY, TOKEN, TestGateway, create_sandbox, eventually, metric,
+    policy_with_port, sandbox_ref, sandbox_target, state, terminal_operation,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
@@ -110,6 +110,24 @@ async fn wait_for_apply_returns_the_exact_revision_in_both_modes() {
         assert_eq!(state(&op), pb::OperationState::Applied, "{mode:?}: {op:?}");
         assert_eq!((op.policy_revision, op.settings_revision), (2, 0));
         assert!(!op.wait_timed_out);
+        assert_eq!(
+            metric(
+                &gw,
+                "openshell_operation_wait_seconds_count{rpc=\"UpdateConfig\",ended=\"terminal\"}"
+            )
+            .await,
+            1.0,
+            "{mode:?}"
+        );
+        let sends = metric(
+            &gw,
+            "openshell_config_sends_total{component=\"sandbox_config\"}",
+        )
+        .await;
+        match mode {
+            DeliveryMode::Push => assert!(sends >= 1.0, "the change was pushed: {sends}"),
+            DeliveryMode::Poll => assert_eq!(sends, 0.0, "nothing is pushed in poll mode"),
+        }
     }
 }
 
@@ -241,6 +259,14 @@ async fn a_timed_out_wait_keeps_the_operation_and_an_idempotent_retry_returns_it
         gw.state().store.policy_revision_count(&id).await.unwrap(),
         2
     );
+    assert_eq!(
+        metric(
+            &gw,
+            "openshell_operation_wait_seconds_count{rpc=\"UpdateConfig\",ended=\"deadline\"}"
+        )
+        .await,
+        2.0
+    );
 
     // A client that walks away mid-wait changes nothing either.
     let mut stream = api
@@ -305,6 +331,14 @@ async fn wait_for_apply_streams_each_state_change_in_order() {
     let mut sorted = states.clone();
     sorted.dedup();
     assert_eq!(sorted, states, "each item is a change");
+    assert_eq!(
+        metric(
+            &gw,
+            "openshell_operation_wait_seconds_count{rpc=\"WaitForApply\",ended=\"terminal\"}"
+        )
+        .await,
+        1.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -45,8 +45,27 @@ pub struct OutcomeLabel {
     pub outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ComponentLabel {
+    pub component: &'static str,
+}
+
+/// A wait for an operation: which RPC waited, and whether the operation
+/// ended (`terminal`) or the wait did first (`deadline`, also when the
+/// gateway stops).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WaitLabels {
+    pub rpc: &'static str,
+    pub ended: &'static str,
+}
+
 fn queue_wait_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0001, 4.0, 10))
+}
+
+/// 1 ms to about 4 min.
+fn operation_wait_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 4.0, 10))
 }
 
 /// Every metric the gateway exports.
@@ -78,6 +97,20 @@ pub struct Metrics {
     pub reconcile_passes: Counter,
     /// Bootstraps by outcome.
     pub bootstraps: Family<OutcomeLabel, Counter>,
+    /// Snapshots sent on push sessions, by component.
+    pub sends: Family<ComponentLabel, Counter>,
+    /// Time callers waited for an operation (seconds).
+    pub operation_waits: Family<WaitLabels, Histogram, fn() -> Histogram>,
+}
+
+impl Metrics {
+    /// Records one finished wait for an operation.
+    pub fn observe_wait(&self, rpc: &'static str, timed_out: bool, waited: std::time::Duration) {
+        let ended = if timed_out { "deadline" } else { "terminal" };
+        self.operation_waits
+            .get_or_create(&WaitLabels { rpc, ended })
+            .observe(waited.as_secs_f64());
+    }
 }
 
 impl Default for Metrics {
@@ -159,7 +192,24 @@ impl Default for Metrics {
             "Bootstraps by outcome",
             bootstraps.clone(),
         );
+        let sends = Family::<ComponentLabel, Counter>::default();
+        registry.register(
+            "config_sends",
+            "Snapshots sent on push sessions, by component",
+            sends.clone(),
+        );
+        let operation_waits =
+            Family::<WaitLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                operation_wait_histogram,
+            );
+        registry.register(
+            "operation_wait_seconds",
+            "Time UpdateConfig(WAIT_FOR_APPLY) and WaitForApply waited, by RPC and by whether the operation ended first",
+            operation_waits.clone(),
+        );
         Self {
+            sends,
+            operation_waits,
             builds,
             queue_wait,
             acks,

@@ -630,6 +630,7 @@ impl OpenShell for OpenShellApi {
         }
         let mut wait_timed_out = false;
         if mode == pb::UpdateMode::WaitForApply && !operation.state.is_terminal() {
+            let waiting = std::time::Instant::now();
             let (op, timed_out) = wait_for_terminal(
                 &self.state.store,
                 &operation.id,
@@ -638,6 +639,9 @@ impl OpenShell for OpenShellApi {
                 self.state.stopping.clone(),
             )
             .await?;
+            self.state
+                .metrics
+                .observe_wait("UpdateConfig", timed_out, waiting.elapsed());
             operation = op;
             wait_timed_out = timed_out;
         }
@@ -676,14 +680,26 @@ impl OpenShell for OpenShellApi {
         self.state.store.get_operation(&req.id).await?;
         let watch = OperationWatch::new(self.state.store.clone(), req.id, wait, threshold)
             .until_stopping(self.state.stopping.clone());
-        let stream = futures::stream::unfold(watch, move |mut watch| async move {
-            let item = watch.next().await?;
-            let item = item.map_err(Status::from).map(|op| {
-                let mut pb_op = convert::operation(&op);
-                pb_op.wait_timed_out = watch.is_done() && ended_by_deadline(&op, threshold);
-                pb_op
-            });
-            Some((item, watch))
+        let metrics = self.state.metrics.clone();
+        let waiting = std::time::Instant::now();
+        let stream = futures::stream::unfold(watch, move |mut watch| {
+            let metrics = metrics.clone();
+            async move {
+                let item = watch.next().await?;
+                let item = item.map_err(Status::from).map(|op| {
+                    let mut pb_op = convert::operation(&op);
+                    pb_op.wait_timed_out = watch.is_done() && ended_by_deadline(&op, threshold);
+                    if watch.is_done() {
+                        metrics.observe_wait(
+                            "WaitForApply",
+                            pb_op.wait_timed_out,
+                            waiting.elapsed(),
+                        );
+                    }
+                    pb_op
+                });
+                Some((item, watch))
+            }
         });
         Ok(Response::new(Box::pin(stream)))
     }

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use super::marks::{Component, Lane, Mark};
 use super::permits::{BuildPermit, Permits};
 use super::tuning::DeliveryTuning;
-use crate::metrics::{DeliveryLabels, Metrics, StatusLabel};
+use crate::metrics::{ComponentLabel, DeliveryLabels, Metrics, StatusLabel};
 use crate::store::{ReadPriority, now_ms};
 
 /// A built snapshot, ready to be numbered and sent.
@@ -311,7 +311,7 @@ pub async fn run(
         process_acks(&delivery, &metrics);
         expire_ack_waits(&delivery, &tuning);
         let Some(mark) = take_mark(&delivery) else {
-            if !Box::pin(send_ready(&delivery, &source, &out)).await {
+            if !Box::pin(send_ready(&delivery, &source, &out, &metrics)).await {
                 return;
             }
             continue;
@@ -355,7 +355,7 @@ pub async fn run(
             // A late build of a closed session is discarded.
             return;
         }
-        if !Box::pin(send_ready(&delivery, &source, &out)).await {
+        if !Box::pin(send_ready(&delivery, &source, &out, &metrics)).await {
             return;
         }
     }
@@ -634,6 +634,7 @@ async fn send_ready(
     delivery: &SessionDelivery,
     source: &Arc<dyn SnapshotSource>,
     out: &mpsc::Sender<super::Frame>,
+    metrics: &Metrics,
 ) -> bool {
     for component in Component::ALL {
         let ready = {
@@ -683,6 +684,12 @@ async fn send_ready(
         if out.send(Box::new(frame)).await.is_err() {
             return false;
         }
+        metrics
+            .sends
+            .get_or_create(&ComponentLabel {
+                component: component.as_str(),
+            })
+            .inc();
         if component == Component::SandboxConfig && built.pending_operation {
             source.delivered(&delivery.sandbox_id, &built).await;
         }
