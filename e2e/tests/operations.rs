@@ -165,6 +165,10 @@ async fn two_changes_while_disconnected_supersede_then_apply() {
     assert_eq!(state(&first), pb::OperationState::Superseded, "{first:?}");
     assert_eq!(first.outcome, pb::ApplyOutcome::SupersededByNewer as i32);
     assert_eq!(state(&second), pb::OperationState::Applied, "{second:?}");
+    for ended in ["SUPERSEDED", "APPLIED"] {
+        let series = format!("openshell_operations_ended_total{{state=\"{ended}\"}}");
+        assert!(metric(&gw, &series).await >= 1.0, "{series}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -226,6 +230,10 @@ async fn stopped_and_deleted_sandboxes_end_waits_inactive_and_cancelled() {
     }
     assert_eq!(state(&last), pb::OperationState::Cancelled, "{last:?}");
     assert!(!last.wait_timed_out);
+    for ended in ["INACTIVE", "CANCELLED"] {
+        let series = format!("openshell_operations_ended_total{{state=\"{ended}\"}}");
+        assert!(metric(&gw, &series).await >= 1.0, "{series}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -46,6 +46,11 @@ pub struct OutcomeLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ComponentLabel {
     pub component: &'static str,
 }
@@ -103,19 +108,22 @@ pub struct Metrics {
     pub operation_waits: Family<WaitLabels, Histogram, fn() -> Histogram>,
 }
 
-impl Metrics {
-    /// Records one finished wait for an operation.
-    pub fn observe_wait(&self, rpc: &'static str, timed_out: bool, waited: std::time::Duration) {
-        let ended = if timed_out { "deadline" } else { "terminal" };
-        self.operation_waits
-            .get_or_create(&WaitLabels { rpc, ended })
-            .observe(waited.as_secs_f64());
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new(Family::default())
     }
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
+impl Metrics {
+    /// `operations_ended`: the store's count of operations ended, by
+    /// terminal state ([`crate::store::OperationEvents::ended_counts`]).
+    pub fn new(operations_ended: Family<StateLabel, Counter>) -> Self {
         let mut registry = Registry::with_prefix("openshell");
+        registry.register(
+            "operations_ended",
+            "Operations this replica ended, by terminal state",
+            operations_ended,
+        );
         let legacy_sessions = Counter::default();
         registry.register(
             "supervisor_protocol_legacy_sessions",
@@ -226,9 +234,15 @@ impl Default for Metrics {
             operations_resolved,
         }
     }
-}
 
-impl Metrics {
+    /// Records one finished wait for an operation.
+    pub fn observe_wait(&self, rpc: &'static str, timed_out: bool, waited: std::time::Duration) {
+        let ended = if timed_out { "deadline" } else { "terminal" };
+        self.operation_waits
+            .get_or_create(&WaitLabels { rpc, ended })
+            .observe(waited.as_secs_f64());
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::new();

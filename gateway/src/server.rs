@@ -169,7 +169,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     };
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Arc::new(Metrics::new(store.operation_events().ended_counts()));
     let permits = Arc::new(Permits::for_pool(config.db_pool_size as usize));
     let activity = Arc::new(FanoutActivity::new(permits.clone()));
     let state = Arc::new(GatewayState {

@@ -7,12 +7,19 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use tokio::sync::Notify;
 
-/// Registry of per-operation notifiers; cheap to clone.
+use super::OperationState;
+use crate::metrics::StateLabel;
+
+/// Registry of per-operation notifiers, and the count of operations each
+/// terminal state ended (committed on this replica); cheap to clone.
 #[derive(Debug, Clone, Default)]
 pub struct OperationEvents {
     waiters: Arc<Mutex<HashMap<String, Weak<Notify>>>>,
+    ended: Family<StateLabel, Counter>,
 }
 
 impl OperationEvents {
@@ -43,6 +50,22 @@ impl OperationEvents {
                 notify.notify_waiters();
             }
         }
+    }
+
+    /// Counts operations a committed transaction ended, by terminal state.
+    pub fn count_ended(&self, states: &[OperationState]) {
+        for state in states {
+            self.ended
+                .get_or_create(&StateLabel {
+                    state: state.as_str(),
+                })
+                .inc();
+        }
+    }
+
+    /// The counts of ended operations, for the gateway's metrics.
+    pub fn ended_counts(&self) -> Family<StateLabel, Counter> {
+        self.ended.clone()
     }
 
     pub fn waiting_operations(&self) -> usize {

@@ -107,19 +107,29 @@ pub struct WriteTx {
     _sqlite_writer: Option<OwnedMutexGuard<()>>,
     events: OperationEvents,
     changed_operations: Vec<String>,
+    ended_operations: Vec<OperationState>,
 }
 
 impl WriteTx {
-    /// Commits, then wakes the waiters of every operation this transaction changed.
+    /// Commits, then wakes the waiters of every operation this transaction
+    /// changed and counts the ones it ended.
     pub async fn commit(self) -> Result<()> {
         self.tx.commit().await?;
         self.events.notify(&self.changed_operations);
+        self.events.count_ended(&self.ended_operations);
         Ok(())
     }
 
     /// Remembers that an operation row changed, to wake its waiters after commit.
     pub(crate) fn operation_changed(&mut self, id: impl Into<String>) {
         self.changed_operations.push(id.into());
+    }
+
+    /// Remembers that an operation ended in `state`: its waiters are woken
+    /// and it is counted after commit.
+    pub(crate) fn operation_ended(&mut self, id: impl Into<String>, state: OperationState) {
+        self.operation_changed(id);
+        self.ended_operations.push(state);
     }
 
     pub(crate) fn conn(&mut self) -> &mut sqlx::AnyConnection {
@@ -245,6 +255,7 @@ impl Store {
             _sqlite_writer: guard,
             events: self.events.clone(),
             changed_operations: Vec::new(),
+            ended_operations: Vec::new(),
         })
     }
 

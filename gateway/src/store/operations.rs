@@ -306,7 +306,6 @@ impl WriteTx {
             None => Ok(false),
             Some(0) => {
                 self.complete_empty_fleet_operation(operation_id).await?;
-                self.operation_changed(operation_id);
                 Ok(true)
             }
             Some(_) => {
@@ -341,7 +340,7 @@ impl WriteTx {
     /// A fleet operation with no targets has nothing to wait for.
     pub async fn complete_empty_fleet_operation(&mut self, operation_id: &str) -> Result<()> {
         let now = now_ms();
-        sqlx::query(
+        let ended = sqlx::query(
             "UPDATE operations SET state = 'APPLIED', outcome = $2, updated_at = $3, completed_at = $3 \
              WHERE id = $1 AND state IN ('PENDING', 'DELIVERED')",
         )
@@ -350,6 +349,9 @@ impl WriteTx {
         .bind(now)
         .execute(self.conn())
         .await?;
+        if ended.rows_affected() > 0 {
+            self.operation_ended(operation_id, OperationState::Applied);
+        }
         Ok(())
     }
 
@@ -397,7 +399,7 @@ impl WriteTx {
         .await?;
         for row in &ended {
             let id: String = row.try_get("id")?;
-            self.operation_changed(id);
+            self.operation_ended(id, state);
         }
         let fleet = sqlx::query(
             "UPDATE operation_targets SET state = $2, outcome = $3, error = $4, updated_at = $5 \
@@ -443,7 +445,7 @@ impl WriteTx {
         error: &str,
     ) -> Result<()> {
         let now = now_ms();
-        sqlx::query(
+        let ended = sqlx::query(
             "UPDATE operations SET state = $2, outcome = $3, error = $4, updated_at = $5, completed_at = $5 \
              WHERE id = $1 AND state IN ('PENDING', 'DELIVERED')",
         )
@@ -454,6 +456,9 @@ impl WriteTx {
         .bind(now)
         .execute(self.conn())
         .await?;
+        if ended.rows_affected() > 0 {
+            self.operation_ended(operation_id, state);
+        }
         Ok(())
     }
 }
@@ -512,9 +517,13 @@ impl Store {
         .bind(Outcome::SupersededByNewer.as_str())
         .fetch_all(tx.conn())
         .await?;
-        for row in delivered.iter().chain(&superseded) {
+        for row in &delivered {
             let id: String = row.try_get("id")?;
             tx.operation_changed(id);
+        }
+        for row in &superseded {
+            let id: String = row.try_get("id")?;
+            tx.operation_ended(id, OperationState::Superseded);
         }
         tx.commit().await?;
         Ok(u64::try_from(delivered.len() + superseded.len()).unwrap_or(u64::MAX))

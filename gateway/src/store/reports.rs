@@ -171,7 +171,7 @@ impl WriteTx {
         .await?;
         let changed = result.rows_affected() > 0;
         if changed {
-            self.operation_changed(id);
+            self.operation_ended(id, state);
         }
         Ok(changed)
     }
