@@ -35,6 +35,15 @@ fn report(
     }
 }
 
+/// Resolves one report through the gateway's resolver, as an ack would be.
+async fn resolve(gw: &TestGateway, sandbox_id: &str, status: ReportStatus, global_settings: u64) {
+    gw.state()
+        .reports
+        .resolve(report(sandbox_id, status, global_settings))
+        .await
+        .unwrap();
+}
+
 /// A global operation at settings revision 5, committed with its targets
 /// still to be listed, as a fleet write on SQLite commits it.
 async fn listing_operation(store: &Store) -> OperationRecord {
@@ -128,11 +137,7 @@ async fn an_operation_does_not_end_while_its_targets_are_listed() {
     let op = listing_operation(store).await;
     let after = list_one_chunk(store, &op, 2).await;
     for id in &ids[..2] {
-        gw.state()
-            .reports
-            .resolve(report(id, ReportStatus::Applied, 5))
-            .await
-            .unwrap();
+        resolve(&gw, id, ReportStatus::Applied, 5).await;
     }
     let mid = store.get_operation(&op.id).await.unwrap();
     let fleet = mid.fleet.unwrap();
@@ -147,11 +152,7 @@ async fn an_operation_does_not_end_while_its_targets_are_listed() {
         .await
         .unwrap();
     for id in &ids[2..] {
-        gw.state()
-            .reports
-            .resolve(report(id, ReportStatus::Applied, 5))
-            .await
-            .unwrap();
+        resolve(&gw, id, ReportStatus::Applied, 5).await;
     }
     let done = store.get_operation(&op.id).await.unwrap();
     assert_eq!(done.state, OperationState::Applied, "{done:?}");
@@ -166,27 +167,14 @@ async fn reports_resolved_before_their_sandbox_was_listed_settle_its_target() {
     let op = listing_operation(store).await;
     let after = list_one_chunk(store, &op, 1).await;
     assert_eq!(after, ids[0]);
-    let resolver = &gw.state().reports;
     // Not listed yet: their reports find no target of the operation.
-    resolver
-        .resolve(report(&ids[1], ReportStatus::Applied, 5))
-        .await
-        .unwrap();
-    resolver
-        .resolve(report(
-            &ids[2],
-            ReportStatus::Failed {
-                failed_closed: false,
-            },
-            5,
-        ))
-        .await
-        .unwrap();
+    resolve(&gw, &ids[1], ReportStatus::Applied, 5).await;
+    let failed = ReportStatus::Failed {
+        failed_closed: false,
+    };
+    resolve(&gw, &ids[2], failed, 5).await;
     // Below the operation's revision: the target stays pending.
-    resolver
-        .resolve(report(&ids[3], ReportStatus::Applied, 4))
-        .await
-        .unwrap();
+    resolve(&gw, &ids[3], ReportStatus::Applied, 4).await;
 
     list_from(store, &op, after, op.created_at, 1)
         .await
@@ -208,11 +196,7 @@ async fn a_listing_a_stopped_gateway_left_is_finished_when_it_starts() {
     let ids = sandboxes(&gw, "resumed", 3).await;
     let op = listing_operation(&gw.state().store).await;
     list_one_chunk(&gw.state().store, &op, 1).await;
-    gw.state()
-        .reports
-        .resolve(report(&ids[2], ReportStatus::Applied, 5))
-        .await
-        .unwrap();
+    resolve(&gw, &ids[2], ReportStatus::Applied, 5).await;
 
     let gw = gw.restart().await;
 
