@@ -78,21 +78,16 @@ impl WriteTx {
     /// Locks these sandboxes, in id order so that replicas lock in one
     /// order, and returns the lifecycle of each one found.
     pub async fn lock_sandboxes(&mut self, ids: &[String]) -> Result<HashMap<String, Lifecycle>> {
-        let sql = format!(
+        let select = format!(
             "SELECT id, lifecycle FROM sandboxes WHERE id IN ({}) ORDER BY id{}",
             self.backend.json_strings(1),
             self.for_update()
         );
-        let rows = sqlx::query(AssertSqlSafe(sql))
-            .bind(json_list(ids)?)
-            .fetch_all(self.conn())
-            .await?;
+        let sql = self.backend.json_rows(&select, &["id", "lifecycle"], "id");
+        let rows: Vec<(String, String)> = self.fetch_json_rows(sql, json_list(ids)?).await?;
         let mut found = HashMap::with_capacity(rows.len());
-        for row in rows {
-            found.insert(
-                row.try_get::<String, _>("id")?,
-                Lifecycle::parse(&row.try_get::<String, _>("lifecycle")?)?,
-            );
+        for (id, lifecycle) in rows {
+            found.insert(id, Lifecycle::parse(&lifecycle)?);
         }
         Ok(found)
     }
@@ -121,31 +116,42 @@ impl WriteTx {
         &mut self,
         sandbox_ids: &[String],
     ) -> Result<Vec<(String, LiveTarget)>> {
-        let sql = format!(
+        let select = format!(
             "SELECT t.sandbox_id, o.id, o.target_kind, o.settings_revision, \
-             o.global_policy_revision, o.touches_policy \
+             o.global_policy_revision, o.touches_policy, o.created_at \
              FROM operation_targets t JOIN operations o ON o.id = t.operation_id \
-             WHERE t.sandbox_id IN ({}) AND t.state IN ('PENDING', 'DELIVERED') \
-             ORDER BY o.created_at, o.id",
+             WHERE t.sandbox_id IN ({}) AND t.state IN ('PENDING', 'DELIVERED')",
             self.backend.json_strings(1)
         );
-        let rows = sqlx::query(AssertSqlSafe(sql))
-            .bind(json_list(sandbox_ids)?)
-            .fetch_all(self.conn())
-            .await?;
-        rows.iter()
-            .map(|row| {
-                Ok((
-                    row.try_get("sandbox_id")?,
-                    LiveTarget {
-                        operation_id: row.try_get("id")?,
-                        target_kind: TargetKind::parse(&row.try_get::<String, _>("target_kind")?)?,
-                        settings_revision: u64_col(row, "settings_revision")?,
-                        global_policy_revision: u64_col(row, "global_policy_revision")?,
-                        touches_policy: row.try_get::<i64, _>("touches_policy")? != 0,
-                    },
-                ))
-            })
+        let sql = self.backend.json_rows(
+            &select,
+            &[
+                "sandbox_id",
+                "id",
+                "target_kind",
+                "settings_revision",
+                "global_policy_revision",
+                "touches_policy",
+            ],
+            "created_at, id",
+        );
+        let rows: Vec<(String, String, String, u64, u64, i64)> =
+            self.fetch_json_rows(sql, json_list(sandbox_ids)?).await?;
+        rows.into_iter()
+            .map(
+                |(sandbox_id, operation_id, kind, settings, global_policy, touches_policy)| {
+                    Ok((
+                        sandbox_id,
+                        LiveTarget {
+                            operation_id,
+                            target_kind: TargetKind::parse(&kind)?,
+                            settings_revision: settings,
+                            global_policy_revision: global_policy,
+                            touches_policy: touches_policy != 0,
+                        },
+                    ))
+                },
+            )
             .collect()
     }
 
