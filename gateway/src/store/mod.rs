@@ -453,8 +453,8 @@ impl Backend {
     /// array with one array of `columns` per row, in `order`. SQLite's
     /// driver hands each row from its connection thread to the awaiting
     /// task as a message of its own: on a crowded machine a read of 64 rows
-    /// inside a write transaction woke its task up to 64 times while
-    /// holding the one writer. One row wakes it once.
+    /// inside a write transaction can wake its task 64 times while it holds
+    /// the one writer. One row wakes it once.
     pub(crate) fn json_rows(self, select: &str, columns: &[&str], order: &str) -> String {
         let columns = columns.join(", ");
         match self {
