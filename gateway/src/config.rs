@@ -100,6 +100,14 @@ pub struct Flags {
     /// Heartbeat interval of supervisor sessions, e.g. `5s`.
     #[arg(long, env = "OPENSHELL_HEARTBEAT_INTERVAL", value_parser = humantime::parse_duration)]
     pub heartbeat_interval: Option<Duration>,
+    /// Secret shared by the replicas of one PostgreSQL store; with it they
+    /// tell each other about writes at once instead of by reconcile.
+    #[arg(long, env = "OPENSHELL_PEER_SECRET", hide_env_values = true)]
+    pub peer_secret: Option<String>,
+    /// URL other replicas reach this one at, e.g. `http://10.0.0.5:7070`;
+    /// default is the listen address.
+    #[arg(long, env = "OPENSHELL_PEER_ADDRESS")]
+    pub peer_address: Option<String>,
 }
 
 /// The TOML file; every key is optional.
@@ -125,6 +133,8 @@ pub struct FileConfig {
     pub heartbeat_interval: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
     pub operation_retention: Option<Duration>,
+    pub peer_secret: Option<Secret>,
+    pub peer_address: Option<String>,
 }
 
 /// One named operator token in the file.
@@ -177,6 +187,11 @@ pub struct GatewayConfig {
     pub delivery: crate::delivery::DeliveryTuning,
     /// Connections in the store pool; build permits are sized from it.
     pub db_pool_size: u32,
+    /// Secret of the peer service; None: this replica neither sends nor
+    /// takes hints.
+    pub peer_secret: Option<Secret>,
+    /// URL this replica registers for its peers; None: the listen address.
+    pub peer_address: Option<String>,
 }
 
 /// Certificate and key paths for TLS.
@@ -266,7 +281,22 @@ impl GatewayConfig {
                 ConfigError::Invalid(format!("metrics_listen {addr:?} is not an address: {e}"))
             })?),
         };
+        let peer_secret = flags
+            .peer_secret
+            .map(Secret::new)
+            .or(file.peer_secret)
+            .filter(|s| !s.is_empty());
+        let peer_address = flags.peer_address.or(file.peer_address);
+        if let Some(address) = &peer_address
+            && !(address.starts_with("http://") || address.starts_with("https://"))
+        {
+            return Err(ConfigError::Invalid(format!(
+                "peer_address {address:?} must be a URL such as http://10.0.0.5:7070"
+            )));
+        }
         Ok(Self {
+            peer_secret,
+            peer_address,
             operation_retention: flags
                 .operation_retention
                 .or(file.operation_retention)
@@ -328,6 +358,8 @@ impl GatewayConfig {
             delivery: crate::delivery::DeliveryTuning::default(),
             db_pool_size: DEFAULT_DB_POOL_SIZE,
             operation_retention: DEFAULT_OPERATION_RETENTION,
+            peer_secret: None,
+            peer_address: None,
         }
     }
 }
@@ -408,7 +440,45 @@ mod tests {
 
     #[test]
     fn tokens_never_show_in_debug() {
-        let cfg = GatewayConfig::resolve(flags(&["--operator-token", "ci=supersecret"])).unwrap();
-        assert!(!format!("{cfg:?}").contains("supersecret"));
+        let cfg = GatewayConfig::resolve(flags(&[
+            "--operator-token",
+            "ci=supersecret",
+            "--peer-secret",
+            "peersecret",
+        ]))
+        .unwrap();
+        assert!(cfg.peer_secret.is_some());
+        let debug = format!("{cfg:?}");
+        assert!(
+            !debug.contains("supersecret") && !debug.contains("peersecret"),
+            "{debug}"
+        );
+    }
+
+    #[test]
+    fn a_peer_address_is_a_url() {
+        let err = GatewayConfig::resolve(flags(&[
+            "--operator-token",
+            "t",
+            "--peer-address",
+            "10.0.0.5:7070",
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "peer_address \"10.0.0.5:7070\" must be a URL such as http://10.0.0.5:7070"
+        );
+        let cfg = GatewayConfig::resolve(flags(&[
+            "--operator-token",
+            "t",
+            "--peer-address",
+            "https://gw-2.internal:7070",
+        ]))
+        .unwrap();
+        assert_eq!(
+            cfg.peer_address.as_deref(),
+            Some("https://gw-2.internal:7070")
+        );
+        assert!(cfg.peer_secret.is_none());
     }
 }

@@ -24,6 +24,7 @@ pub mod inspect;
 pub mod lifecycle;
 pub mod metrics;
 pub mod operations;
+pub mod peers;
 pub mod providers;
 pub mod server;
 pub mod sessions;

@@ -51,6 +51,11 @@ pub struct StateLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ComponentLabel {
     pub component: &'static str,
 }
@@ -106,6 +111,9 @@ pub struct Metrics {
     pub sends: Family<ComponentLabel, Counter>,
     /// Time callers waited for an operation (seconds).
     pub operation_waits: Family<WaitLabels, Histogram, fn() -> Histogram>,
+    /// Hints sent to peer replicas, by result (`delivered`, `stale_owner`,
+    /// `no_session`, `unsupported_peer`, `rejected`, `unreachable`).
+    pub peer_notifies: Family<ResultLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -215,7 +223,14 @@ impl Metrics {
             "Time UpdateConfig(WAIT_FOR_APPLY) and WaitForApply waited, by RPC and by whether the operation ended first",
             operation_waits.clone(),
         );
+        let peer_notifies = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "peer_notifies",
+            "Hints sent to peer replicas about committed writes, by result",
+            peer_notifies.clone(),
+        );
         Self {
+            peer_notifies,
             sends,
             operation_waits,
             builds,

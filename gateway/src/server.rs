@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use openshell_proto::v1::gateway_peer_server::GatewayPeerServer;
 use openshell_proto::v1::open_shell_server::OpenShellServer;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -20,14 +21,17 @@ use crate::crypto::CredentialCipher;
 use crate::delivery::{FanoutActivity, Permits, Publisher};
 use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
+use crate::peers::{PeerApi, PeerNotifier};
 use crate::sessions::SessionRegistry;
 use crate::state::GatewayState;
-use crate::store::{Store, StoreOptions, now_ms};
+use crate::store::{Backend, Store, StoreOptions, now_ms};
 use crate::supervisor_api::{OwnerClaims, SupervisorApi};
 use openshell_proto::v1::supervisor_server::SupervisorServer;
 
 /// Largest gRPC message accepted: a 256 KiB policy plus headroom.
 pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+/// Largest peer hint accepted; a hint holds ids, never configuration.
+const MAX_PEER_MESSAGE_BYTES: usize = 16 * 1024;
 /// How long shutdown waits for in-flight calls.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often expired idempotency keys and old operations are cleaned up.
@@ -69,6 +73,8 @@ pub struct GatewayHandle {
     server: JoinHandle<Result<(), tonic::transport::Error>>,
     housekeeping: JoinHandle<()>,
     metrics_task: Option<JoinHandle<()>>,
+    /// The replica heartbeat and the hint senders.
+    peer_tasks: Vec<JoinHandle<()>>,
 }
 
 impl GatewayHandle {
@@ -104,6 +110,12 @@ impl GatewayHandle {
             tracing::warn!("sessions did not end within {DRAIN_TIMEOUT:?}; stopping anyway");
         }
         self.state.reports.flush().await;
+        for task in &self.peer_tasks {
+            task.abort();
+        }
+        if let Some(peers) = &self.state.peers {
+            peers.deregister().await;
+        }
         self.state.store.close().await;
     }
 
@@ -131,7 +143,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         cipher,
     )
     .await?;
-    let tls = match &config.tls {
+    let (tls, tls_cert) = match &config.tls {
         Some(files) => {
             let read = |path: &std::path::Path| {
                 std::fs::read(path).map_err(|source| StartError::TlsFile {
@@ -139,12 +151,16 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
                     source,
                 })
             };
-            Some(
-                ServerTlsConfig::new()
-                    .identity(Identity::from_pem(read(&files.cert)?, read(&files.key)?)),
+            let cert = read(&files.cert)?;
+            (
+                Some(
+                    ServerTlsConfig::new()
+                        .identity(Identity::from_pem(cert.clone(), read(&files.key)?)),
+                ),
+                Some(cert),
             )
         }
-        None => None,
+        None => (None, None),
     };
     let listener = TcpListener::bind(config.listen)
         .await
@@ -172,7 +188,28 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     let metrics = Arc::new(Metrics::new(store.operation_events().ended_counts()));
     let permits = Arc::new(Permits::for_pool(config.db_pool_size as usize));
     let activity = Arc::new(FanoutActivity::new(permits.clone()));
+    let peers = match (&config.peer_secret, store.backend()) {
+        (Some(secret), Backend::Postgres) => Some(PeerNotifier::new(
+            store.clone(),
+            config.replica_id.clone(),
+            secret.clone(),
+            metrics.clone(),
+            tls_cert,
+        )),
+        (Some(_), Backend::Sqlite) => {
+            tracing::info!("peer secret not used: a SQLite store has one replica");
+            None
+        }
+        (None, Backend::Postgres) => {
+            tracing::info!(
+                "no peer secret: replicas sharing this store see each other's writes by reconcile only"
+            );
+            None
+        }
+        (None, Backend::Sqlite) => None,
+    };
     let state = Arc::new(GatewayState {
+        peers,
         reports: ReportResolver::spawn(store.clone(), metrics.clone(), activity.clone()),
         owner_claims: OwnerClaims::spawn(store.clone()),
         session_tasks: tokio_util::task::TaskTracker::new(),
@@ -206,7 +243,12 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     }
     let supervisor = SupervisorServer::new(SupervisorApi::new(state.clone()))
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
-    let router = builder.add_service(api).add_service(supervisor);
+    let peer = GatewayPeerServer::new(PeerApi::new(state.clone()))
+        .max_decoding_message_size(MAX_PEER_MESSAGE_BYTES);
+    let router = builder
+        .add_service(api)
+        .add_service(supervisor)
+        .add_service(peer);
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         router
@@ -216,6 +258,14 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
             .await
     });
     let housekeeping = tokio::spawn(housekeeping(state.clone()));
+    let peer_tasks = match &state.peers {
+        Some(peers) => {
+            peers
+                .start(peer_address(&state.config, addr), &state.stopping)
+                .await?
+        }
+        None => Vec::new(),
+    };
     tracing::info!(
         %addr,
         replica = %state.config.replica_id,
@@ -233,7 +283,29 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         stopping: stopping_tx,
         server,
         housekeeping,
+        peer_tasks,
     })
+}
+
+/// The URL peers reach this replica at: the configured one, else the
+/// listen address, unless that is a wildcard no peer can dial.
+fn peer_address(config: &GatewayConfig, addr: SocketAddr) -> Option<String> {
+    if let Some(address) = &config.peer_address {
+        return Some(address.clone());
+    }
+    if addr.ip().is_unspecified() {
+        tracing::warn!(
+            %addr,
+            "listening on a wildcard address without --peer-address: peers cannot hint this replica and its sessions see their writes by reconcile"
+        );
+        return None;
+    }
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    Some(format!("{scheme}://{addr}"))
 }
 
 /// Accepted connections with Nagle's algorithm off, as clients already

@@ -4,9 +4,12 @@
 use std::sync::Arc;
 
 use crate::config::GatewayConfig;
-use crate::delivery::{DeliveryTuning, FanoutActivity, Permits, Publication, Publisher};
+use crate::delivery::{
+    DeliveryTuning, FanoutActivity, Permits, Publication, PublicationScope, Publisher,
+};
 use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
+use crate::peers::PeerNotifier;
 use crate::sessions::SessionRegistry;
 use crate::store::Store;
 use crate::supervisor_api::OwnerClaims;
@@ -33,6 +36,9 @@ pub struct GatewayState {
     pub stopping: tokio::sync::watch::Receiver<bool>,
     /// Whether a fanout is under way, and so where writes run.
     pub activity: Arc<FanoutActivity>,
+    /// Hints to the other replicas of a PostgreSQL store; None with one
+    /// replica (SQLite) or without a peer secret.
+    pub peers: Option<Arc<PeerNotifier>>,
 }
 
 impl GatewayState {
@@ -42,12 +48,18 @@ impl GatewayState {
         let _ = stopping.wait_for(|s| *s).await;
     }
 
-    /// Tells the affected push sessions about a committed write. Never
-    /// fails the write: a missed mark is repaired by reconcile.
+    /// Tells the affected push sessions about a committed write, here and
+    /// on the peer replicas. Never fails the write: a missed mark is
+    /// repaired by reconcile.
     pub async fn publish(&self, publication: Publication) {
         let marked = self.publisher.publish(&self.store, &publication).await;
         if marked > 0 {
             tracing::debug!(scope = ?publication.scope, marked, "publication marked sessions");
+        }
+        if let Some(peers) = &self.peers {
+            let owned_here = matches!(&publication.scope,
+                PublicationScope::Sandbox(id) if self.publisher.get(id).is_some());
+            peers.notify(&publication, owned_here);
         }
     }
 }

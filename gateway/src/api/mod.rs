@@ -762,13 +762,24 @@ impl OpenShell for OpenShellApi {
         _request: Request<pb::GetGatewayInfoRequest>,
     ) -> Result<Response<pb::GatewayInfo>, Status> {
         let state = &self.state;
+        let mut replicas = vec![state.config.replica_id.clone()];
+        if let Some(peers) = &state.peers {
+            replicas.extend(
+                peers
+                    .live_peers()
+                    .await
+                    .map_err(Status::from)?
+                    .into_iter()
+                    .map(|peer| peer.replica_id),
+            );
+        }
         Ok(Response::new(pb::GatewayInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
             config_delivery_mode: state.config.config_delivery_mode.as_str().to_string(),
             store_backend: state.store.backend().as_str().to_string(),
             replica_id: state.config.replica_id.clone(),
             protocol_revision: crate::PROTOCOL_REVISION,
-            replicas: vec![state.config.replica_id.clone()],
+            replicas,
             sessions: u32::try_from(state.sessions.count()).unwrap_or(u32::MAX),
             started_at: Some(convert::timestamp(state.started_at_ms)),
         }))

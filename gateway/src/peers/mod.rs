@@ -1,0 +1,23 @@
+//! Replicas sharing a PostgreSQL store tell each other about writes: after
+//! a commit, a write for a sandbox whose session lives on another replica
+//! sends that replica a hint (`notifier`), and every replica answers hints
+//! by marking its own sessions (`service`). Hints carry no configuration:
+//! the owner rebuilds from the store. A lost hint is repaired by the owner's
+//! reconcile; one replica, or one on SQLite, sends none.
+
+pub mod notifier;
+pub mod service;
+
+use std::time::Duration;
+
+pub use notifier::PeerNotifier;
+pub use service::PeerApi;
+
+/// How often a replica refreshes its row in the registry.
+pub const REPLICA_HEARTBEAT: Duration = Duration::from_secs(5);
+/// A replica whose heartbeat is older than this gets no hints.
+pub const REPLICA_LIVE_WITHIN: Duration = Duration::from_secs(15);
+/// Hints in flight at once, over all peers.
+pub const HINTS_IN_FLIGHT: usize = 8;
+/// How long one hint may take before it counts as unreachable.
+pub const HINT_TIMEOUT: Duration = Duration::from_secs(5);
