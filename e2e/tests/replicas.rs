@@ -1,0 +1,378 @@
+//! Replicas sharing PostgreSQL tell each other about writes: a write made
+//! through one replica reaches a session held by another at once, not at
+//! the owner's next reconcile; hints are authenticated, checked and
+//! answered; an unreachable peer never holds up a write.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use openshell_e2e::process::spawn_supervisor;
+use openshell_e2e::{
+    Backend, POLICY, TestGateway, TestStore, create_sandbox, eventually, metric, policy_with_port,
+    sandbox_target, state,
+};
+use openshell_gateway::{DeliveryMode, GatewayConfig};
+use openshell_proto::v1 as pb;
+use openshell_proto::v1::gateway_peer_client::GatewayPeerClient;
+use tonic::transport::Channel;
+
+const PEER_SECRET: &str = "replicas-share-this";
+const DEADLINE: Duration = Duration::from_secs(30);
+/// Long enough that only a hint, never a reconcile pass, can deliver a
+/// change within a test's wait.
+const NO_RECONCILE: Duration = Duration::from_secs(600);
+
+fn as_replica(id: &'static str) -> impl FnOnce(&mut GatewayConfig) {
+    move |config| {
+        config.replica_id = id.into();
+        config.peer_secret = Some(PEER_SECRET.into());
+        config.delivery.reconcile_interval = NO_RECONCILE;
+        config.delivery.reconcile_first_min = NO_RECONCILE;
+    }
+}
+
+/// Two replicas on one fresh PostgreSQL database, in push mode.
+async fn two_replicas() -> (TestGateway, TestGateway) {
+    let first = TestGateway::start_with(
+        TestStore::new(Backend::Postgres).await,
+        DeliveryMode::Push,
+        as_replica("replica-a"),
+    )
+    .await;
+    let shared = TestStore {
+        backend: Backend::Postgres,
+        url: first.store.url.clone(),
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let second = TestGateway::start_with(shared, DeliveryMode::Push, as_replica("replica-b")).await;
+    (first, second)
+}
+
+fn wait_for_apply(seconds: i64) -> Option<pb::WaitOptions> {
+    Some(pb::WaitOptions {
+        timeout: Some(prost_types::Duration { seconds, nanos: 0 }),
+        threshold: 0.0,
+    })
+}
+
+async fn peer_client(gateway: &TestGateway) -> GatewayPeerClient<Channel> {
+    let channel = Channel::from_shared(gateway.endpoint())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    GatewayPeerClient::new(channel)
+}
+
+fn hint(
+    scope: pb::PeerScope,
+    scope_id: &str,
+    session_id: &str,
+) -> pb::PeerNotifyConfigUpdateRequest {
+    pb::PeerNotifyConfigUpdateRequest {
+        scope: scope as i32,
+        scope_id: scope_id.into(),
+        session_id: session_id.into(),
+        components: vec!["sandbox_config".into()],
+        from_replica: "replica-test".into(),
+        peer_secret: PEER_SECRET.into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_through_one_replica_reaches_a_session_held_by_another() {
+    let (first, second) = two_replicas().await;
+    let mut api = first.api().await;
+    let (id, credential) = create_sandbox(&mut api, "web", POLICY).await;
+    let dir = first.store.dir.path().join("web");
+    let supervisor = spawn_supervisor(&second.endpoint(), &id, &credential, &dir, &[]);
+    eventually("the session to be owned by replica-b", DEADLINE, || async {
+        let owner = first.state().store.session_owner(&id).await.ok()??;
+        (owner.replica_id == "replica-b").then_some(())
+    })
+    .await;
+
+    let applied = api
+        .update_config(pb::UpdateConfigRequest {
+            target: sandbox_target(&id),
+            policy: policy_with_port(8443),
+            mode: pb::UpdateMode::WaitForApply as i32,
+            wait: wait_for_apply(20),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    assert_eq!(state(&applied), pb::OperationState::Applied, "{applied:?}");
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("8443")
+    );
+    let delivered = "openshell_peer_notifies_total{result=\"delivered\"}";
+    assert!(metric(&first, delivered).await >= 1.0);
+
+    // A fleet write goes to every live peer.
+    let global = api
+        .update_config(pb::UpdateConfigRequest {
+            target: Some(pb::ConfigTarget {
+                target: Some(pb::config_target::Target::Global(true)),
+            }),
+            settings: vec![pb::SettingChange {
+                key: "log_level".into(),
+                change: Some(pb::setting_change::Change::Raw("debug".into())),
+            }],
+            mode: pb::UpdateMode::WaitForApply as i32,
+            wait: wait_for_apply(20),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    assert_eq!(state(&global), pb::OperationState::Applied, "{global:?}");
+    assert!(metric(&first, delivered).await >= 2.0);
+
+    let info = api
+        .get_gateway_info(pb::GetGatewayInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.replicas, ["replica-a", "replica-b"]);
+
+    // The replica that owns the session sends itself nothing.
+    assert_eq!(metric(&second, delivered).await, 0.0);
+    let debug = format!("{:?}", first.state().peers);
+    assert!(
+        debug.contains("replica-a") && !debug.contains(PEER_SECRET),
+        "{debug}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hints_are_authenticated_checked_and_answered() {
+    let gw = TestGateway::start_with(
+        TestStore::new(Backend::Sqlite).await,
+        DeliveryMode::Push,
+        as_replica("replica-a"),
+    )
+    .await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "web", POLICY).await;
+    let mut peer = peer_client(&gw).await;
+
+    let mut wrong = hint(pb::PeerScope::Sandbox, &id, "");
+    wrong.peer_secret = "guess".into();
+    let refused = peer.peer_notify_config_update(wrong).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+    assert!(!refused.message().contains(PEER_SECRET));
+
+    let answer = |r: pb::PeerNotifyConfigUpdateResponse| r.result();
+    let no_session = peer
+        .peer_notify_config_update(hint(pb::PeerScope::Sandbox, &id, ""))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer(no_session), pb::PeerNotifyResult::NoSession);
+
+    let dir = gw.store.dir.path().join("web");
+    let _supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir, &[]);
+    let session_id = eventually("the push session", DEADLINE, || async {
+        gw.state().publisher.get(&id).map(|d| d.session_id.clone())
+    })
+    .await;
+    let stale = peer
+        .peer_notify_config_update(hint(pb::PeerScope::Sandbox, &id, "an-older-session"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer(stale), pb::PeerNotifyResult::StaleOwner);
+    for request in [
+        hint(pb::PeerScope::Sandbox, &id, &session_id),
+        hint(pb::PeerScope::Workspace, "default", ""),
+        hint(pb::PeerScope::Global, "", ""),
+    ] {
+        let delivered = peer.peer_notify_config_update(request).await.unwrap();
+        assert_eq!(
+            answer(delivered.into_inner()),
+            pb::PeerNotifyResult::Delivered
+        );
+    }
+
+    let mut unknown = hint(pb::PeerScope::Global, "", "");
+    unknown.components = vec!["policy".into()];
+    let invalid = peer.peer_notify_config_update(unknown).await.unwrap_err();
+    assert_eq!(invalid.code(), tonic::Code::InvalidArgument);
+    assert!(
+        invalid
+            .message()
+            .starts_with("components[0]: unknown component"),
+        "{}",
+        invalid.message()
+    );
+    let unspecified = peer
+        .peer_notify_config_update(hint(pb::PeerScope::Unspecified, "", ""))
+        .await
+        .unwrap_err();
+    assert_eq!(unspecified.code(), tonic::Code::InvalidArgument);
+
+    // A replica in poll mode has nothing to push; one without a secret takes no hints.
+    let polling = TestGateway::start_with(
+        TestStore::new(Backend::Sqlite).await,
+        DeliveryMode::Poll,
+        as_replica("replica-p"),
+    )
+    .await;
+    let unsupported = peer_client(&polling)
+        .await
+        .peer_notify_config_update(hint(pb::PeerScope::Global, "", ""))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer(unsupported), pb::PeerNotifyResult::UnsupportedPeer);
+    let closed = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let status = peer_client(&closed)
+        .await
+        .peer_notify_config_update(hint(pb::PeerScope::Global, "", ""))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_peer_costs_a_write_nothing_and_is_counted() {
+    let (first, second) = two_replicas().await;
+    // The second replica stops: it leaves the registry, and nothing is sent to it.
+    second.handle.shutdown().await;
+    let live = first
+        .state()
+        .store
+        .live_peers("replica-a", 0)
+        .await
+        .unwrap();
+    assert!(live.is_empty(), "{live:?}");
+    // A replica that died without leaving: registered, fresh heartbeat, nobody listening.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}", gone.local_addr().unwrap());
+    drop(gone);
+    first
+        .state()
+        .store
+        .register_replica("replica-gone", &address)
+        .await
+        .unwrap();
+
+    let mut api = first.api().await;
+    let committed = api
+        .update_config(pb::UpdateConfigRequest {
+            target: Some(pb::ConfigTarget {
+                target: Some(pb::config_target::Target::Global(true)),
+            }),
+            settings: vec![pb::SettingChange {
+                key: "log_level".into(),
+                change: Some(pb::setting_change::Change::Raw("warn".into())),
+            }],
+            mode: pb::UpdateMode::CommitOnly as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    assert!(!committed.id.is_empty());
+    eventually("the unreachable peer to be counted", DEADLINE, || async {
+        (metric(
+            &first,
+            "openshell_peer_notifies_total{result=\"unreachable\"}",
+        )
+        .await
+            >= 1.0)
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_serving_tls_hint_each_other_over_tls() {
+    let certs = tempfile::tempdir().unwrap();
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    let tls = openshell_gateway::config::TlsFiles {
+        cert: certs.path().join("cert.pem"),
+        key: certs.path().join("key.pem"),
+    };
+    std::fs::write(&tls.cert, cert.cert.pem()).unwrap();
+    std::fs::write(&tls.key, cert.signing_key.serialize_pem()).unwrap();
+    let with_tls = |id: &'static str, tls: openshell_gateway::config::TlsFiles| {
+        move |config: &mut GatewayConfig| {
+            as_replica(id)(config);
+            config.tls = Some(tls);
+        }
+    };
+    let first = TestGateway::start_with(
+        TestStore::new(Backend::Postgres).await,
+        DeliveryMode::Push,
+        with_tls("replica-a", tls.clone()),
+    )
+    .await;
+    let shared = TestStore {
+        backend: Backend::Postgres,
+        url: first.store.url.clone(),
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let second =
+        TestGateway::start_with(shared, DeliveryMode::Push, with_tls("replica-b", tls)).await;
+    let peers = first
+        .state()
+        .store
+        .live_peers("replica-a", 0)
+        .await
+        .unwrap();
+    assert_eq!(peers.len(), 1);
+    assert_eq!(
+        peers[0].peer_address,
+        format!("https://{}", second.handle.addr)
+    );
+
+    // The second replica has no sessions: its answer, over TLS, is no_session.
+    let endpoint = format!("https://localhost:{}", first.handle.addr.port());
+    let client = openshell_sdk::Client::connect(
+        openshell_sdk::ClientOptions::new(endpoint)
+            .with_token(openshell_e2e::TOKEN)
+            .with_ca_cert_pem(cert.cert.pem().into_bytes()),
+    )
+    .await
+    .unwrap();
+    client
+        .update_config(
+            openshell_sdk::UpdateConfig::new(openshell_sdk::Target::Global)
+                .set("log_level", "info"),
+        )
+        .await
+        .unwrap();
+    eventually("the TLS peer's answer", DEADLINE, || async {
+        (metric(
+            &first,
+            "openshell_peer_notifies_total{result=\"no_session\"}",
+        )
+        .await
+            >= 1.0)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        metric(
+            &first,
+            "openshell_peer_notifies_total{result=\"unreachable\"}"
+        )
+        .await,
+        0.0
+    );
+}
