@@ -139,6 +139,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         &StoreOptions {
             url: config.database_url.clone(),
             max_connections: config.db_pool_size,
+            replica_id: config.replica_id.clone(),
         },
         cipher,
     )

@@ -11,6 +11,7 @@
 
 mod build_inputs;
 mod events;
+mod fanout_intents;
 mod operations;
 mod policies;
 mod providers;
@@ -38,6 +39,7 @@ use crate::in_flight::InFlight;
 use build_inputs::InputReads;
 pub use build_inputs::{PendingInputs, ReadPriority, SandboxConfigInputs, SharedInputCache};
 pub use events::OperationEvents;
+pub use fanout_intents::FanoutIntent;
 pub use operations::{IdempotentMatch, NewOperation, OperationFilter};
 pub use providers::ProviderValues;
 pub use records::*;
@@ -87,6 +89,7 @@ pub struct Store {
     /// (see `writer_thread.rs`).
     writer_thread: Option<Arc<WriterThread>>,
     _checkpointer: Option<Arc<AbortOnDropHandle<()>>>,
+    replica_id: Arc<str>,
 }
 
 /// Where [`Store::run_write`] runs a write.
@@ -110,6 +113,7 @@ pub struct WriteTx {
     events: OperationEvents,
     changed_operations: Vec<String>,
     ended_operations: Vec<OperationState>,
+    replica_id: Arc<str>,
 }
 
 impl WriteTx {
@@ -168,6 +172,8 @@ impl WriteTx {
 pub struct StoreOptions {
     pub url: String,
     pub max_connections: u32,
+    /// This replica, recorded on the fanout intents it writes.
+    pub replica_id: String,
 }
 
 impl Store {
@@ -226,6 +232,7 @@ impl Store {
             input_reads,
             writer_thread,
             _checkpointer: checkpointer,
+            replica_id: options.replica_id.as_str().into(),
         })
     }
 
@@ -274,6 +281,7 @@ impl Store {
             events: self.events.clone(),
             changed_operations: Vec::new(),
             ended_operations: Vec::new(),
+            replica_id: self.replica_id.clone(),
         })
     }
 

@@ -10,7 +10,7 @@ use super::records::{
 };
 use super::reports::last_report_from_row;
 use super::sandboxes::to_i64;
-use super::{LastReport, Store, WritePlace, WriteTx, now_ms};
+use super::{Backend, LastReport, Store, WritePlace, WriteTx, now_ms};
 use crate::error::{GatewayError, Result};
 
 pub(crate) const OPERATION_COLUMNS: &str = "id, target_kind, target, sandbox_id, state, outcome, error, \
@@ -355,7 +355,9 @@ impl WriteTx {
         Ok(())
     }
 
-    /// Durable record that sessions in `scope` must rebuild `components`.
+    /// Durable record that sessions in `scope` must rebuild `components`,
+    /// for the other replicas of a PostgreSQL store. A SQLite store has one
+    /// replica, whose sessions a restart ends anyway: nothing is recorded.
     pub async fn insert_fanout_intent(
         &mut self,
         scope: &str,
@@ -363,15 +365,19 @@ impl WriteTx {
         components: &[&str],
         operation_id: Option<&str>,
     ) -> Result<()> {
+        if self.backend == Backend::Sqlite {
+            return Ok(());
+        }
         sqlx::query(
-            "INSERT INTO fanout_intents (scope, scope_id, components, operation_id, created_at) \
-             VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO fanout_intents (scope, scope_id, components, operation_id, created_at, \
+             replica_id) VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(scope)
         .bind(scope_id)
         .bind(components.join(","))
         .bind(operation_id.map(str::to_string))
         .bind(now_ms())
+        .bind(&*self.replica_id)
         .execute(self.conn())
         .await?;
         Ok(())
