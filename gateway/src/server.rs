@@ -73,7 +73,7 @@ pub struct GatewayHandle {
     server: JoinHandle<Result<(), tonic::transport::Error>>,
     housekeeping: JoinHandle<()>,
     metrics_task: Option<JoinHandle<()>>,
-    /// The replica heartbeat and the hint senders.
+    /// The replica heartbeat, the hint senders and the intent replay.
     peer_tasks: Vec<JoinHandle<()>>,
 }
 
@@ -259,7 +259,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
             .await
     });
     let housekeeping = tokio::spawn(housekeeping(state.clone()));
-    let peer_tasks = match &state.peers {
+    let mut peer_tasks = match &state.peers {
         Some(peers) => {
             peers
                 .start(peer_address(&state.config, addr), &state.stopping)
@@ -267,6 +267,9 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         }
         None => Vec::new(),
     };
+    if state.store.backend() == Backend::Postgres {
+        peer_tasks.push(tokio::spawn(crate::peers::replay::run(state.clone())));
+    }
     tracing::info!(
         %addr,
         replica = %state.config.replica_id,
@@ -337,6 +340,9 @@ async fn housekeeping(state: Arc<GatewayState>) {
             Ok(0) => {}
             Ok(n) => tracing::info!(removed = n, "operations past retention removed"),
             Err(e) => tracing::warn!(error = %e, "operation retention failed"),
+        }
+        if state.store.backend() == Backend::Postgres {
+            crate::peers::replay::remove_old_intents(&state).await;
         }
     }
 }

@@ -2,10 +2,13 @@
 //! a commit, a write for a sandbox whose session lives on another replica
 //! sends that replica a hint (`notifier`), and every replica answers hints
 //! by marking its own sessions (`service`). Hints carry no configuration:
-//! the owner rebuilds from the store. A lost hint is repaired by the owner's
-//! reconcile; one replica, or one on SQLite, sends none.
+//! the owner rebuilds from the store. Every replica also replays the
+//! fanout intents the others recorded (`replay`), which repairs a lost hint
+//! within seconds, and its reconcile repairs the rest. One replica, or one
+//! on SQLite, does none of this.
 
 pub mod notifier;
+pub mod replay;
 pub mod service;
 
 use std::time::Duration;
