@@ -19,25 +19,34 @@ use tonic::transport::Channel;
 
 const PEER_SECRET: &str = "replicas-share-this";
 const DEADLINE: Duration = Duration::from_secs(30);
-/// Long enough that only a hint, never a reconcile pass, can deliver a
-/// change within a test's wait.
-const NO_RECONCILE: Duration = Duration::from_secs(600);
+/// Long enough that only a hint, never a reconcile or replay pass, can
+/// deliver a change within a test's wait.
+const NOT_WITHIN_A_TEST: Duration = Duration::from_secs(600);
 
 fn as_replica(id: &'static str) -> impl FnOnce(&mut GatewayConfig) {
     move |config| {
         config.replica_id = id.into();
         config.peer_secret = Some(PEER_SECRET.into());
-        config.delivery.reconcile_interval = NO_RECONCILE;
-        config.delivery.reconcile_first_min = NO_RECONCILE;
+        config.delivery.reconcile_interval = NOT_WITHIN_A_TEST;
+        config.delivery.reconcile_first_min = NOT_WITHIN_A_TEST;
+        config.delivery.intent_replay_interval = NOT_WITHIN_A_TEST;
     }
 }
 
 /// Two replicas on one fresh PostgreSQL database, in push mode.
 async fn two_replicas() -> (TestGateway, TestGateway) {
+    two_replicas_configured(|_| {}).await
+}
+
+/// Two replicas as [`two_replicas`], each configured further by `tweak`.
+async fn two_replicas_configured(tweak: fn(&mut GatewayConfig)) -> (TestGateway, TestGateway) {
     let first = TestGateway::start_with(
         TestStore::new(Backend::Postgres).await,
         DeliveryMode::Push,
-        as_replica("replica-a"),
+        |config| {
+            as_replica("replica-a")(config);
+            tweak(config);
+        },
     )
     .await;
     let shared = TestStore {
@@ -45,8 +54,22 @@ async fn two_replicas() -> (TestGateway, TestGateway) {
         url: first.store.url.clone(),
         dir: tempfile::tempdir().unwrap(),
     };
-    let second = TestGateway::start_with(shared, DeliveryMode::Push, as_replica("replica-b")).await;
+    let second = TestGateway::start_with(shared, DeliveryMode::Push, |config| {
+        as_replica("replica-b")(config);
+        tweak(config);
+    })
+    .await;
     (first, second)
+}
+
+async fn intent_count(url: &str) -> i64 {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let count: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM fanout_intents")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    count.0
 }
 
 fn wait_for_apply(seconds: i64) -> Option<pb::WaitOptions> {
@@ -375,4 +398,112 @@ async fn replicas_serving_tls_hint_each_other_over_tls() {
         .await,
         0.0
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_hints_a_replica_replays_the_others_intents_within_seconds() {
+    let (first, second) = two_replicas_configured(|config| {
+        config.peer_secret = None;
+        config.delivery.intent_replay_interval = Duration::from_millis(200);
+    })
+    .await;
+    assert!(first.state().peers.is_none());
+    let mut api = first.api().await;
+    let (id, credential) = create_sandbox(&mut api, "web", POLICY).await;
+    let dir = first.store.dir.path().join("web");
+    let supervisor = spawn_supervisor(&second.endpoint(), &id, &credential, &dir, &[]);
+    eventually("the session to be owned by replica-b", DEADLINE, || async {
+        let owner = first.state().store.session_owner(&id).await.ok()??;
+        (owner.replica_id == "replica-b").then_some(())
+    })
+    .await;
+    let applied = api
+        .update_config(pb::UpdateConfigRequest {
+            target: sandbox_target(&id),
+            policy: policy_with_port(8443),
+            mode: pb::UpdateMode::WaitForApply as i32,
+            wait: wait_for_apply(20),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    assert_eq!(state(&applied), pb::OperationState::Applied, "{applied:?}");
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("8443")
+    );
+    assert_eq!(
+        metric(
+            &first,
+            "openshell_peer_notifies_total{result=\"delivered\"}"
+        )
+        .await,
+        0.0,
+        "no hint was sent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_intents_are_removed_and_a_sqlite_store_records_none() {
+    let gw = TestGateway::start_with(
+        TestStore::new(Backend::Postgres).await,
+        DeliveryMode::Push,
+        as_replica("replica-a"),
+    )
+    .await;
+    let mut api = gw.api().await;
+    let (id, _) = create_sandbox(&mut api, "web", POLICY).await;
+    let write = |port| pb::UpdateConfigRequest {
+        target: sandbox_target(&id),
+        policy: policy_with_port(port),
+        ..Default::default()
+    };
+    api.update_config(write(8443)).await.unwrap();
+    let recorded = intent_count(&gw.store.url).await;
+    assert!(recorded >= 1);
+    {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&gw.store.url).await.unwrap();
+        sqlx::query(
+            "INSERT INTO fanout_intents (scope, scope_id, components, created_at, replica_id) \
+             VALUES ('global', '', 'sandbox_config', 0, 'replica-gone')",
+        )
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    assert_eq!(intent_count(&gw.store.url).await, recorded + 1);
+    openshell_gateway::peers::replay::remove_old_intents(gw.state()).await;
+    assert_eq!(
+        intent_count(&gw.store.url).await,
+        recorded,
+        "only the old one goes"
+    );
+
+    let sqlite = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = sqlite.api().await;
+    let (id, _) = create_sandbox(&mut api, "web", POLICY).await;
+    api.update_config(pb::UpdateConfigRequest {
+        target: sandbox_target(&id),
+        policy: policy_with_port(8443),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut conn = {
+        use sqlx::Connection;
+        sqlx::SqliteConnection::connect(&sqlite.store.url)
+            .await
+            .unwrap()
+    };
+    let count: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM fanout_intents")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(count.0, 0, "one replica has nothing to replay");
 }
