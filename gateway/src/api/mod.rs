@@ -587,8 +587,7 @@ impl OpenShell for OpenShellApi {
             idempotency_key: Some(req.idempotency_key).filter(|k| !k.is_empty()),
             caller: caller.clone(),
         };
-        let retention =
-            i64::try_from(self.state.config.idempotency_retention.as_millis()).unwrap_or(i64::MAX);
+        let retention = crate::store::duration_ms(self.state.config.idempotency_retention);
         let place = self.state.activity.write_place();
         // From here to its publication, writes made beside this one move to
         // the writer thread: its fanout is about to crowd the runtime.

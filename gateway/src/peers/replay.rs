@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::delivery::{Component, Publication, PublicationScope};
 use crate::state::GatewayState;
-use crate::store::{FanoutIntent, now_ms};
+use crate::store::{FanoutIntent, duration_ms, now_ms};
 
 /// Intents younger than this wait for the next pass: ids are taken at
 /// insert and rows become visible at commit, so a younger intent may still
@@ -21,10 +21,6 @@ pub const REPLAY_LAG: Duration = Duration::from_secs(1);
 pub const INTENT_RETENTION: Duration = Duration::from_secs(10 * 60);
 /// Intents read per statement.
 const REPLAY_BATCH: i64 = 1000;
-
-fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
 
 /// The publication an intent stands for; None for one this replica does
 /// not understand (written by a newer one).
@@ -72,7 +68,7 @@ pub async fn run(state: Arc<GatewayState>) {
 /// Marks this replica's sessions for the other replicas' intents after
 /// `watermark`; returns the new watermark.
 async fn replay_from(state: &GatewayState, mut watermark: i64) -> crate::error::Result<i64> {
-    let until = now_ms().saturating_sub(millis(REPLAY_LAG));
+    let until = now_ms().saturating_sub(duration_ms(REPLAY_LAG));
     loop {
         let intents = state
             .store
@@ -103,7 +99,7 @@ async fn replay_from(state: &GatewayState, mut watermark: i64) -> crate::error::
 
 /// Removes intents past [`INTENT_RETENTION`].
 pub async fn remove_old_intents(state: &GatewayState) {
-    let before = now_ms().saturating_sub(millis(INTENT_RETENTION));
+    let before = now_ms().saturating_sub(duration_ms(INTENT_RETENTION));
     match state.store.remove_fanout_intents_before(before).await {
         Ok(0) => {}
         Ok(n) => tracing::debug!(removed = n, "old fanout intents removed"),

@@ -488,8 +488,13 @@ pub(crate) fn json_list<T: serde::Serialize>(items: &[T]) -> Result<String> {
 pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .map(duration_ms)
         .unwrap_or(0)
+}
+
+/// A duration in the store's time unit, milliseconds.
+pub fn duration_ms(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// A new id with a type prefix: time-ordered, so ids sort by creation.

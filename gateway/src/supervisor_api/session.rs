@@ -413,8 +413,7 @@ async fn startup_exchange(
             idempotency_key: None,
             caller: format!("supervisor:{}", sandbox.id),
         };
-        let retention =
-            i64::try_from(state.config.idempotency_retention.as_millis()).unwrap_or(i64::MAX);
+        let retention = crate::store::duration_ms(state.config.idempotency_retention);
         let committed = commit_update(
             &state.store,
             &update,
