@@ -449,7 +449,7 @@ async fn without_hints_a_replica_replays_the_others_intents_within_seconds() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn old_intents_are_removed_and_a_sqlite_store_records_none() {
+async fn old_intents_and_silent_replicas_are_removed_and_a_sqlite_store_records_no_intents() {
     let gw = TestGateway::start_with(
         TestStore::new(Backend::Postgres).await,
         DeliveryMode::Push,
@@ -483,6 +483,27 @@ async fn old_intents_are_removed_and_a_sqlite_store_records_none() {
         intent_count(&gw.store.url).await,
         recorded,
         "only the old one goes"
+    );
+
+    // A replica that crashed long ago leaves the registry; a live one stays.
+    let store = &gw.state().store;
+    store
+        .register_replica("replica-crashed", "http://127.0.0.1:9")
+        .await
+        .unwrap();
+    {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&gw.store.url).await.unwrap();
+        sqlx::query("UPDATE replicas SET heartbeat_at = 0 WHERE replica_id = 'replica-crashed'")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    let an_hour_ago = openshell_gateway::store::now_ms() - 3_600_000;
+    assert_eq!(store.remove_silent_replicas(an_hour_ago).await.unwrap(), 1);
+    assert!(
+        store.heartbeat_replica("replica-a").await.unwrap(),
+        "the live replica stays"
     );
 
     let sqlite = TestGateway::start_for_delivery(DeliveryMode::Push).await;

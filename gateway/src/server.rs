@@ -203,7 +203,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         }
         (None, Backend::Postgres) => {
             tracing::info!(
-                "no peer secret: replicas sharing this store see each other's writes by reconcile only"
+                "no peer secret: replicas sharing this store see each other's writes by intent replay, within seconds, not at once"
             );
             None
         }
@@ -225,6 +225,18 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         tuning: config.delivery.clone(),
         config,
     });
+    // Before serving: a replica that cannot register does not start.
+    let mut peer_tasks = match &state.peers {
+        Some(peers) => {
+            peers
+                .start(peer_address(&state.config, addr), &state.stopping)
+                .await?
+        }
+        None => Vec::new(),
+    };
+    if state.store.backend() == Backend::Postgres {
+        peer_tasks.push(tokio::spawn(crate::peers::replay::run(state.clone())));
+    }
     let metrics_task = metrics_listener.map(|listener| {
         let metrics = state.metrics.clone();
         tokio::spawn(async move {
@@ -259,17 +271,6 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
             .await
     });
     let housekeeping = tokio::spawn(housekeeping(state.clone()));
-    let mut peer_tasks = match &state.peers {
-        Some(peers) => {
-            peers
-                .start(peer_address(&state.config, addr), &state.stopping)
-                .await?
-        }
-        None => Vec::new(),
-    };
-    if state.store.backend() == Backend::Postgres {
-        peer_tasks.push(tokio::spawn(crate::peers::replay::run(state.clone())));
-    }
     tracing::info!(
         %addr,
         replica = %state.config.replica_id,
@@ -300,7 +301,7 @@ fn peer_address(config: &GatewayConfig, addr: SocketAddr) -> Option<String> {
     if addr.ip().is_unspecified() {
         tracing::warn!(
             %addr,
-            "listening on a wildcard address without --peer-address: peers cannot hint this replica and its sessions see their writes by reconcile"
+            "listening on a wildcard address without --peer-address: peers cannot hint this replica, whose sessions see their writes by intent replay, within seconds"
         );
         return None;
     }
@@ -330,8 +331,7 @@ async fn housekeeping(state: Arc<GatewayState>) {
             Ok(n) => tracing::debug!(released = n, "expired idempotency keys released"),
             Err(e) => tracing::warn!(error = %e, "idempotency key expiry failed"),
         }
-        let retention =
-            i64::try_from(state.config.operation_retention.as_millis()).unwrap_or(i64::MAX);
+        let retention = crate::store::duration_ms(state.config.operation_retention);
         match state
             .store
             .remove_operations_completed_before(now_ms().saturating_sub(retention))

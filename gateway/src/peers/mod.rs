@@ -20,6 +20,8 @@ pub use service::PeerApi;
 pub const REPLICA_HEARTBEAT: Duration = Duration::from_secs(5);
 /// A replica whose heartbeat is older than this gets no hints.
 pub const REPLICA_LIVE_WITHIN: Duration = Duration::from_secs(15);
+/// A replica silent for this long is removed from the registry.
+pub const REPLICA_FORGOTTEN_AFTER: Duration = Duration::from_secs(3600);
 /// Hints in flight at once, over all peers.
 pub const HINTS_IN_FLIGHT: usize = 8;
 /// How long one hint may take before it counts as unreachable.

@@ -13,10 +13,12 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
-use super::{HINT_TIMEOUT, HINTS_IN_FLIGHT, REPLICA_HEARTBEAT, REPLICA_LIVE_WITHIN};
+use super::{
+    HINT_TIMEOUT, HINTS_IN_FLIGHT, REPLICA_FORGOTTEN_AFTER, REPLICA_HEARTBEAT, REPLICA_LIVE_WITHIN,
+};
 use crate::delivery::{Component, Publication, PublicationScope};
 use crate::metrics::{Metrics, ResultLabel};
-use crate::store::{LivePeer, Store, now_ms};
+use crate::store::{LivePeer, Store, duration_ms, now_ms};
 
 /// One peer and what a hint to it concerns; hints with the same key merge.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -186,6 +188,15 @@ impl PeerNotifier {
             if let Err(e) = refreshed {
                 tracing::warn!(error = %e, "replica heartbeat failed; peers may stop hinting this replica");
             }
+            let forgotten = now_ms().saturating_sub(duration_ms(REPLICA_FORGOTTEN_AFTER));
+            match self.store.remove_silent_replicas(forgotten).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    removed = n,
+                    "replicas silent for an hour removed from the registry"
+                ),
+                Err(e) => tracing::warn!(error = %e, "cannot remove silent replicas"),
+            }
         }
     }
 
@@ -226,9 +237,11 @@ impl PeerNotifier {
 
     /// The other replicas whose heartbeat is recent.
     pub async fn live_peers(&self) -> crate::error::Result<Vec<LivePeer>> {
-        let live_within = i64::try_from(REPLICA_LIVE_WITHIN.as_millis()).unwrap_or(i64::MAX);
         self.store
-            .live_peers(&self.replica_id, now_ms().saturating_sub(live_within))
+            .live_peers(
+                &self.replica_id,
+                now_ms().saturating_sub(duration_ms(REPLICA_LIVE_WITHIN)),
+            )
             .await
     }
 

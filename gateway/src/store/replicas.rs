@@ -44,6 +44,18 @@ impl Store {
         Ok(updated > 0)
     }
 
+    /// Removes replicas whose heartbeat is older than `silent_since_ms`:
+    /// they stopped without leaving (a crash), and a replica that comes back
+    /// registers again.
+    pub async fn remove_silent_replicas(&self, silent_since_ms: i64) -> Result<u64> {
+        let removed = sqlx::query("DELETE FROM replicas WHERE heartbeat_at < $1")
+            .bind(silent_since_ms)
+            .execute(self.pool())
+            .await?
+            .rows_affected();
+        Ok(removed)
+    }
+
     /// Removes this replica from the registry when it stops.
     pub async fn deregister_replica(&self, replica_id: &str) -> Result<()> {
         sqlx::query("DELETE FROM replicas WHERE replica_id = $1")
