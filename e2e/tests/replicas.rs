@@ -62,14 +62,17 @@ async fn two_replicas_configured(tweak: fn(&mut GatewayConfig)) -> (TestGateway,
     (first, second)
 }
 
-async fn intent_count(url: &str) -> i64 {
+/// Intents recorded long ago (at time 0) and since.
+async fn intent_counts(url: &str) -> (i64, i64) {
     use sqlx::Connection;
     let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
-    let count: (i64,) = sqlx::query_as("SELECT COUNT(*) FROM fanout_intents")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-    count.0
+    sqlx::query_as(
+        "SELECT COUNT(*) FILTER (WHERE created_at = 0), COUNT(*) FILTER (WHERE created_at > 0) \
+         FROM fanout_intents",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap()
 }
 
 fn wait_for_apply(seconds: i64) -> Option<pb::WaitOptions> {
@@ -456,16 +459,7 @@ async fn old_intents_and_silent_replicas_are_removed_and_a_sqlite_store_records_
         as_replica("replica-a"),
     )
     .await;
-    let mut api = gw.api().await;
-    let (id, _) = create_sandbox(&mut api, "web", POLICY).await;
-    let write = |port| pb::UpdateConfigRequest {
-        target: sandbox_target(&id),
-        policy: policy_with_port(port),
-        ..Default::default()
-    };
-    api.update_config(write(8443)).await.unwrap();
-    let recorded = intent_count(&gw.store.url).await;
-    assert!(recorded >= 1);
+    // An intent recorded long ago (ids grow with time: it comes first)…
     {
         use sqlx::Connection;
         let mut conn = sqlx::PgConnection::connect(&gw.store.url).await.unwrap();
@@ -477,11 +471,25 @@ async fn old_intents_and_silent_replicas_are_removed_and_a_sqlite_store_records_
         .await
         .unwrap();
     }
-    assert_eq!(intent_count(&gw.store.url).await, recorded + 1);
+    // …and fresh ones, from writes now.
+    let mut api = gw.api().await;
+    let (id, _) = create_sandbox(&mut api, "web", POLICY).await;
+    for port in [8443, 9443] {
+        api.update_config(pb::UpdateConfigRequest {
+            target: sandbox_target(&id),
+            policy: policy_with_port(port),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let (_, fresh) = intent_counts(&gw.store.url).await;
+    assert_eq!(fresh, 2, "one intent per write");
+    // Housekeeping, at start and every minute, may have come first.
     openshell_gateway::peers::replay::remove_old_intents(gw.state()).await;
     assert_eq!(
-        intent_count(&gw.store.url).await,
-        recorded,
+        intent_counts(&gw.store.url).await,
+        (0, fresh),
         "only the old one goes"
     );
 
