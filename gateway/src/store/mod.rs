@@ -382,6 +382,9 @@ async fn checkpoint_in_background(pool: AnyPool) {
 }
 
 /// `writer`: the SQLite connection that runs write transactions.
+/// A pooled PostgreSQL connection idle this long is pinged before use.
+const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
+
 async fn connect(
     backend: Backend,
     url: &str,
@@ -391,9 +394,19 @@ async fn connect(
     let pool = AnyPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
-        // A ping before every acquire is a round trip per statement; a
-        // SQLite file connection cannot go stale the way a network one can.
-        .test_before_acquire(backend == Backend::Postgres)
+        // A ping before every acquire is a round trip per statement. A
+        // SQLite file connection cannot go stale the way a network one can;
+        // a PostgreSQL one is pinged only after it sat idle, since a busy
+        // connection has just shown it works.
+        .test_before_acquire(false)
+        .before_acquire(move |conn, meta| {
+            Box::pin(async move {
+                if backend == Backend::Postgres && meta.idle_for >= PING_WHEN_IDLE_FOR {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
         .after_connect(move |conn, _meta| {
             Box::pin(async move {
                 if backend == Backend::Sqlite {
