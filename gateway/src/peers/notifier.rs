@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use openshell_core::Secret;
 use openshell_proto::v1::gateway_peer_client::GatewayPeerClient;
@@ -19,6 +20,9 @@ use super::{
 use crate::delivery::{Component, Publication, PublicationScope};
 use crate::metrics::{Metrics, ResultLabel};
 use crate::store::{LivePeer, Store, duration_ms, now_ms};
+
+/// How long a read of the live peers is reused.
+const LIVE_PEERS_FRESH_FOR: Duration = Duration::from_secs(1);
 
 /// One peer and what a hint to it concerns; hints with the same key merge.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -86,6 +90,9 @@ pub struct PeerNotifier {
     queue: Mutex<HintQueue>,
     ready: Notify,
     channels: Mutex<HashMap<String, Channel>>,
+    /// The live peers as last read, and when: every write not owned here
+    /// asks, and the registry changes only every few seconds.
+    live: Mutex<Option<(tokio::time::Instant, Vec<LivePeer>)>>,
 }
 
 impl std::fmt::Debug for PeerNotifier {
@@ -133,6 +140,7 @@ impl PeerNotifier {
             queue: Mutex::new(HintQueue::default()),
             ready: Notify::new(),
             channels: Mutex::new(HashMap::new()),
+            live: Mutex::new(None),
         })
     }
 
@@ -235,14 +243,24 @@ impl PeerNotifier {
         });
     }
 
-    /// The other replicas whose heartbeat is recent.
+    /// The other replicas whose heartbeat is recent, read at most once per
+    /// [`LIVE_PEERS_FRESH_FOR`].
     pub async fn live_peers(&self) -> crate::error::Result<Vec<LivePeer>> {
-        self.store
+        if let Some((read_at, peers)) = &*self.live.lock().unwrap_or_else(PoisonError::into_inner)
+            && read_at.elapsed() < LIVE_PEERS_FRESH_FOR
+        {
+            return Ok(peers.clone());
+        }
+        let peers = self
+            .store
             .live_peers(
                 &self.replica_id,
                 now_ms().saturating_sub(duration_ms(REPLICA_LIVE_WITHIN)),
             )
-            .await
+            .await?;
+        *self.live.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((tokio::time::Instant::now(), peers.clone()));
+        Ok(peers)
     }
 
     /// The live peers a write to `scope` concerns: the replica owning the
