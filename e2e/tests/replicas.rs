@@ -536,3 +536,58 @@ async fn old_intents_and_silent_replicas_are_removed_and_a_sqlite_store_records_
         .unwrap();
     assert_eq!(count.0, 0, "one replica has nothing to replay");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hint_to_a_stale_owner_is_sent_once_more_then_dropped() {
+    let (first, second) = two_replicas().await;
+    let mut api = first.api().await;
+    let (id, credential) = create_sandbox(&mut api, "web", POLICY).await;
+    let dir = first.store.dir.path().join("web");
+    let _supervisor = spawn_supervisor(&second.endpoint(), &id, &credential, &dir, &[]);
+    let owner = eventually("the session to be owned by replica-b", DEADLINE, || async {
+        let owner = first.state().store.session_owner(&id).await.ok()??;
+        (owner.replica_id == "replica-b").then_some(owner)
+    })
+    .await;
+    let set_owner_session = |session: String| {
+        let url = first.store.url.clone();
+        let id = id.clone();
+        async move {
+            use sqlx::Connection;
+            let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+            sqlx::query("UPDATE session_owners SET session_id = $1 WHERE sandbox_id = $2")
+                .bind(session)
+                .bind(id)
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+    };
+    let commit = |port| pb::UpdateConfigRequest {
+        target: sandbox_target(&id),
+        policy: policy_with_port(port),
+        mode: pb::UpdateMode::CommitOnly as i32,
+        ..Default::default()
+    };
+    let stale = "openshell_peer_notifies_total{result=\"stale_owner\"}";
+    let delivered = "openshell_peer_notifies_total{result=\"delivered\"}";
+
+    // The index names a session replica-b no longer holds: the hint comes
+    // back stale, the owner is looked up again (still stale), and it stops.
+    set_owner_session("an-older-session".into()).await;
+    api.update_config(commit(8443)).await.unwrap();
+    eventually("both stale answers", DEADLINE, || async {
+        (metric(&first, stale).await >= 2.0).then_some(())
+    })
+    .await;
+
+    // With the index right again, the next write is delivered, and the
+    // stale hint was not retried meanwhile.
+    set_owner_session(owner.session_id.clone()).await;
+    api.update_config(commit(9443)).await.unwrap();
+    eventually("the hint to be delivered", DEADLINE, || async {
+        (metric(&first, delivered).await >= 1.0).then_some(())
+    })
+    .await;
+    assert_eq!(metric(&first, stale).await, 2.0);
+}
