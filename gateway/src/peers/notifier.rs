@@ -235,7 +235,7 @@ impl PeerNotifier {
                         );
                     }
                 }
-                // The owner's reconcile repairs what this misses.
+                // The owners' intent replay repairs what this misses.
                 Err(e) => {
                     tracing::warn!(error = %e, scope = ?publication.scope, "cannot find the peers to hint")
                 }
