@@ -273,6 +273,21 @@ pub fn sandbox_target(id_or_name: &str) -> Option<openshell_proto::v1::ConfigTar
     })
 }
 
+/// The `UpdateConfig` target of every sandbox.
+pub fn global_target() -> Option<openshell_proto::v1::ConfigTarget> {
+    Some(openshell_proto::v1::ConfigTarget {
+        target: Some(openshell_proto::v1::config_target::Target::Global(true)),
+    })
+}
+
+/// A setting change given as raw text, as the CLI sends it.
+pub fn raw_setting(key: &str, raw: &str) -> openshell_proto::v1::SettingChange {
+    openshell_proto::v1::SettingChange {
+        key: key.into(),
+        change: Some(openshell_proto::v1::setting_change::Change::Raw(raw.into())),
+    }
+}
+
 /// The state of an operation as the enum.
 pub fn state(op: &openshell_proto::v1::Operation) -> openshell_proto::v1::OperationState {
     openshell_proto::v1::OperationState::try_from(op.state)

@@ -7,11 +7,12 @@
 
 use std::time::Duration;
 
-use openshell_e2e::process::spawn_supervisor;
+use openshell_e2e::process::{SupervisorProcess, spawn_supervisor};
 use openshell_e2e::{
-    Backend, POLICY, TestGateway, TestStore, create_sandbox, eventually, metric, policy_with_port,
-    sandbox_target, state,
+    Api, Backend, POLICY, TestGateway, TestStore, create_sandbox, eventually, global_target,
+    metric, policy_with_port, raw_setting, sandbox_target, state,
 };
+use openshell_gateway::store::SessionOwner;
 use openshell_gateway::{DeliveryMode, GatewayConfig};
 use openshell_proto::v1 as pb;
 use openshell_proto::v1::gateway_peer_client::GatewayPeerClient;
@@ -62,6 +63,16 @@ async fn two_replicas_configured(tweak: fn(&mut GatewayConfig)) -> (TestGateway,
     (first, second)
 }
 
+/// Runs one statement on the test's PostgreSQL database, behind the gateway's back.
+async fn pg_execute(url: &str, sql: impl Into<String>) {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.into()))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+}
+
 /// Intents recorded long ago (at time 0) and since.
 async fn intent_counts(url: &str) -> (i64, i64) {
     use sqlx::Connection;
@@ -73,13 +84,6 @@ async fn intent_counts(url: &str) -> (i64, i64) {
     .fetch_one(&mut conn)
     .await
     .unwrap()
-}
-
-fn wait_for_apply(seconds: i64) -> Option<pb::WaitOptions> {
-    Some(pb::WaitOptions {
-        timeout: Some(prost_types::Duration { seconds, nanos: 0 }),
-        threshold: 0.0,
-    })
 }
 
 async fn peer_client(gateway: &TestGateway) -> GatewayPeerClient<Channel> {
@@ -106,32 +110,67 @@ fn hint(
     }
 }
 
+/// A sandbox created through `first` whose supervisor connects to
+/// `second`, once the session-owner index says so.
+async fn supervised_by_second(
+    first: &TestGateway,
+    second: &TestGateway,
+    api: &mut Api,
+) -> (String, SupervisorProcess, SessionOwner) {
+    let (id, credential) = create_sandbox(api, "web", POLICY).await;
+    let dir = first.store.dir.path().join("web");
+    let supervisor = spawn_supervisor(&second.endpoint(), &id, &credential, &dir, &[]);
+    let owner = eventually("the session to be owned by replica-b", DEADLINE, || async {
+        let owner = first.state().store.session_owner(&id).await.ok()??;
+        (owner.replica_id == "replica-b").then_some(owner)
+    })
+    .await;
+    (id, supervisor, owner)
+}
+
+/// `request` sent with `WAIT_FOR_APPLY` and a 20 s wait; the operation it returns.
+async fn wait_for_apply(api: &mut Api, request: pb::UpdateConfigRequest) -> pb::Operation {
+    api.update_config(pb::UpdateConfigRequest {
+        mode: pb::UpdateMode::WaitForApply as i32,
+        wait: Some(pb::WaitOptions {
+            timeout: Some(prost_types::Duration {
+                seconds: 20,
+                nanos: 0,
+            }),
+            threshold: 0.0,
+        }),
+        ..request
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .operation
+    .unwrap()
+}
+
+fn policy_write(sandbox: &str, port: u32) -> pb::UpdateConfigRequest {
+    pb::UpdateConfigRequest {
+        target: sandbox_target(sandbox),
+        policy: policy_with_port(port),
+        ..Default::default()
+    }
+}
+
+fn global_setting(key: &str, raw: &str) -> pb::UpdateConfigRequest {
+    pb::UpdateConfigRequest {
+        target: global_target(),
+        settings: vec![raw_setting(key, raw)],
+        ..Default::default()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_through_one_replica_reaches_a_session_held_by_another() {
     let (first, second) = two_replicas().await;
     let mut api = first.api().await;
-    let (id, credential) = create_sandbox(&mut api, "web", POLICY).await;
-    let dir = first.store.dir.path().join("web");
-    let supervisor = spawn_supervisor(&second.endpoint(), &id, &credential, &dir, &[]);
-    eventually("the session to be owned by replica-b", DEADLINE, || async {
-        let owner = first.state().store.session_owner(&id).await.ok()??;
-        (owner.replica_id == "replica-b").then_some(())
-    })
-    .await;
+    let (id, supervisor, _) = supervised_by_second(&first, &second, &mut api).await;
 
-    let applied = api
-        .update_config(pb::UpdateConfigRequest {
-            target: sandbox_target(&id),
-            policy: policy_with_port(8443),
-            mode: pb::UpdateMode::WaitForApply as i32,
-            wait: wait_for_apply(20),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .operation
-        .unwrap();
+    let applied = wait_for_apply(&mut api, policy_write(&id, 8443)).await;
     assert_eq!(state(&applied), pb::OperationState::Applied, "{applied:?}");
     assert!(
         supervisor
@@ -143,24 +182,7 @@ async fn a_write_through_one_replica_reaches_a_session_held_by_another() {
     assert!(metric(&first, delivered).await >= 1.0);
 
     // A fleet write goes to every live peer.
-    let global = api
-        .update_config(pb::UpdateConfigRequest {
-            target: Some(pb::ConfigTarget {
-                target: Some(pb::config_target::Target::Global(true)),
-            }),
-            settings: vec![pb::SettingChange {
-                key: "log_level".into(),
-                change: Some(pb::setting_change::Change::Raw("debug".into())),
-            }],
-            mode: pb::UpdateMode::WaitForApply as i32,
-            wait: wait_for_apply(20),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .operation
-        .unwrap();
+    let global = wait_for_apply(&mut api, global_setting("log_level", "debug")).await;
     assert_eq!(state(&global), pb::OperationState::Applied, "{global:?}");
     assert!(metric(&first, delivered).await >= 2.0);
 
@@ -295,17 +317,7 @@ async fn an_unreachable_peer_costs_a_write_nothing_and_is_counted() {
 
     let mut api = first.api().await;
     let committed = api
-        .update_config(pb::UpdateConfigRequest {
-            target: Some(pb::ConfigTarget {
-                target: Some(pb::config_target::Target::Global(true)),
-            }),
-            settings: vec![pb::SettingChange {
-                key: "log_level".into(),
-                change: Some(pb::setting_change::Change::Raw("warn".into())),
-            }],
-            mode: pb::UpdateMode::CommitOnly as i32,
-            ..Default::default()
-        })
+        .update_config(global_setting("log_level", "warn"))
         .await
         .unwrap()
         .into_inner()
@@ -412,27 +424,8 @@ async fn without_hints_a_replica_replays_the_others_intents_within_seconds() {
     .await;
     assert!(first.state().peers.is_none());
     let mut api = first.api().await;
-    let (id, credential) = create_sandbox(&mut api, "web", POLICY).await;
-    let dir = first.store.dir.path().join("web");
-    let supervisor = spawn_supervisor(&second.endpoint(), &id, &credential, &dir, &[]);
-    eventually("the session to be owned by replica-b", DEADLINE, || async {
-        let owner = first.state().store.session_owner(&id).await.ok()??;
-        (owner.replica_id == "replica-b").then_some(())
-    })
-    .await;
-    let applied = api
-        .update_config(pb::UpdateConfigRequest {
-            target: sandbox_target(&id),
-            policy: policy_with_port(8443),
-            mode: pb::UpdateMode::WaitForApply as i32,
-            wait: wait_for_apply(20),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .operation
-        .unwrap();
+    let (id, supervisor, _) = supervised_by_second(&first, &second, &mut api).await;
+    let applied = wait_for_apply(&mut api, policy_write(&id, 8443)).await;
     assert_eq!(state(&applied), pb::OperationState::Applied, "{applied:?}");
     assert!(
         supervisor
@@ -460,28 +453,17 @@ async fn old_intents_and_silent_replicas_are_removed_and_a_sqlite_store_records_
     )
     .await;
     // An intent recorded long ago (ids grow with time: it comes first)…
-    {
-        use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(&gw.store.url).await.unwrap();
-        sqlx::query(
-            "INSERT INTO fanout_intents (scope, scope_id, components, created_at, replica_id) \
-             VALUES ('global', '', 'sandbox_config', 0, 'replica-gone')",
-        )
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    }
+    pg_execute(
+        &gw.store.url,
+        "INSERT INTO fanout_intents (scope, scope_id, components, created_at, replica_id) \
+         VALUES ('global', '', 'sandbox_config', 0, 'replica-gone')",
+    )
+    .await;
     // …and fresh ones, from writes now.
     let mut api = gw.api().await;
     let (id, _) = create_sandbox(&mut api, "web", POLICY).await;
     for port in [8443, 9443] {
-        api.update_config(pb::UpdateConfigRequest {
-            target: sandbox_target(&id),
-            policy: policy_with_port(port),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        api.update_config(policy_write(&id, port)).await.unwrap();
     }
     let (_, fresh) = intent_counts(&gw.store.url).await;
     assert_eq!(fresh, 2, "one intent per write");
@@ -499,14 +481,11 @@ async fn old_intents_and_silent_replicas_are_removed_and_a_sqlite_store_records_
         .register_replica("replica-crashed", "http://127.0.0.1:9")
         .await
         .unwrap();
-    {
-        use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(&gw.store.url).await.unwrap();
-        sqlx::query("UPDATE replicas SET heartbeat_at = 0 WHERE replica_id = 'replica-crashed'")
-            .execute(&mut conn)
-            .await
-            .unwrap();
-    }
+    pg_execute(
+        &gw.store.url,
+        "UPDATE replicas SET heartbeat_at = 0 WHERE replica_id = 'replica-crashed'",
+    )
+    .await;
     let an_hour_ago = openshell_gateway::store::now_ms() - 3_600_000;
     assert_eq!(store.remove_silent_replicas(an_hour_ago).await.unwrap(), 1);
     assert!(
@@ -517,13 +496,7 @@ async fn old_intents_and_silent_replicas_are_removed_and_a_sqlite_store_records_
     let sqlite = TestGateway::start_for_delivery(DeliveryMode::Push).await;
     let mut api = sqlite.api().await;
     let (id, _) = create_sandbox(&mut api, "web", POLICY).await;
-    api.update_config(pb::UpdateConfigRequest {
-        target: sandbox_target(&id),
-        policy: policy_with_port(8443),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    api.update_config(policy_write(&id, 8443)).await.unwrap();
     let mut conn = {
         use sqlx::Connection;
         sqlx::SqliteConnection::connect(&sqlite.store.url)
@@ -541,41 +514,20 @@ async fn old_intents_and_silent_replicas_are_removed_and_a_sqlite_store_records_
 async fn a_hint_to_a_stale_owner_is_sent_once_more_then_dropped() {
     let (first, second) = two_replicas().await;
     let mut api = first.api().await;
-    let (id, credential) = create_sandbox(&mut api, "web", POLICY).await;
-    let dir = first.store.dir.path().join("web");
-    let _supervisor = spawn_supervisor(&second.endpoint(), &id, &credential, &dir, &[]);
-    let owner = eventually("the session to be owned by replica-b", DEADLINE, || async {
-        let owner = first.state().store.session_owner(&id).await.ok()??;
-        (owner.replica_id == "replica-b").then_some(owner)
-    })
-    .await;
-    let set_owner_session = |session: String| {
-        let url = first.store.url.clone();
-        let id = id.clone();
-        async move {
-            use sqlx::Connection;
-            let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
-            sqlx::query("UPDATE session_owners SET session_id = $1 WHERE sandbox_id = $2")
-                .bind(session)
-                .bind(id)
-                .execute(&mut conn)
-                .await
-                .unwrap();
-        }
-    };
-    let commit = |port| pb::UpdateConfigRequest {
-        target: sandbox_target(&id),
-        policy: policy_with_port(port),
-        mode: pb::UpdateMode::CommitOnly as i32,
-        ..Default::default()
+    let (id, _supervisor, owner) = supervised_by_second(&first, &second, &mut api).await;
+    let set_owner_session = |session: &str| {
+        pg_execute(
+            &first.store.url,
+            format!("UPDATE session_owners SET session_id = '{session}' WHERE sandbox_id = '{id}'"),
+        )
     };
     let stale = "openshell_peer_notifies_total{result=\"stale_owner\"}";
     let delivered = "openshell_peer_notifies_total{result=\"delivered\"}";
 
     // The index names a session replica-b no longer holds: the hint comes
     // back stale, the owner is looked up again (still stale), and it stops.
-    set_owner_session("an-older-session".into()).await;
-    api.update_config(commit(8443)).await.unwrap();
+    set_owner_session("an-older-session").await;
+    api.update_config(policy_write(&id, 8443)).await.unwrap();
     eventually("both stale answers", DEADLINE, || async {
         (metric(&first, stale).await >= 2.0).then_some(())
     })
@@ -583,8 +535,8 @@ async fn a_hint_to_a_stale_owner_is_sent_once_more_then_dropped() {
 
     // With the index right again, the next write is delivered, and the
     // stale hint was not retried meanwhile.
-    set_owner_session(owner.session_id.clone()).await;
-    api.update_config(commit(9443)).await.unwrap();
+    set_owner_session(&owner.session_id).await;
+    api.update_config(policy_write(&id, 9443)).await.unwrap();
     eventually("the hint to be delivered", DEADLINE, || async {
         (metric(&first, delivered).await >= 1.0).then_some(())
     })
