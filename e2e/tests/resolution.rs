@@ -14,8 +14,10 @@ use openshell_e2e::{
 };
 use openshell_gateway::DeliveryMode;
 use openshell_gateway::operations::resolve::ReportedRevisions;
-use openshell_gateway::operations::{ReportStatus, SupervisorReport};
-use openshell_gateway::store::OperationState;
+use openshell_gateway::operations::{
+    OperationWatch, ReportStatus, SupervisorReport, wait_for_terminal,
+};
+use openshell_gateway::store::{OperationState, WritePlace};
 use openshell_proto::v1 as pb;
 
 fn applied(sandbox_id: &str, revisions: ReportedRevisions) -> SupervisorReport {
@@ -286,4 +288,80 @@ async fn one_sandboxs_reports_in_one_batch_resolve_in_arrival_order() {
     assert_eq!(first.state, OperationState::Applied, "{first:?}");
     assert_eq!(second.state, OperationState::Failed, "{second:?}");
     assert!(second.error.contains("9443"), "{second:?}");
+}
+
+/// A change that writes a sandbox operation's whole row hands it to the
+/// operation's waiters, who then need not read it back: it must be the row
+/// as stored, and a terminal row must win over any later notice.
+async fn waiters_are_handed_the_rows_changes_wrote(backend: Backend) {
+    let gw = TestGateway::start(backend).await;
+    let mut api = gw.api().await;
+    let (id, _) = create_sandbox(&mut api, "handed", POLICY).await;
+    let op_id = commit_only(
+        &mut api,
+        pb::UpdateConfigRequest {
+            target: openshell_e2e::sandbox_target(&id),
+            policy: policy_with_port(8443),
+            ..Default::default()
+        },
+    )
+    .await;
+    let store = &gw.state().store;
+    let signal = store.operation_events().subscribe(&op_id);
+    assert_eq!(signal.changes(), (0, None));
+    let op = store.get_operation(&op_id).await.unwrap();
+
+    store
+        .mark_delivered(
+            WritePlace::Caller,
+            &id,
+            op.policy_revision,
+            op.settings_revision,
+        )
+        .await
+        .unwrap();
+    let (changes, row) = signal.changes();
+    assert_eq!(changes, 1);
+    let delivered = row.expect("the delivered row is handed over");
+    assert_eq!(delivered.state, OperationState::Delivered);
+    assert_eq!(delivered, store.get_operation(&op_id).await.unwrap());
+
+    let exact = ReportedRevisions {
+        policy_revision: op.policy_revision,
+        sandbox_settings_revision: op.settings_revision,
+        ..Default::default()
+    };
+    gw.state()
+        .reports
+        .resolve(applied(&id, exact))
+        .await
+        .unwrap();
+    let (changes, row) = signal.changes();
+    assert_eq!(changes, 2);
+    let ended = row.expect("the ended row is handed over");
+    assert_eq!(ended.state, OperationState::Applied);
+    assert_eq!(ended, store.get_operation(&op_id).await.unwrap());
+
+    // A watch that starts from the delivered row without reading follows
+    // the signal to the ended one.
+    let watch = OperationWatch::from_committed(
+        store.clone(),
+        delivered,
+        signal.clone(),
+        Duration::from_secs(20),
+        0.0,
+    );
+    let (last, timed_out) = wait_for_terminal(store, watch).await.unwrap();
+    assert!(!timed_out);
+    assert_eq!(last, ended);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_handed_the_rows_changes_wrote_on_sqlite() {
+    waiters_are_handed_the_rows_changes_wrote(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_handed_the_rows_changes_wrote_on_postgres() {
+    waiters_are_handed_the_rows_changes_wrote(Backend::Postgres).await;
 }

@@ -9,12 +9,13 @@ use openshell_core::Violation;
 use openshell_core::policy::{SandboxPolicy, parse_and_validate};
 use openshell_core::settings::{self, Scope, SettingValue};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 
 use crate::error::{GatewayError, Result};
 use crate::operations::fleet_targets;
 use crate::store::{
-    Lifecycle, NewOperation, OperationRecord, OperationState, SandboxRecord, Store, TargetKind,
-    WritePlace, WriteTx, new_id, now_ms,
+    Lifecycle, NewOperation, OperationRecord, OperationSignal, OperationState, SandboxRecord,
+    Store, TargetKind, WritePlace, WriteTx, new_id, now_ms,
 };
 
 /// What to write.
@@ -61,6 +62,9 @@ pub struct Committed {
     pub operation: OperationRecord,
     /// True when an earlier request with the same key was found; nothing was written.
     pub idempotent_replay: bool,
+    /// Subscribed before the commit, so no change of the new operation is
+    /// missed by a waiter that starts from `operation`; None for a replay.
+    pub signal: Option<Arc<OperationSignal>>,
 }
 
 /// Longest accepted idempotency key.
@@ -241,7 +245,7 @@ pub async fn commit_update(
         fleet_targets::list_targets(store, &committed.operation).await;
         return Ok(Committed {
             operation: store.get_operation(&committed.operation.id).await?,
-            idempotent_replay: false,
+            ..committed
         });
     }
     Ok(committed)
@@ -276,6 +280,7 @@ async fn try_commit(
             return Ok(Committed {
                 operation: store.get_operation(&operation.id).await?,
                 idempotent_replay: true,
+                signal: None,
             });
         }
     }
@@ -404,6 +409,7 @@ async fn try_commit(
         }
     }
     let mut operation = tx.insert_operation(&op).await?;
+    let signal = tx.subscribe(&operation_id);
     // A sandbox write's operation is returned as inserted; ending it at once
     // or counting fleet targets changes the row, which is then read back.
     let mut changed_after_insert = false;
@@ -427,6 +433,7 @@ async fn try_commit(
     Ok(Committed {
         operation,
         idempotent_replay: false,
+        signal: Some(signal),
     })
 }
 

@@ -630,14 +630,19 @@ impl OpenShell for OpenShellApi {
         let mut wait_timed_out = false;
         if mode == pb::UpdateMode::WaitForApply && !operation.state.is_terminal() {
             let waiting = std::time::Instant::now();
-            let (op, timed_out) = wait_for_terminal(
-                &self.state.store,
-                &operation.id,
-                wait,
-                threshold,
-                self.state.stopping.clone(),
-            )
-            .await?;
+            let store = &self.state.store;
+            let watch = match committed.signal {
+                Some(signal) => OperationWatch::from_committed(
+                    store.clone(),
+                    operation,
+                    signal,
+                    wait,
+                    threshold,
+                ),
+                None => OperationWatch::new(store.clone(), operation.id, wait, threshold),
+            };
+            let (op, timed_out) =
+                wait_for_terminal(store, watch.until_stopping(self.state.stopping.clone())).await?;
             self.state
                 .metrics
                 .observe_wait("UpdateConfig", timed_out, waiting.elapsed());

@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::Result;
-use crate::store::{OperationRecord, Store};
+use crate::store::{OperationRecord, OperationSignal, Store};
 
 /// Default server-side wait.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
@@ -51,14 +50,46 @@ pub struct OperationWatch {
     last: Option<OperationRecord>,
     done: bool,
     stopping: Option<tokio::sync::watch::Receiver<bool>>,
-    wake: Arc<Notify>,
+    signal: Arc<OperationSignal>,
+    /// Changes of the signal that `last` already reflects.
+    changes_seen: u64,
+    /// `last` may be stale (nothing read yet, or the fallback re-read is due).
+    must_read: bool,
 }
 
 impl OperationWatch {
     pub fn new(store: Store, id: String, wait: Duration, threshold: f64) -> Self {
-        let wake = store.operation_events().subscribe(&id);
+        let signal = store.operation_events().subscribe(&id);
+        Self::with_signal(store, id, wait, threshold, signal)
+    }
+
+    /// Watches an operation from its row as committed, without reading it
+    /// again: `signal` was subscribed inside the committing transaction, so
+    /// every later change reaches it.
+    pub fn from_committed(
+        store: Store,
+        committed: OperationRecord,
+        signal: Arc<OperationSignal>,
+        wait: Duration,
+        threshold: f64,
+    ) -> Self {
+        let mut watch = Self::with_signal(store, committed.id.clone(), wait, threshold, signal);
+        watch.changes_seen = 0;
+        watch.last = Some(committed);
+        watch.must_read = false;
+        watch
+    }
+
+    fn with_signal(
+        store: Store,
+        id: String,
+        wait: Duration,
+        threshold: f64,
+        signal: Arc<OperationSignal>,
+    ) -> Self {
         Self {
-            wake,
+            changes_seen: signal.changes().0,
+            signal,
             store,
             id,
             deadline: Instant::now() + wait,
@@ -66,6 +97,7 @@ impl OperationWatch {
             last: None,
             done: false,
             stopping: None,
+            must_read: true,
         }
     }
 
@@ -84,24 +116,42 @@ impl OperationWatch {
         self.done
     }
 
+    /// The operation as it is now, when known without reading: nothing
+    /// changed since `last`, or the latest change handed over its row.
+    fn known_current(&mut self) -> Option<OperationRecord> {
+        let (changes, row) = self.signal.changes();
+        let seen = std::mem::replace(&mut self.changes_seen, changes);
+        if self.must_read {
+            return None;
+        }
+        if changes == seen {
+            return self.last.clone();
+        }
+        row
+    }
+
     /// The next change, or None once the watch has ended.
     pub async fn next(&mut self) -> Option<Result<OperationRecord>> {
         if self.done {
             return None;
         }
         loop {
-            // Armed before the read, so a change committed in between still wakes us.
-            let wake = self.wake.clone();
-            let woken = wake.notified();
+            // Armed before looking, so a change committed in between still wakes us.
+            let signal = self.signal.clone();
+            let woken = signal.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            let current = match self.store.get_operation(&self.id).await {
-                Ok(op) => op,
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
+            let current = match self.known_current() {
+                Some(current) => current,
+                None => match self.store.get_operation(&self.id).await {
+                    Ok(op) => op,
+                    Err(e) => {
+                        self.done = true;
+                        return Some(Err(e));
+                    }
+                },
             };
+            self.must_read = false;
             let finished =
                 current.state.is_terminal() || threshold_reached(&current, self.threshold);
             let changed = self.last.as_ref() != Some(&current);
@@ -126,7 +176,9 @@ impl OperationWatch {
             let mut stopping = self.stopping.clone();
             tokio::select! {
                 () = &mut woken => {}
-                () = tokio::time::sleep(sleep_for) => {}
+                () = tokio::time::sleep(sleep_for) => {
+                    self.must_read = true;
+                }
                 _ = async {
                     match stopping.as_mut() {
                         Some(s) => s.wait_for(|v| *v).await.map(|_| ()),
@@ -143,16 +195,14 @@ pub fn ended_by_deadline(op: &OperationRecord, threshold: f64) -> bool {
     !op.state.is_terminal() && !threshold_reached(op, threshold)
 }
 
-/// Waits until terminal (or threshold, or deadline) and returns the last version.
+/// Follows `watch` until the operation is terminal (or reaches the
+/// threshold, or the deadline passes) and returns its last version and
+/// whether the deadline ended the wait.
 pub async fn wait_for_terminal(
     store: &Store,
-    id: &str,
-    wait: Duration,
-    threshold: f64,
-    stopping: tokio::sync::watch::Receiver<bool>,
+    mut watch: OperationWatch,
 ) -> Result<(OperationRecord, bool)> {
-    let mut watch = OperationWatch::new(store.clone(), id.to_string(), wait, threshold)
-        .until_stopping(stopping);
+    let (id, threshold) = (watch.id.clone(), watch.threshold);
     let mut last = None;
     while let Some(item) = watch.next().await {
         last = Some(item?);
@@ -162,6 +212,6 @@ pub async fn wait_for_terminal(
             let timed_out = ended_by_deadline(&op, threshold);
             Ok((op, timed_out))
         }
-        None => Ok((store.get_operation(id).await?, true)),
+        None => Ok((store.get_operation(&id).await?, true)),
     }
 }

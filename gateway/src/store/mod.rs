@@ -38,7 +38,8 @@ use crate::in_flight::InFlight;
 
 use build_inputs::InputReads;
 pub use build_inputs::{PendingInputs, ReadPriority, SandboxConfigInputs, SharedInputCache};
-pub use events::OperationEvents;
+use events::ChangedOperation;
+pub use events::{OperationEvents, OperationSignal};
 pub use fanout_intents::FanoutIntent;
 pub use operations::{IdempotentMatch, NewOperation, OperationFilter};
 pub use providers::ProviderValues;
@@ -111,7 +112,7 @@ pub struct WriteTx {
     backend: Backend,
     _sqlite_writer: Option<OwnedMutexGuard<()>>,
     events: OperationEvents,
-    changed_operations: Vec<String>,
+    changed_operations: Vec<ChangedOperation>,
     ended_operations: Vec<OperationState>,
     replica_id: Arc<str>,
 }
@@ -128,7 +129,22 @@ impl WriteTx {
 
     /// Remembers that an operation row changed, to wake its waiters after commit.
     pub(crate) fn operation_changed(&mut self, id: impl Into<String>) {
-        self.changed_operations.push(id.into());
+        self.changed_operations.push(ChangedOperation {
+            id: id.into(),
+            row: None,
+        });
+    }
+
+    /// Remembers that an operation row changed to `row`: its waiters get it
+    /// after commit without reading it back.
+    pub(crate) fn operation_changed_to(&mut self, row: OperationRecord) {
+        if row.state.is_terminal() {
+            self.ended_operations.push(row.state);
+        }
+        self.changed_operations.push(ChangedOperation {
+            id: row.id.clone(),
+            row: Some(row),
+        });
     }
 
     /// Remembers that an operation ended in `state`: its waiters are woken
@@ -136,6 +152,12 @@ impl WriteTx {
     pub(crate) fn operation_ended(&mut self, id: impl Into<String>, state: OperationState) {
         self.operation_changed(id);
         self.ended_operations.push(state);
+    }
+
+    /// Registers a waiter for an operation this transaction creates, before
+    /// anything else can change it: every later change reaches the signal.
+    pub fn subscribe(&self, operation_id: &str) -> Arc<OperationSignal> {
+        self.events.subscribe(operation_id)
     }
 
     pub(crate) fn conn(&mut self) -> &mut sqlx::AnyConnection {

@@ -392,10 +392,10 @@ impl WriteTx {
         error: &str,
     ) -> Result<u64> {
         let now = now_ms();
-        let ended = sqlx::query(
+        let ended = sqlx::query(AssertSqlSafe(format!(
             "UPDATE operations SET state = $2, outcome = $3, error = $4, updated_at = $5, completed_at = $5 \
-             WHERE sandbox_id = $1 AND state IN ('PENDING', 'DELIVERED') RETURNING id",
-        )
+             WHERE sandbox_id = $1 AND state IN ('PENDING', 'DELIVERED') RETURNING {OPERATION_COLUMNS}"
+        )))
         .bind(sandbox_id)
         .bind(state.as_str())
         .bind(Outcome::Lifecycle.as_str())
@@ -404,8 +404,7 @@ impl WriteTx {
         .fetch_all(self.conn())
         .await?;
         for row in &ended {
-            let id: String = row.try_get("id")?;
-            self.operation_ended(id, state);
+            self.operation_changed_to(operation_from_row(row)?);
         }
         let fleet = sqlx::query(
             "UPDATE operation_targets SET state = $2, outcome = $3, error = $4, updated_at = $5 \
@@ -451,19 +450,19 @@ impl WriteTx {
         error: &str,
     ) -> Result<()> {
         let now = now_ms();
-        let ended = sqlx::query(
+        let ended = sqlx::query(AssertSqlSafe(format!(
             "UPDATE operations SET state = $2, outcome = $3, error = $4, updated_at = $5, completed_at = $5 \
-             WHERE id = $1 AND state IN ('PENDING', 'DELIVERED')",
-        )
+             WHERE id = $1 AND state IN ('PENDING', 'DELIVERED') RETURNING {OPERATION_COLUMNS}"
+        )))
         .bind(operation_id)
         .bind(state.as_str())
         .bind(Outcome::Lifecycle.as_str())
         .bind(error)
         .bind(now)
-        .execute(self.conn())
+        .fetch_optional(self.conn())
         .await?;
-        if ended.rows_affected() > 0 {
-            self.operation_ended(operation_id, state);
+        if let Some(row) = ended {
+            self.operation_changed_to(operation_from_row(&row)?);
         }
         Ok(())
     }
@@ -500,22 +499,23 @@ impl Store {
     ) -> Result<u64> {
         let mut tx = self.begin_write().await?;
         let now = now_ms();
-        let delivered = sqlx::query(
+        let delivered = sqlx::query(AssertSqlSafe(format!(
             "UPDATE operations SET state = 'DELIVERED', updated_at = $4 WHERE sandbox_id = $1 \
-             AND state = 'PENDING' AND policy_revision = $2 AND settings_revision = $3 RETURNING id",
-        )
+             AND state = 'PENDING' AND policy_revision = $2 AND settings_revision = $3 \
+             RETURNING {OPERATION_COLUMNS}"
+        )))
         .bind(sandbox_id)
         .bind(to_i64(policy_revision))
         .bind(to_i64(settings_revision))
         .bind(now)
         .fetch_all(tx.conn())
         .await?;
-        let superseded = sqlx::query(
+        let superseded = sqlx::query(AssertSqlSafe(format!(
             "UPDATE operations SET state = 'SUPERSEDED', outcome = $5, \
              error = 'a newer revision was delivered before this one', updated_at = $4, completed_at = $4 \
              WHERE sandbox_id = $1 AND state = 'PENDING' AND policy_revision <= $2 AND settings_revision <= $3 \
-             AND NOT (policy_revision = $2 AND settings_revision = $3) RETURNING id",
-        )
+             AND NOT (policy_revision = $2 AND settings_revision = $3) RETURNING {OPERATION_COLUMNS}"
+        )))
         .bind(sandbox_id)
         .bind(to_i64(policy_revision))
         .bind(to_i64(settings_revision))
@@ -523,13 +523,8 @@ impl Store {
         .bind(Outcome::SupersededByNewer.as_str())
         .fetch_all(tx.conn())
         .await?;
-        for row in &delivered {
-            let id: String = row.try_get("id")?;
-            tx.operation_changed(id);
-        }
-        for row in &superseded {
-            let id: String = row.try_get("id")?;
-            tx.operation_ended(id, OperationState::Superseded);
+        for row in delivered.iter().chain(&superseded) {
+            tx.operation_changed_to(operation_from_row(row)?);
         }
         tx.commit().await?;
         Ok(u64::try_from(delivered.len() + superseded.len()).unwrap_or(u64::MAX))

@@ -2,6 +2,7 @@
 //! report per sandbox (shown by `sessions inspect`).
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use sqlx::{AssertSqlSafe, Row};
 
@@ -11,6 +12,14 @@ use super::records::{
 };
 use super::{Backend, Store, WriteTx, json_list, now_ms};
 use crate::error::Result;
+
+/// Ends a live operation and returns the row, so its waiters need not read it.
+static FINISH_OPERATION_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE operations SET state = $2, outcome = $3, error = $4, updated_at = $5, completed_at = $5 \
+         WHERE id = $1 AND state IN ('PENDING', 'DELIVERED') RETURNING {OPERATION_COLUMNS}"
+    )
+});
 
 /// The count column of a fleet operation that holds its targets in `state`.
 fn target_count_column(state: OperationState) -> &'static str {
@@ -164,22 +173,21 @@ impl WriteTx {
         error: &str,
     ) -> Result<bool> {
         let now = now_ms();
-        let result = sqlx::query(
-            "UPDATE operations SET state = $2, outcome = $3, error = $4, updated_at = $5, completed_at = $5 \
-             WHERE id = $1 AND state IN ('PENDING', 'DELIVERED')",
-        )
-        .bind(id)
-        .bind(state.as_str())
-        .bind(outcome.as_str())
-        .bind(error)
-        .bind(now)
-        .execute(self.conn())
-        .await?;
-        let changed = result.rows_affected() > 0;
-        if changed {
-            self.operation_ended(id, state);
+        let ended = sqlx::query(AssertSqlSafe(FINISH_OPERATION_SQL.as_str()))
+            .bind(id)
+            .bind(state.as_str())
+            .bind(outcome.as_str())
+            .bind(error)
+            .bind(now)
+            .fetch_optional(self.conn())
+            .await?;
+        match ended {
+            Some(row) => {
+                self.operation_changed_to(operation_from_row(&row)?);
+                Ok(true)
+            }
+            None => Ok(false),
         }
-        Ok(changed)
     }
 
     /// Ends these sandboxes' live targets of one fleet operation, and the
