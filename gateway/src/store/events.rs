@@ -25,7 +25,7 @@ pub struct OperationSignal {
     seen: Mutex<SignalledChanges>,
 }
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 struct SignalledChanges {
     count: u64,
     /// The operation as the latest change left it, when that change wrote
