@@ -49,6 +49,7 @@ pub async fn run(args: Args) -> Result<i32, SupervisorError> {
             sandbox_id,
             watch_interval: args.watch_interval,
             command: args.command.clone(),
+            launch: args.launch.clone(),
         };
         return standalone::run(options, applier, &mut signals).await;
     }
@@ -138,7 +139,9 @@ async fn run_gateway(
         &args.command,
         &active.provider_values(),
         &applier.state_env(),
-    )?;
+        &args.launch,
+    )
+    .await?;
     drop(active);
     let watch = watcher.map(|w| {
         tokio::spawn(watch_local_policy(

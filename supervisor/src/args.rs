@@ -8,6 +8,7 @@ use clap::builder::FalseyValueParser;
 use clap::{Parser, ValueEnum};
 
 use crate::reload::ReloadSignal;
+use crate::workload::Launch;
 
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -126,6 +127,10 @@ pub struct Args {
     /// The workload command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD ARGS")]
     pub command: Vec<String>,
+
+    /// How the workload is started; the binary sets it, not the command line.
+    #[arg(skip)]
+    pub launch: Launch,
 }
 
 fn parse_signal(text: &str) -> Result<ReloadSignal, String> {

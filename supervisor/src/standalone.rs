@@ -12,7 +12,7 @@ use crate::apply::FileApplier;
 use crate::error::SupervisorError;
 use crate::local_policy::{LocalPolicy, LocalPolicyError, PolicyFileWatcher, WatchEvent};
 use crate::signals::Signals;
-use crate::workload::{Workload, supervise};
+use crate::workload::{Launch, Workload, supervise};
 
 /// Sandbox id used for `OPENSHELL_SANDBOX_ID` when none is given.
 pub const STANDALONE_SANDBOX_ID: &str = "standalone";
@@ -22,6 +22,7 @@ pub struct StandaloneOptions {
     pub sandbox_id: String,
     pub watch_interval: Duration,
     pub command: Vec<String>,
+    pub launch: Launch,
 }
 
 /// Applies the policy file, runs the workload and reloads the file on change. Returns the
@@ -45,7 +46,8 @@ pub async fn run(
         .map_err(SupervisorError::InitialApply)?;
     info!(policy_hash = %initial.hash(), file = %options.policy_file.display(), "standalone policy applied");
 
-    let workload = Workload::spawn(&options.command, &[], &applier.state_env())?;
+    let workload =
+        Workload::spawn(&options.command, &[], &applier.state_env(), &options.launch).await?;
     let reload = applier.subscribe();
     let watch = tokio::spawn(watch_file(
         watcher,

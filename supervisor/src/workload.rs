@@ -1,14 +1,19 @@
 //! The workload process: started once the first configuration is active, given the provider
 //! environment, signalled on live changes, sent the supervisor's termination signals, and its
-//! exit code becomes the supervisor's.
+//! exit code becomes the supervisor's. The supervisor binary starts it through a shim that
+//! asks the kernel to kill it if the supervisor dies (see [`run_shim`]), so a supervisor
+//! that is SIGKILLed leaves no workload behind.
 
+use std::ffi::OsString;
 use std::future::Future;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use nix::sys::prctl;
 use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::unistd::{Pid, getppid};
 use openshell_core::ProviderValue;
 use tokio::process::{Child, Command};
 use tracing::{info, warn};
@@ -20,6 +25,61 @@ use crate::signals::Signals;
 /// How long the workload gets between SIGTERM and SIGKILL when the supervisor must stop it.
 pub const TERMINATE_GRACE: Duration = Duration::from_secs(10);
 
+/// First argument that makes the supervisor binary act as the workload shim.
+pub const SHIM_ARG: &str = "__openshell-workload-shim";
+
+/// Exit code of a shim that could not start the workload, as a shell's for a command it
+/// cannot run.
+const CANNOT_RUN: i32 = 127;
+
+/// How long the supervisor waits for the shim to become the workload.
+const SHIM_EXEC_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How the workload process is started.
+#[derive(Debug, Clone, Default)]
+pub enum Launch {
+    /// As a child of the supervisor; it outlives a supervisor that is killed.
+    #[default]
+    Direct,
+    /// Through this executable (the supervisor binary) run with [`SHIM_ARG`]: it sets the
+    /// parent-death signal and then becomes the workload.
+    Shim(PathBuf),
+}
+
+/// The shim's side of [`Launch::Shim`]: `args` are the supervisor's pid and the workload
+/// command. Asks for SIGKILL when the parent dies, then replaces itself with the workload;
+/// the signal setting survives the exec. Returns only if that fails, with the exit code.
+///
+/// The kernel sends the signal when the thread that started the shim ends; the supervisor
+/// starts it from a runtime thread, which lives as long as the process.
+pub fn run_shim(args: &[OsString]) -> i32 {
+    let Some((parent, command)) = args.split_first() else {
+        eprintln!("error: {SHIM_ARG} needs the supervisor's pid and a command");
+        return CANNOT_RUN;
+    };
+    let Some((program, program_args)) = command.split_first() else {
+        eprintln!("error: {SHIM_ARG} needs a command");
+        return CANNOT_RUN;
+    };
+    if let Err(err) = prctl::set_pdeathsig(Signal::SIGKILL) {
+        eprintln!("error: cannot tie the workload to the supervisor's life: {err}");
+        return CANNOT_RUN;
+    }
+    // The supervisor may have died before the setting took effect.
+    if parent.to_str().and_then(|p| p.parse::<i32>().ok()) != Some(getppid().as_raw()) {
+        eprintln!("error: the supervisor is gone; not starting the workload");
+        return CANNOT_RUN;
+    }
+    let err = std::process::Command::new(program)
+        .args(program_args)
+        .exec();
+    eprintln!(
+        "error: cannot start workload {}: {err}",
+        Path::new(program).display()
+    );
+    CANNOT_RUN
+}
+
 /// A running workload.
 pub struct Workload {
     child: Child,
@@ -30,17 +90,27 @@ pub struct Workload {
 impl Workload {
     /// Starts `command` with the inherited environment plus the provider values and the
     /// state-directory variables (which win over a provider value of the same name).
-    pub fn spawn(
+    pub async fn spawn(
         command: &[String],
         provider_env: &[(String, ProviderValue)],
         state_env: &[(&'static str, String)],
+        launch: &Launch,
     ) -> Result<Self, SupervisorError> {
         let Some((program, args)) = command.split_first() else {
             return Err(SupervisorError::Usage(
                 "no workload command given; add `-- CMD ARGS`".into(),
             ));
         };
-        let mut cmd = Command::new(program);
+        let mut cmd = match launch {
+            Launch::Direct => Command::new(program),
+            Launch::Shim(shim) => {
+                let mut cmd = Command::new(shim);
+                cmd.arg(SHIM_ARG)
+                    .arg(std::process::id().to_string())
+                    .arg(program);
+                cmd
+            }
+        };
         cmd.args(args);
         for (name, value) in provider_env {
             cmd.env(name, value.expose());
@@ -48,14 +118,20 @@ impl Workload {
         for (name, value) in state_env {
             cmd.env(name, value);
         }
-        let child = cmd.spawn().map_err(|source| SupervisorError::Workload {
+        let workload_error = |source| SupervisorError::Workload {
             program: program.clone(),
             source,
-        })?;
+        };
+        let mut child = cmd.spawn().map_err(workload_error)?;
         let pid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .map(Pid::from_raw);
+        if let (Launch::Shim(shim), Some(pid)) = (launch, pid) {
+            wait_for_exec(&mut child, pid, shim)
+                .await
+                .map_err(workload_error)?;
+        }
         info!(
             program = %program,
             pid = pid.map(|p| p.as_raw()),
@@ -102,6 +178,38 @@ impl Workload {
                 self.wait().await
             }
         }
+    }
+}
+
+/// Waits until the shim has become the workload, so that a reload signal sent right after
+/// the start reaches the workload and not the shim, which it would kill. A shim that exits
+/// first could not start it and said why on stderr.
+async fn wait_for_exec(child: &mut Child, pid: Pid, shim: &Path) -> std::io::Result<()> {
+    let exe = PathBuf::from(format!("/proc/{}/exe", pid.as_raw()));
+    let shim = std::fs::canonicalize(shim).unwrap_or_else(|_| shim.to_path_buf());
+    let deadline = tokio::time::Instant::now() + SHIM_EXEC_DEADLINE;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Err(std::io::Error::other(format!(
+                "it could not be executed (exit code {})",
+                exit_code(status)
+            )));
+        }
+        match std::fs::read_link(&exe) {
+            Ok(running) if running != shim => return Ok(()),
+            Ok(_) => {}
+            // Without /proc there is nothing to watch; the window is the shim's few
+            // milliseconds of start-up.
+            Err(err) => {
+                warn!(error = %err, "cannot see whether the workload has started");
+                return Ok(());
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            warn!("the workload shim has not started the workload yet; going on");
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 
@@ -184,7 +292,9 @@ mod tests {
             &command,
             &env,
             &[("OPENSHELL_SANDBOX_ID", "sb-1".to_string())],
+            &Launch::Direct,
         )
+        .await
         .unwrap();
         assert_eq!(w.wait().await, 7);
         assert_eq!(
@@ -204,7 +314,9 @@ mod tests {
             r = ready.display()
         );
         let command = vec!["sh".to_string(), "-c".to_string(), script];
-        let w = Workload::spawn(&command, &[], &[]).unwrap();
+        let w = Workload::spawn(&command, &[], &[], &Launch::Direct)
+            .await
+            .unwrap();
         let (tx, rx) = reload_channel();
         notify(&tx, ReloadSignal::Hup); // before the start: absorbed, not signalled
         let mut signals = Signals::install().unwrap();

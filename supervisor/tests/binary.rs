@@ -157,3 +157,76 @@ async fn permanent_rejection_exits_1_with_error_line() {
     );
     assert!(!dir.path().join("ran").exists(), "workload never starts");
 }
+
+/// True while `pid` is a live process (not gone, not a zombie left for its reaper).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which is in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test]
+async fn a_killed_supervisor_takes_its_workload_with_it() {
+    let gateway = FakeGateway::start(accept_push()).await;
+    let dir = tempfile::tempdir().unwrap();
+    // `exec` keeps the pid: the one written is the workload's.
+    let child = supervisor(
+        &gateway,
+        dir.path(),
+        "echo $$ > pid.tmp; mv pid.tmp pid; exec sleep 300",
+    );
+    wait_for_file(&dir.path().join("pid")).await;
+    let workload: i32 = std::fs::read_to_string(dir.path().join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(workload));
+    let supervisor_pid = Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap());
+    kill(supervisor_pid, Signal::SIGKILL).unwrap();
+    let (code, _) = finish(child).await;
+    assert_eq!(code, -1, "killed by a signal");
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while alive(workload) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "workload {workload} outlived its killed supervisor"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_workload_that_cannot_run_is_an_error_naming_it() {
+    let gateway = FakeGateway::start(accept_push()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let credential = dir.path().join("credential");
+    std::fs::write(&credential, format!("{CREDENTIAL}\n")).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_openshell-supervisor"))
+        .current_dir(dir.path())
+        .env_remove("OPENSHELL_GATEWAY")
+        .args(["--gateway", &gateway.url(), "--sandbox", SANDBOX])
+        .arg("--credential-file")
+        .arg(&credential)
+        .args(["--state-dir", "state", "--heartbeat-interval", "100ms"])
+        .args(["--", "/no/such/workload", "arg"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (code, stderr) = finish(child).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("cannot start workload /no/such/workload: No such file or directory"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("error: cannot start the workload \"/no/such/workload\""),
+        "{stderr}"
+    );
+}
