@@ -118,19 +118,16 @@ impl Workload {
         for (name, value) in state_env {
             cmd.env(name, value);
         }
-        let workload_error = |source| SupervisorError::Workload {
+        let mut child = cmd.spawn().map_err(|source| SupervisorError::Workload {
             program: program.clone(),
             source,
-        };
-        let mut child = cmd.spawn().map_err(workload_error)?;
+        })?;
         let pid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .map(Pid::from_raw);
         if let (Launch::Shim(shim), Some(pid)) = (launch, pid) {
-            wait_for_exec(&mut child, pid, shim)
-                .await
-                .map_err(workload_error)?;
+            wait_for_exec(&mut child, pid, shim).await;
         }
         info!(
             program = %program,
@@ -182,32 +179,31 @@ impl Workload {
 }
 
 /// Waits until the shim has become the workload, so that a reload signal sent right after
-/// the start reaches the workload and not the shim, which it would kill. A shim that exits
-/// first could not start it and said why on stderr.
-async fn wait_for_exec(child: &mut Child, pid: Pid, shim: &Path) -> std::io::Result<()> {
+/// the start reaches the workload and not the shim, which it would kill. A shim that could
+/// not start the workload said why on stderr and exits 127, as a shell does; its exit, like
+/// a workload's that ends at once, is left for [`Workload::wait`].
+async fn wait_for_exec(child: &mut Child, pid: Pid, shim: &Path) {
     let exe = PathBuf::from(format!("/proc/{}/exe", pid.as_raw()));
     let shim = std::fs::canonicalize(shim).unwrap_or_else(|_| shim.to_path_buf());
     let deadline = tokio::time::Instant::now() + SHIM_EXEC_DEADLINE;
     loop {
-        if let Some(status) = child.try_wait()? {
-            return Err(std::io::Error::other(format!(
-                "it could not be executed (exit code {})",
-                exit_code(status)
-            )));
+        // The status stays with the child for `wait`.
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
         }
         match std::fs::read_link(&exe) {
-            Ok(running) if running != shim => return Ok(()),
+            Ok(running) if running != shim => return,
             Ok(_) => {}
             // Without /proc there is nothing to watch; the window is the shim's few
             // milliseconds of start-up.
             Err(err) => {
                 warn!(error = %err, "cannot see whether the workload has started");
-                return Ok(());
+                return;
             }
         }
         if tokio::time::Instant::now() >= deadline {
             warn!("the workload shim has not started the workload yet; going on");
-            return Ok(());
+            return;
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }

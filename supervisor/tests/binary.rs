@@ -201,7 +201,7 @@ async fn a_killed_supervisor_takes_its_workload_with_it() {
 }
 
 #[tokio::test]
-async fn a_workload_that_cannot_run_is_an_error_naming_it() {
+async fn a_workload_that_cannot_run_exits_127_naming_it() {
     let gateway = FakeGateway::start(accept_push()).await;
     let dir = tempfile::tempdir().unwrap();
     let credential = dir.path().join("credential");
@@ -220,13 +220,20 @@ async fn a_workload_that_cannot_run_is_an_error_naming_it() {
         .spawn()
         .unwrap();
     let (code, stderr) = finish(child).await;
-    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(code, 127, "as a shell does: {stderr}");
     assert!(
-        stderr.contains("cannot start workload /no/such/workload: No such file or directory"),
+        stderr
+            .contains("error: cannot start workload /no/such/workload: No such file or directory"),
         "{stderr}"
     );
-    assert!(
-        stderr.contains("error: cannot start the workload \"/no/such/workload\""),
-        "{stderr}"
-    );
+}
+
+#[tokio::test]
+async fn a_workload_that_ends_at_once_passes_on_its_exit_code() {
+    let gateway = FakeGateway::start(accept_push()).await;
+    let dir = tempfile::tempdir().unwrap();
+    for code in [0, 3, 127] {
+        let (got, stderr) = finish(supervisor(&gateway, dir.path(), &format!("exit {code}"))).await;
+        assert_eq!(got, code, "{stderr}");
+    }
 }
