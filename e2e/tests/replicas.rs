@@ -24,6 +24,16 @@ const DEADLINE: Duration = Duration::from_secs(30);
 /// deliver a change within a test's wait.
 const NOT_WITHIN_A_TEST: Duration = Duration::from_secs(600);
 
+/// A push gateway on a store of its own, set up by [`as_replica`].
+async fn replica(backend: Backend, id: &'static str) -> TestGateway {
+    TestGateway::start_with(
+        TestStore::new(backend).await,
+        DeliveryMode::Push,
+        as_replica(id),
+    )
+    .await
+}
+
 fn as_replica(id: &'static str) -> impl FnOnce(&mut GatewayConfig) {
     move |config| {
         config.replica_id = id.into();
@@ -204,12 +214,7 @@ async fn a_write_through_one_replica_reaches_a_session_held_by_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hints_are_authenticated_checked_and_answered() {
-    let gw = TestGateway::start_with(
-        TestStore::new(Backend::Sqlite).await,
-        DeliveryMode::Push,
-        as_replica("replica-a"),
-    )
-    .await;
+    let gw = replica(Backend::Sqlite, "replica-a").await;
     let mut api = gw.api().await;
     let (id, credential) = create_sandbox(&mut api, "web", POLICY).await;
     let mut peer = peer_client(&gw).await;
@@ -446,12 +451,7 @@ async fn without_hints_a_replica_replays_the_others_intents_within_seconds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_intents_and_silent_replicas_are_removed_and_a_sqlite_store_records_no_intents() {
-    let gw = TestGateway::start_with(
-        TestStore::new(Backend::Postgres).await,
-        DeliveryMode::Push,
-        as_replica("replica-a"),
-    )
-    .await;
+    let gw = replica(Backend::Postgres, "replica-a").await;
     // An intent recorded long ago (ids grow with time: it comes first)…
     pg_execute(
         &gw.store.url,

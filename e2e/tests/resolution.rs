@@ -17,7 +17,7 @@ use openshell_gateway::operations::resolve::ReportedRevisions;
 use openshell_gateway::operations::{
     OperationWatch, ReportStatus, SupervisorReport, wait_for_terminal,
 };
-use openshell_gateway::store::{OperationState, WritePlace};
+use openshell_gateway::store::{OperationRecord, OperationState, WritePlace};
 use openshell_proto::v1 as pb;
 
 fn applied(sandbox_id: &str, revisions: ReportedRevisions) -> SupervisorReport {
@@ -51,6 +51,30 @@ async fn commit_only(api: &mut openshell_e2e::Api, request: pb::UpdateConfigRequ
     .id
 }
 
+/// A new sandbox and the id of a `COMMIT_ONLY` policy write to it, still pending.
+async fn sandbox_with_a_policy_write(api: &mut openshell_e2e::Api, name: &str) -> (String, String) {
+    let (id, _) = create_sandbox(api, name, POLICY).await;
+    let op_id = commit_only(
+        api,
+        pb::UpdateConfigRequest {
+            target: openshell_e2e::sandbox_target(&id),
+            policy: policy_with_port(8443),
+            ..Default::default()
+        },
+    )
+    .await;
+    (id, op_id)
+}
+
+/// Exactly the revisions a sandbox operation writes.
+fn revisions_of(op: &OperationRecord) -> ReportedRevisions {
+    ReportedRevisions {
+        policy_revision: op.policy_revision,
+        sandbox_settings_revision: op.settings_revision,
+        ..Default::default()
+    }
+}
+
 fn global_setting(value: u32) -> pb::UpdateConfigRequest {
     pb::UpdateConfigRequest {
         target: Some(pb::ConfigTarget {
@@ -68,22 +92,9 @@ fn global_setting(value: u32) -> pb::UpdateConfigRequest {
 async fn a_report_that_cannot_be_resolved_loses_none_of_its_batch() {
     let gw = TestGateway::start(Backend::Sqlite).await;
     let mut api = gw.api().await;
-    let (id, _) = create_sandbox(&mut api, "batched", POLICY).await;
-    let op_id = commit_only(
-        &mut api,
-        pb::UpdateConfigRequest {
-            target: openshell_e2e::sandbox_target(&id),
-            policy: policy_with_port(8443),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (id, op_id) = sandbox_with_a_policy_write(&mut api, "batched").await;
     let op = gw.state().store.get_operation(&op_id).await.unwrap();
-    let exact = ReportedRevisions {
-        policy_revision: op.policy_revision,
-        sandbox_settings_revision: op.settings_revision,
-        ..Default::default()
-    };
+    let exact = revisions_of(&op);
     // Queued at once, so they share transactions: the unknown sandboxes'
     // reports fail, the real one's must still commit.
     let resolver = gw.state().reports.clone();
@@ -261,24 +272,19 @@ async fn one_sandboxs_reports_in_one_batch_resolve_in_arrival_order() {
         .await;
         ops.push(gw.state().store.get_operation(&op_id).await.unwrap());
     }
-    let exact = |op: &openshell_gateway::store::OperationRecord| ReportedRevisions {
-        policy_revision: op.policy_revision,
-        sandbox_settings_revision: op.settings_revision,
-        ..Default::default()
-    };
     // The first change applied, then the second failed: in this order the
     // first ends APPLIED; the other way round the failure (newer) would
     // supersede it first. The second report is urgent, which must not let it
     // overtake its sandbox's earlier one.
     let resolver = gw.state().reports.clone();
-    resolver.submit(applied(&id, exact(&ops[0])), false);
+    resolver.submit(applied(&id, revisions_of(&ops[0])), false);
     resolver.submit(
         SupervisorReport {
             status: ReportStatus::Failed {
                 failed_closed: false,
             },
             reason: "port 9443 is taken".into(),
-            ..applied(&id, exact(&ops[1]))
+            ..applied(&id, revisions_of(&ops[1]))
         },
         true,
     );
@@ -296,16 +302,7 @@ async fn one_sandboxs_reports_in_one_batch_resolve_in_arrival_order() {
 async fn waiters_are_handed_the_rows_changes_wrote(backend: Backend) {
     let gw = TestGateway::start(backend).await;
     let mut api = gw.api().await;
-    let (id, _) = create_sandbox(&mut api, "handed", POLICY).await;
-    let op_id = commit_only(
-        &mut api,
-        pb::UpdateConfigRequest {
-            target: openshell_e2e::sandbox_target(&id),
-            policy: policy_with_port(8443),
-            ..Default::default()
-        },
-    )
-    .await;
+    let (id, op_id) = sandbox_with_a_policy_write(&mut api, "handed").await;
     let store = &gw.state().store;
     let signal = store.operation_events().subscribe(&op_id);
     assert_eq!(signal.changes(), (0, None));
@@ -326,14 +323,9 @@ async fn waiters_are_handed_the_rows_changes_wrote(backend: Backend) {
     assert_eq!(delivered.state, OperationState::Delivered);
     assert_eq!(delivered, store.get_operation(&op_id).await.unwrap());
 
-    let exact = ReportedRevisions {
-        policy_revision: op.policy_revision,
-        sandbox_settings_revision: op.settings_revision,
-        ..Default::default()
-    };
     gw.state()
         .reports
-        .resolve(applied(&id, exact))
+        .resolve(applied(&id, revisions_of(&op)))
         .await
         .unwrap();
     let (changes, row) = signal.changes();

@@ -29,6 +29,10 @@ fn accept_push() -> Answer {
 }
 
 fn supervisor(gateway: &FakeGateway, dir: &Path, workload: &str) -> Child {
+    supervisor_running(gateway, dir, &["sh", "-c", workload])
+}
+
+fn supervisor_running(gateway: &FakeGateway, dir: &Path, command: &[&str]) -> Child {
     let credential = dir.join("credential");
     std::fs::write(&credential, format!("{CREDENTIAL}\n")).unwrap();
     Command::new(env!("CARGO_BIN_EXE_openshell-supervisor"))
@@ -39,7 +43,8 @@ fn supervisor(gateway: &FakeGateway, dir: &Path, workload: &str) -> Child {
         .arg(&credential)
         .args(["--state-dir", "state", "--heartbeat-interval", "100ms"])
         .args(["--poll-interval", "100ms", "--log", "debug"])
-        .args(["--", "sh", "-c", workload])
+        .arg("--")
+        .args(command)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -204,21 +209,7 @@ async fn a_killed_supervisor_takes_its_workload_with_it() {
 async fn a_workload_that_cannot_run_exits_127_naming_it() {
     let gateway = FakeGateway::start(accept_push()).await;
     let dir = tempfile::tempdir().unwrap();
-    let credential = dir.path().join("credential");
-    std::fs::write(&credential, format!("{CREDENTIAL}\n")).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_openshell-supervisor"))
-        .current_dir(dir.path())
-        .env_remove("OPENSHELL_GATEWAY")
-        .args(["--gateway", &gateway.url(), "--sandbox", SANDBOX])
-        .arg("--credential-file")
-        .arg(&credential)
-        .args(["--state-dir", "state", "--heartbeat-interval", "100ms"])
-        .args(["--", "/no/such/workload", "arg"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let child = supervisor_running(&gateway, dir.path(), &["/no/such/workload", "arg"]);
     let (code, stderr) = finish(child).await;
     assert_eq!(code, 127, "as a shell does: {stderr}");
     assert!(
