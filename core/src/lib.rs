@@ -9,6 +9,7 @@
 //!   scoped values resolve to an effective value;
 //! - [`secret`] and [`provider`]: credential values that never print, and provider value
 //!   classification;
+//! - [`nesting`]: the linear depth bound every document from the network passes before a parser;
 //! - [`names`]: the naming rule for sandboxes, workspaces and providers;
 //! - [`violation`]: the field-addressed validation error they all report.
 //!
@@ -17,6 +18,7 @@
 //! so the same decision is made wherever the check runs.
 
 pub mod names;
+pub mod nesting;
 pub mod policy;
 pub mod provider;
 pub mod secret;

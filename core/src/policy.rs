@@ -279,6 +279,8 @@ pub enum PolicyError {
     TooLarge { size: usize, limit: usize },
     #[error("policy is not valid YAML or JSON: {0}")]
     Syntax(String),
+    #[error("policy is refused: {0}")]
+    TooDeep(crate::nesting::TooDeep),
     #[error("policy is invalid: {}", join_violations(.0))]
     Invalid(Vec<Violation>),
 }
@@ -295,7 +297,7 @@ impl PolicyError {
     /// The problems as field-addressed violations, for APIs that return a list.
     pub fn violations(&self) -> Vec<Violation> {
         match self {
-            PolicyError::TooLarge { .. } | PolicyError::Syntax(_) => {
+            PolicyError::TooLarge { .. } | PolicyError::Syntax(_) | PolicyError::TooDeep(_) => {
                 vec![Violation::document(self.to_string())]
             }
             PolicyError::Invalid(list) => list.clone(),
@@ -315,9 +317,12 @@ pub fn parse_policy(text: &str) -> Result<SandboxPolicy, PolicyError> {
             limit: MAX_POLICY_BYTES,
         });
     }
+    // Before any parser: the YAML scanner's cost grows with the square of nesting depth.
+    crate::nesting::check_nesting(text, crate::nesting::MAX_NESTING_DEPTH)
+        .map_err(PolicyError::TooDeep)?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let body = text.trim_start();
-    if body.is_empty() {
+    if body.is_empty() || is_null_document(body) {
         return Err(empty_document());
     }
     if body.starts_with('{') {
@@ -330,18 +335,27 @@ pub fn parse_policy(text: &str) -> Result<SandboxPolicy, PolicyError> {
             Err(json_err) => Err(PolicyError::Syntax(json_err.to_string())),
         };
     }
-    serde_norway::from_str::<SandboxPolicy>(text).map_err(|err| {
-        // A document of only comments or `---` parses as null; say so plainly instead of
-        // serde's "invalid type: unit value".
-        if matches!(
-            serde_norway::from_str::<serde_norway::Value>(text),
-            Ok(serde_norway::Value::Null)
-        ) {
-            empty_document()
-        } else {
-            PolicyError::Syntax(err.to_string())
-        }
-    })
+    serde_norway::from_str::<SandboxPolicy>(text)
+        .map_err(|err| PolicyError::Syntax(err.to_string()))
+}
+
+/// A document of only comments, `---`/`...` markers and at most a null scalar: YAML reads it as
+/// null, and saying so plainly beats serde's "invalid type: unit value". Decided from the text so
+/// the document is parsed once.
+fn is_null_document(body: &str) -> bool {
+    let mut scalars = body
+        .lines()
+        .map(|line| match line.find('#') {
+            Some(at) if at == 0 || line[..at].ends_with([' ', '\t']) => &line[..at],
+            _ => line,
+        })
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && *line != "---" && *line != "...");
+    match (scalars.next(), scalars.next()) {
+        (None, _) => true,
+        (Some(only), None) => matches!(only, "~" | "null" | "Null" | "NULL" | "--- ~" | "--- null"),
+        _ => false,
+    }
 }
 
 fn empty_document() -> PolicyError {
@@ -1230,6 +1244,56 @@ network_middlewares:
             assert_eq!(v.len(), 1);
             assert_eq!(v[0].field, "");
         }
+    }
+
+    /// Probe defect 1: a document nested 10k-131k levels deep under the size limit cost the
+    /// parser minutes of CPU. The depth bound must refuse it before any parser runs, for every
+    /// nesting shape the YAML grammar offers.
+    #[test]
+    fn deeply_nested_documents_are_refused_before_parsing() {
+        let flow = |levels: usize| {
+            format!(
+                "version: 1\nx: {}1{}\n",
+                "[".repeat(levels),
+                "]".repeat(levels)
+            )
+        };
+        let deepest_under_limit = (MAX_POLICY_BYTES - 16) / 2;
+        let docs = [
+            flow(10_000),
+            flow(deepest_under_limit),
+            format!("{}{}", "{\"a\":".repeat(20_000), "}".repeat(20_000)),
+            format!("version: 1\nx:\n{}1\n", "- ".repeat(100_000)),
+            format!("version: 1\nx:\r{}1\r", "- ".repeat(100_000)),
+            format!("version: 1\nx: {}\n", "[".repeat(MAX_POLICY_BYTES - 32)),
+        ];
+        for doc in &docs {
+            assert!(doc.len() <= MAX_POLICY_BYTES);
+            let err = parse_policy(doc).unwrap_err();
+            assert!(matches!(err, PolicyError::TooDeep(_)), "{err}");
+            let message = err.to_string();
+            assert!(
+                message.contains("at most 64 levels"),
+                "the error names the limit: {message}"
+            );
+            assert!(message.len() < 200, "the error does not echo the input");
+        }
+        // Real nesting up to the limit still parses to a field-level verdict.
+        let at_limit = flow(60);
+        assert!(matches!(
+            parse_policy(&at_limit),
+            Err(PolicyError::Syntax(msg)) if msg.contains("unknown field `x`")
+        ));
+    }
+
+    #[test]
+    fn null_documents_are_empty_without_a_second_parse() {
+        for doc in ["~\n", "--- null\n", "---\n...\n", "# c\nnull # also c\n"] {
+            let err = parse_policy(doc).unwrap_err();
+            assert!(err.to_string().contains("empty"), "{doc:?}: {err}");
+        }
+        let err = parse_policy("version: [1\n").unwrap_err();
+        assert!(!err.to_string().contains("empty"));
     }
 
     #[test]

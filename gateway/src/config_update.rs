@@ -6,7 +6,7 @@
 //! inside the transaction.
 
 use openshell_core::Violation;
-use openshell_core::policy::{SandboxPolicy, parse_and_validate};
+use openshell_core::policy::{PolicyError, SandboxPolicy};
 use openshell_core::settings::{self, Scope, SettingValue};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -93,8 +93,9 @@ impl ConfigUpdate {
         }
     }
 
-    /// Every problem with the request, each with its field path.
-    fn validate(&self) -> Result<Validated> {
+    /// Every problem with the request, each with its field path. The policy text, if any, was
+    /// parsed beforehand by [`crate::policy_parse`], off the async workers.
+    fn validate(&self, parsed: Option<Result<SandboxPolicy, PolicyError>>) -> Result<Validated> {
         let mut violations = Vec::new();
         let has_policy = self.policy.as_deref().is_some_and(|p| !p.trim().is_empty());
         if !has_policy && !self.clear_global_policy && self.settings.is_empty() {
@@ -132,8 +133,8 @@ impl ConfigUpdate {
                 message: "cannot both set and clear the global policy".into(),
             });
         }
-        let policy = match self.policy.as_deref().filter(|p| !p.trim().is_empty()) {
-            Some(text) => match parse_and_validate(text) {
+        let policy = match parsed {
+            Some(parsed) => match parsed {
                 Ok(policy) => Some(policy),
                 Err(err) => {
                     violations.extend(err.violations().into_iter().map(|v| Violation {
@@ -223,7 +224,13 @@ pub async fn commit_update(
     idempotency_retention_ms: i64,
     place: WritePlace,
 ) -> Result<Committed> {
-    let validated = update.validate()?;
+    let parsed = match update.policy.as_deref().filter(|p| !p.trim().is_empty()) {
+        Some(text) => {
+            Some(crate::policy_parse::parse_and_validate_untrusted(text.to_owned()).await)
+        }
+        None => None,
+    };
+    let validated = update.validate(parsed)?;
     let (writes, update) = (store.clone(), update.clone());
     let committed = store
         .run_write(place, async move {

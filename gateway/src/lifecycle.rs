@@ -3,7 +3,6 @@
 
 use openshell_core::Secret;
 use openshell_core::names::validate_name;
-use openshell_core::policy::parse_and_validate;
 
 use crate::config_update::write_sandbox_policy;
 use crate::crypto::{hash_credential, new_supervisor_credential};
@@ -47,20 +46,22 @@ pub async fn create_sandbox(
         violations.push(v);
     }
     let policy = match policy.filter(|p| !p.trim().is_empty()) {
-        Some(text) => match parse_and_validate(text) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                violations.extend(e.violations().into_iter().map(|mut v| {
-                    v.field = if v.field.is_empty() {
-                        "policy".into()
-                    } else {
-                        format!("policy.{}", v.field)
-                    };
-                    v
-                }));
-                None
+        Some(text) => {
+            match crate::policy_parse::parse_and_validate_untrusted(text.to_owned()).await {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    violations.extend(e.violations().into_iter().map(|mut v| {
+                        v.field = if v.field.is_empty() {
+                            "policy".into()
+                        } else {
+                            format!("policy.{}", v.field)
+                        };
+                        v
+                    }));
+                    None
+                }
             }
-        },
+        }
         None => None,
     };
     if !violations.is_empty() {
