@@ -111,9 +111,14 @@ pub enum SandboxCommand {
         /// First policy, YAML or JSON; `-` reads stdin.
         #[arg(short = 'f', long = "file", value_name = "POLICY")]
         policy: Option<String>,
-        /// Write the supervisor credential to this file (mode 0600) instead of printing it.
+        /// Write the supervisor credential to this new file (mode 0600) instead of printing it.
+        ///
+        /// An existing file, or a symlink even to nothing, is refused unless --force is given.
         #[arg(long, value_name = "PATH")]
         credential_file: Option<PathBuf>,
+        /// Replace an existing --credential-file; a symlink there is replaced, never followed.
+        #[arg(long, requires = "credential_file")]
+        force: bool,
     },
     /// Show one sandbox.
     Get {
@@ -662,6 +667,22 @@ mod tests {
             .is_ok()
         );
         assert!(parse(&["sandbox", "create", "demo", "--credential-file", "/tmp/c"]).is_ok());
+        let cli = parse(&[
+            "sandbox",
+            "create",
+            "demo",
+            "--credential-file",
+            "/tmp/c",
+            "--force",
+        ])
+        .unwrap();
+        let Command::Sandbox(SandboxCommand::Create { force, .. }) = cli.command else {
+            panic!("wrong command");
+        };
+        assert!(force);
+        // --force only says what to do with an existing credential file.
+        let err = parse(&["sandbox", "create", "demo", "--force"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
         assert!(parse(&["sandbox", "delete", "demo", "--yes"]).is_ok());
         assert!(parse(&["sandbox", "list", "--all"]).is_ok());
         assert!(parse(&["sandbox", "stop", "demo"]).is_ok());

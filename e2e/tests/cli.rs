@@ -1146,3 +1146,56 @@ async fn no_color_keeps_a_terminal_free_of_color() {
     }
     assert!(output.contains("APPLIED"), "{output:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credential_file_is_never_written_through_a_symlink_or_over_a_file() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let (_gw, cli, _api) = setup().await;
+    // Stands for a file of another user that a planted link points at.
+    let victim = cli.file("victim", "someone else's data\n");
+    let link = cli.dir.join("cred");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let link = link.to_str().unwrap();
+
+    let refused = cli
+        .run(&["sandbox", "create", "web", "--credential-file", link])
+        .await;
+    refused.expect_code(2);
+    assert!(refused.stderr.contains(link), "{}", refused.stderr);
+    assert!(refused.stderr.contains("--force"), "{}", refused.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "someone else's data\n"
+    );
+    // Refused before the gateway was asked, so no credential was minted and lost.
+    let list = cli
+        .run(&["sandbox", "list", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(list.as_array().unwrap().len(), 0, "{list}");
+
+    let forced = cli
+        .run(&[
+            "sandbox",
+            "create",
+            "web",
+            "--credential-file",
+            link,
+            "--force",
+            "-o",
+            "json",
+        ])
+        .await;
+    let forced = forced.expect_code(0).json();
+    assert!(forced["supervisor_credential"].is_null(), "{forced}");
+    let meta = std::fs::symlink_metadata(link).unwrap();
+    assert!(meta.file_type().is_file(), "the link itself was replaced");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert!(std::fs::read_to_string(link).unwrap().trim().len() > 16);
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "someone else's data\n"
+    );
+}
