@@ -8,8 +8,12 @@ use crate::violation::Violation;
 /// Longest allowed name, the DNS label limit.
 pub const MAX_NAME_CHARS: usize = 63;
 
+/// Prefixes the gateway gives its ids (`sb-…` sandboxes, `pv-…` providers, `op-…` operations,
+/// `ss-…` sessions). A reference starting with one is read as an id, so a name may not.
+pub const ID_PREFIXES: &[&str] = &["sb-", "pv-", "op-", "ss-"];
+
 /// Checks a sandbox, workspace or provider name: 1–63 characters of lowercase letters, digits
-/// and `-`, starting with a letter or digit and not ending with `-`.
+/// and `-`, starting with a letter or digit, not ending with `-`, and not shaped like an id.
 pub fn validate_name(field: &str, name: &str) -> Result<(), Violation> {
     let fail = |message: String| Err(Violation::new(field, message));
     if name.is_empty() {
@@ -35,6 +39,11 @@ pub fn validate_name(field: &str, name: &str) -> Result<(), Violation> {
     if name.ends_with('-') {
         return fail("name must not end with '-'".to_string());
     }
+    if let Some(prefix) = ID_PREFIXES.iter().find(|p| name.starts_with(**p)) {
+        return fail(format!(
+            "name must not start with {prefix:?}: references starting so are read as ids; choose another name"
+        ));
+    }
     Ok(())
 }
 
@@ -47,6 +56,19 @@ mod tests {
     fn accepts_dns_labels() {
         for name in ["a", "dev", "team-1", "0abc", "a-b-c", &"x".repeat(63)] {
             assert!(validate_name("name", name).is_ok(), "{name}");
+        }
+    }
+
+    /// Probe defect 8: `sb-zzz` was accepted as a name but then every lookup read it as an id.
+    #[test]
+    fn rejects_names_shaped_like_ids() {
+        for name in ["sb-zzz", "pv-github", "op-1", "ss-x"] {
+            let v = validate_name("name", name).unwrap_err();
+            assert!(v.message.contains("read as ids"), "{name}: {}", v.message);
+        }
+        for name in ["sb", "sbx-1", "sandbox-pv-", "my-sb-1"] {
+            let ok = validate_name("name", name);
+            assert!(ok.is_ok() || name.ends_with('-'), "{name}");
         }
     }
 
