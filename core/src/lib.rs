@@ -27,7 +27,9 @@ pub mod violation;
 
 pub use names::validate_name;
 pub use policy::{PolicyError, SandboxPolicy, parse_and_validate, parse_policy};
-pub use provider::{ProviderValue, ValueClass, validate_env_name, validate_provider_type};
+pub use provider::{
+    ProviderValue, ValueClass, validate_env_name, validate_env_value, validate_provider_type,
+};
 pub use secret::Secret;
 pub use settings::{EffectiveSetting, Scope, SettingDef, SettingKind, SettingValue};
 pub use violation::Violation;

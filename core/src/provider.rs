@@ -150,6 +150,21 @@ pub fn validate_env_name(field_prefix: &str, name: &str) -> Result<(), Violation
     Ok(())
 }
 
+/// Checks that a value can be handed to a process as an environment variable: the C
+/// environment ends a value at its first NUL byte, so such a value cannot arrive whole. The
+/// violation names the variable, never the value (it may be a credential).
+pub fn validate_env_value(field: &str, name: &str, value: &str) -> Result<(), Violation> {
+    if value.contains('\0') {
+        return Err(Violation::new(
+            field,
+            format!(
+                "the value of {name} contains a NUL byte, which an environment variable cannot hold"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn is_slug_char(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-'
 }

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use openshell_core::{
-    Secret, ValueClass, Violation, validate_env_name, validate_name, validate_provider_type,
+    Secret, ValueClass, Violation, validate_env_name, validate_env_value, validate_name,
+    validate_provider_type,
 };
 
 use crate::error::{GatewayError, Result};
@@ -58,6 +59,15 @@ impl ProviderInput {
             .map(|(k, v)| (k, v.len()))
             .chain(self.credentials.iter().map(|(k, v)| (k, v.expose().len())))
             .filter(|(_, len)| *len > MAX_VALUE_BYTES);
+        let unpassable = self
+            .env
+            .iter()
+            .map(|(k, v)| (k, v.as_str()))
+            .chain(self.credentials.iter().map(|(k, v)| (k, v.expose())))
+            .filter_map(|(name, value)| {
+                validate_env_value(&format!("values.{name}"), name, value).err()
+            });
+        violations.extend(unpassable);
         for (name, len) in too_long {
             violations.push(Violation {
                 field: format!("values.{name}"),

@@ -334,11 +334,13 @@ async fn resolve_round(
     let now_running: Vec<String> = round
         .iter()
         .filter(|&&i| {
+            // Only a configuration in effect makes a sandbox running: a failed first apply,
+            // whatever its mode, leaves nothing running under the gateway's configuration.
             lifecycles.get(&reports[i].sandbox_id) == Some(&Lifecycle::Pending)
-                && reports[i].status
-                    != (ReportStatus::Failed {
-                        failed_closed: true,
-                    })
+                && matches!(
+                    reports[i].status,
+                    ReportStatus::Applied | ReportStatus::RetainedLocalOverride
+                )
         })
         .map(|&i| reports[i].sandbox_id.clone())
         .collect();
