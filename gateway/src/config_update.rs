@@ -326,8 +326,7 @@ async fn try_commit(
                 )));
             }
             if current.lifecycle == Lifecycle::Stopped {
-                inactive_reason =
-                    Some("sandbox is stopped; the change takes effect when it starts");
+                inactive_reason = Some(crate::store::STOPPED_TARGET_REASON);
             }
             op.sandbox_id = Some(current.id.clone());
             op.policy_revision = current.policy_revision;
@@ -428,8 +427,15 @@ async fn try_commit(
     if let Some(workspace) = fleet_of {
         if fleet_targets::lists_after_commit(store) {
             tx.begin_target_listing(&operation_id).await?;
-        } else if tx.insert_live_targets(&operation_id, workspace).await? == 0 {
-            tx.complete_empty_fleet_operation(&operation_id).await?;
+        } else {
+            let listed = tx.insert_live_targets(&operation_id, workspace).await?;
+            if listed.pending + listed.inactive == 0 {
+                tx.complete_empty_fleet_operation(&operation_id).await?;
+            } else if listed.pending == 0 {
+                // Every target is a stopped sandbox: the operation ends INACTIVE now.
+                tx.count_finished_targets(&operation_id, OperationState::Inactive, 0)
+                    .await?;
+            }
         }
         changed_after_insert = true;
     }

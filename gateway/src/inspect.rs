@@ -10,6 +10,9 @@ use crate::sessions::NegotiatedMode;
 use crate::state::GatewayState;
 use crate::store::{Lifecycle, OperationFilter, OperationState, SandboxRecord};
 
+/// How long a session replacement stays worth mentioning.
+const REPLACEMENT_WINDOW_MS: i64 = 10 * 60 * 1000;
+
 pub async fn inspect(
     state: &GatewayState,
     sandbox: &SandboxRecord,
@@ -45,6 +48,17 @@ pub async fn inspect(
                 hints.push("legacy supervisor (protocol revision 0) keeps polling; upgrade it to get pushed configuration".to_string());
             } else if s.mode == NegotiatedMode::ShadowPush {
                 hints.push("supervisor receives pushed snapshots but cannot apply them (shadow push); it keeps polling".to_string());
+            }
+            if s.replaced_sessions > 0
+                && let Some(at) = s.last_replaced_at_ms
+                && crate::store::now_ms() - at < REPLACEMENT_WINDOW_MS
+            {
+                hints.push(format!(
+                    "this sandbox's session was replaced by a newer one {} time(s), last {}s ago; \
+                     if the supervisors keep replacing each other, two of them are using this sandbox's credential",
+                    s.replaced_sessions,
+                    (crate::store::now_ms() - at) / 1000
+                ));
             }
             if s.local_policy_override {
                 hints.push("local policy override retained: the supervisor keeps its local policy file; gateway policy changes end INACTIVE".to_string());

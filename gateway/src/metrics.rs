@@ -87,6 +87,8 @@ pub struct Metrics {
     pub sessions_accepted: Family<ModeLabel, Counter>,
     /// Sessions rejected (bad credential, unknown or deleted sandbox, bad hello).
     pub sessions_rejected: Counter,
+    /// Open sessions closed because a newer session of the same sandbox replaced them.
+    pub sessions_replaced: Counter,
     /// Sessions currently connected to this replica.
     pub sessions_connected: Gauge,
     /// Poll RPCs served (`GetSandboxConfig`, `GetSandboxProviderEnvironment`).
@@ -149,6 +151,12 @@ impl Metrics {
             "supervisor_sessions_rejected",
             "Supervisor sessions rejected before acceptance",
             sessions_rejected.clone(),
+        );
+        let sessions_replaced = Counter::default();
+        registry.register(
+            "supervisor_sessions_replaced",
+            "Open supervisor sessions closed because a newer session of the same sandbox replaced them",
+            sessions_replaced.clone(),
         );
         let sessions_connected = Gauge::default();
         registry.register(
@@ -243,6 +251,7 @@ impl Metrics {
             legacy_sessions,
             sessions_accepted,
             sessions_rejected,
+            sessions_replaced,
             sessions_connected,
             poll_requests,
             reports,

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use tokio::sync::Notify;
+
 use openshell_proto::v1 as pb;
 
 use crate::api::convert::timestamp;
@@ -50,7 +52,53 @@ pub struct SessionInfo {
     pub local_policy_override: bool,
     pub connected_at_ms: i64,
     pub last_heartbeat_ms: i64,
+    /// Sessions of this sandbox that a newer one replaced while they were still open, counted
+    /// over the registry's life: more than a few means two supervisors share a credential.
+    pub replaced_sessions: u32,
+    pub last_replaced_at_ms: Option<i64>,
+    /// Asks the session to end with a reason its supervisor logs: a newer session of the same
+    /// sandbox took its place, or the sandbox was stopped.
+    pub closer: Arc<SessionCloser>,
 }
+
+/// A request to end one session, with the reason to tell its supervisor.
+#[derive(Debug, Default)]
+pub struct SessionCloser {
+    notify: Notify,
+    reason: Mutex<Option<String>>,
+}
+
+impl SessionCloser {
+    /// Asks the session to close; the first reason given wins.
+    pub fn close(&self, reason: &str) {
+        let mut slot = self.reason.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(reason.to_string());
+        }
+        drop(slot);
+        self.notify.notify_one();
+    }
+
+    /// Resolves with the reason once the session is asked to close.
+    pub async fn closed(&self) -> String {
+        loop {
+            if let Some(reason) = self
+                .reason
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+            {
+                return reason;
+            }
+            self.notify.notified().await;
+        }
+    }
+}
+
+/// Told to a session that a newer one of its sandbox replaced: only one supervisor may hold a
+/// sandbox's session, and a second process with the same credential is the usual cause.
+pub const SUPERSEDED_REASON: &str = "a newer session for this sandbox replaced this one; \
+     if this repeats, two supervisors are using the same sandbox credential";
 
 /// The registry; cheap to clone.
 #[derive(Debug, Clone, Default)]
@@ -64,9 +112,18 @@ impl SessionRegistry {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers a session, replacing an older one of the same sandbox.
-    pub fn register(&self, info: SessionInfo) -> Option<SessionInfo> {
-        self.lock().insert(info.sandbox_id.clone(), info)
+    /// Registers a session. An older open session of the same sandbox is told to close (its
+    /// supervisor is either gone or a second one holding the same credential) and returned.
+    pub fn register(&self, mut info: SessionInfo) -> Option<SessionInfo> {
+        let mut map = self.lock();
+        let old = map.get(&info.sandbox_id).cloned();
+        if let Some(old) = &old {
+            info.replaced_sessions = old.replaced_sessions.saturating_add(1);
+            info.last_replaced_at_ms = Some(info.connected_at_ms);
+            old.closer.close(SUPERSEDED_REASON);
+        }
+        map.insert(info.sandbox_id.clone(), info);
+        old
     }
 
     /// Removes the session if it is still the registered one.
@@ -80,6 +137,17 @@ impl SessionRegistry {
             return true;
         }
         false
+    }
+
+    /// Asks the sandbox's session, if one is open here, to close with `reason`.
+    pub fn close(&self, sandbox_id: &str, reason: &str) -> bool {
+        match self.lock().get(sandbox_id) {
+            Some(session) => {
+                session.closer.close(reason);
+                true
+            }
+            None => false,
+        }
     }
 
     pub fn heartbeat(&self, sandbox_id: &str, session_id: &str) {

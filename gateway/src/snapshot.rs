@@ -2,6 +2,10 @@
 //! are always complete snapshots of one component, built from the store at
 //! build time, so a build reflects every write committed before it. The
 //! poll RPCs and push delivery both project these, never their own copies.
+//!
+//! A stopped sandbox gets no snapshot at all, by poll, push or bootstrap: its
+//! writes end INACTIVE ("takes effect when it starts"), and that must stay true
+//! of what its supervisor holds. Starting it again publishes a rebuild.
 
 use futures::future::BoxFuture;
 use openshell_core::settings;
@@ -10,8 +14,22 @@ use sha2::{Digest, Sha256};
 
 use crate::api::convert;
 use crate::delivery::{Built, Component};
-use crate::error::Result;
-use crate::store::{PendingInputs, ReadPriority, Store, now_ms};
+use crate::error::{GatewayError, Result};
+use crate::store::{Lifecycle, PendingInputs, ReadPriority, SandboxRecord, Store, now_ms};
+
+/// Said to a stopped sandbox's supervisor when it asks for configuration.
+pub const STOPPED_SANDBOX_REASON: &str = "the sandbox is stopped; the gateway delivers no \
+     configuration until it is started again (`openshell sandbox start`)";
+
+/// Refuses to build for a sandbox whose configuration must not reach its supervisor now.
+fn ensure_deliverable(sandbox: &SandboxRecord) -> Result<()> {
+    match sandbox.lifecycle {
+        Lifecycle::Stopped => Err(GatewayError::FailedPrecondition(
+            STOPPED_SANDBOX_REASON.into(),
+        )),
+        _ => Ok(()),
+    }
+}
 
 /// The `sandbox_config` component of one sandbox.
 pub async fn build_sandbox_config(
@@ -30,6 +48,7 @@ async fn sandbox_config_from(
     read: PendingInputs,
 ) -> Result<(pb::SandboxConfigSnapshot, bool)> {
     let mut inputs = read.inputs(store).await?;
+    ensure_deliverable(&inputs.sandbox)?;
     let (policy_json, policy_hash, source) = match (&inputs.global_policy, inputs.own_policy.take())
     {
         (Some(g), _) => (
@@ -108,6 +127,7 @@ pub async fn build_provider_environment(
     sandbox_id: &str,
 ) -> Result<pb::ProviderEnvironmentSnapshot> {
     let sandbox = store.get_sandbox(sandbox_id).await?;
+    ensure_deliverable(&sandbox)?;
     let providers = store
         .attached_providers_with_credentials(sandbox_id)
         .await?;

@@ -243,6 +243,13 @@ impl OpenShell for OpenShellApi {
         };
         let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
         let updated = lifecycle::set_lifecycle(&self.state.store, &sandbox, wanted).await?;
+        if updated.lifecycle == Lifecycle::Stopped {
+            // Its supervisor learns why it gets nothing more; it reconnects, and is refused
+            // until the sandbox starts again.
+            self.state
+                .sessions
+                .close(&updated.id, crate::snapshot::STOPPED_SANDBOX_REASON);
+        }
         self.state
             .publish(Publication::sandbox(
                 &updated.id,

@@ -41,7 +41,9 @@ pub use build_inputs::{PendingInputs, ReadPriority, SandboxConfigInputs, SharedI
 use events::ChangedOperation;
 pub use events::{OperationEvents, OperationSignal};
 pub use fanout_intents::FanoutIntent;
-pub use operations::{IdempotentMatch, NewOperation, OperationFilter};
+pub use operations::{
+    IdempotentMatch, ListedTargets, NewOperation, OperationFilter, STOPPED_TARGET_REASON,
+};
 pub use providers::ProviderValues;
 pub use records::*;
 pub use replicas::LivePeer;

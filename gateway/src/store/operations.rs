@@ -154,6 +154,55 @@ impl Store {
     }
 }
 
+/// How many targets a listing step recorded, by the state they start in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListedTargets {
+    pub pending: u64,
+    pub inactive: u64,
+}
+
+impl ListedTargets {
+    fn add(&mut self, stopped: bool, n: u64) {
+        if stopped {
+            self.inactive += n;
+        } else {
+            self.pending += n;
+        }
+    }
+}
+
+/// Why a stopped sandbox's target ends at once; the words a sandbox-scoped write uses too.
+pub const STOPPED_TARGET_REASON: &str =
+    "sandbox is stopped; the change takes effect when it starts";
+
+fn stopped_filter(stopped: bool) -> &'static str {
+    if stopped {
+        "lifecycle = 'stopped'"
+    } else {
+        "lifecycle <> 'stopped'"
+    }
+}
+
+fn target_state(stopped: bool) -> OperationState {
+    if stopped {
+        OperationState::Inactive
+    } else {
+        OperationState::Pending
+    }
+}
+
+fn target_outcome(stopped: bool) -> &'static str {
+    if stopped {
+        Outcome::Lifecycle.as_str()
+    } else {
+        ""
+    }
+}
+
+fn target_error(stopped: bool) -> &'static str {
+    if stopped { STOPPED_TARGET_REASON } else { "" }
+}
+
 impl WriteTx {
     /// The live operation registered under an idempotency key, if any.
     pub async fn find_idempotent(
@@ -207,37 +256,42 @@ impl WriteTx {
         operation_from_row(&row)
     }
 
-    /// Records every live sandbox (of `workspace`, or of all) as a pending
-    /// target of a fleet operation, in one statement that never carries the
-    /// ids through the gateway; returns how many there are.
+    /// Records every live sandbox (of `workspace`, or of all) as a target of a fleet operation,
+    /// in statements that never carry the ids through the gateway: running and pending
+    /// sandboxes as pending targets, stopped ones as INACTIVE at once (nothing is delivered to
+    /// a stopped sandbox, so nothing would ever end their target). Returns the counts.
     pub async fn insert_live_targets(
         &mut self,
         operation_id: &str,
         workspace: Option<&str>,
-    ) -> Result<u64> {
-        let inserted = sqlx::query(
-            "INSERT INTO operation_targets (operation_id, sandbox_id, state, outcome, error, updated_at) \
-             SELECT $1, id, 'PENDING', '', '', $2 FROM sandboxes \
-             WHERE ($3 = '' OR workspace = $3) AND lifecycle <> 'deleted'",
-        )
-        .bind(operation_id)
-        .bind(now_ms())
-        .bind(workspace.unwrap_or(""))
-        .execute(self.conn())
-        .await?
-        .rows_affected();
-        sqlx::query("UPDATE operations SET targets_total = $2, targets_pending = $2 WHERE id = $1")
+    ) -> Result<ListedTargets> {
+        let mut listed = ListedTargets::default();
+        for stopped in [false, true] {
+            let inserted = sqlx::query(AssertSqlSafe(format!(
+                "INSERT INTO operation_targets (operation_id, sandbox_id, state, outcome, error, updated_at) \
+                 SELECT $1, id, $4, $5, $6, $2 FROM sandboxes \
+                 WHERE ($3 = '' OR workspace = $3) AND lifecycle <> 'deleted' AND {}",
+                stopped_filter(stopped)
+            )))
             .bind(operation_id)
-            .bind(i64::try_from(inserted).unwrap_or(i64::MAX))
+            .bind(now_ms())
+            .bind(workspace.unwrap_or(""))
+            .bind(target_state(stopped).as_str())
+            .bind(target_outcome(stopped))
+            .bind(target_error(stopped))
             .execute(self.conn())
-            .await?;
-        Ok(inserted)
+            .await?
+            .rows_affected();
+            listed.add(stopped, inserted);
+        }
+        self.count_listed_targets(operation_id, listed).await?;
+        Ok(listed)
     }
 
-    /// Lists, as pending targets of a fleet operation, the next at most
-    /// `limit` live sandboxes (of `workspace`, or of all) in id order after
-    /// `after`, of those created no later than `created_until` (ms), and
-    /// counts them in. Returns the last id listed, or None once none is left.
+    /// Lists, as targets of a fleet operation, the next at most `limit` live sandboxes (of
+    /// `workspace`, or of all) in id order after `after`, of those created no later than
+    /// `created_until` (ms), and counts them in; stopped sandboxes are listed INACTIVE, as in
+    /// [`Self::insert_live_targets`]. Returns the last id listed, or None once none is left.
     pub async fn list_targets_after(
         &mut self,
         operation_id: &str,
@@ -259,28 +313,48 @@ impl WriteTx {
         .bind(offset)
         .fetch_optional(self.conn())
         .await?;
-        let inserted = sqlx::query(AssertSqlSafe(format!(
-            "INSERT INTO operation_targets (operation_id, sandbox_id, state, outcome, error, updated_at) \
-             SELECT $5, id, 'PENDING', '', '', $6 FROM sandboxes WHERE {SCOPE} AND ($4 = '' OR id <= $4)"
-        )))
-        .bind(workspace)
-        .bind(created_until)
-        .bind(after)
-        .bind(boundary.clone().unwrap_or_default())
-        .bind(operation_id)
-        .bind(now_ms())
-        .execute(self.conn())
-        .await?
-        .rows_affected();
+        let mut listed = ListedTargets::default();
+        for stopped in [false, true] {
+            let inserted = sqlx::query(AssertSqlSafe(format!(
+                "INSERT INTO operation_targets (operation_id, sandbox_id, state, outcome, error, updated_at) \
+                 SELECT $5, id, $7, $8, $9, $6 FROM sandboxes WHERE {SCOPE} AND ($4 = '' OR id <= $4) AND {}",
+                stopped_filter(stopped)
+            )))
+            .bind(workspace)
+            .bind(created_until)
+            .bind(after)
+            .bind(boundary.clone().unwrap_or_default())
+            .bind(operation_id)
+            .bind(now_ms())
+            .bind(target_state(stopped).as_str())
+            .bind(target_outcome(stopped))
+            .bind(target_error(stopped))
+            .execute(self.conn())
+            .await?
+            .rows_affected();
+            listed.add(stopped, inserted);
+        }
+        self.count_listed_targets(operation_id, listed).await?;
+        Ok(boundary)
+    }
+
+    async fn count_listed_targets(
+        &mut self,
+        operation_id: &str,
+        listed: ListedTargets,
+    ) -> Result<()> {
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         sqlx::query(
-            "UPDATE operations SET targets_total = targets_total + $2, \
-             targets_pending = targets_pending + $2 WHERE id = $1",
+            "UPDATE operations SET targets_total = targets_total + $2 + $3, \
+             targets_pending = targets_pending + $2, targets_inactive = targets_inactive + $3 \
+             WHERE id = $1",
         )
         .bind(operation_id)
-        .bind(i64::try_from(inserted).unwrap_or(i64::MAX))
+        .bind(count(listed.pending))
+        .bind(count(listed.inactive))
         .execute(self.conn())
         .await?;
-        Ok(boundary)
+        Ok(())
     }
 
     /// Marks a fleet operation's targets as still to be listed.

@@ -22,7 +22,7 @@ use crate::metrics::{ModeLabel, OutcomeLabel, StatusLabel};
 use crate::operations::resolve::sanitize_error;
 use crate::operations::{ReportStatus, SupervisorReport};
 use crate::server::MAX_MESSAGE_BYTES;
-use crate::sessions::SessionInfo;
+use crate::sessions::{SessionCloser, SessionInfo};
 use crate::snapshot::build_bootstrap;
 use crate::state::GatewayState;
 use crate::store::{Lifecycle, OwnerClaim, SandboxRecord, new_id, now_ms};
@@ -138,6 +138,16 @@ async fn run(
             return;
         }
     };
+    if sandbox.lifecycle == Lifecycle::Stopped {
+        state.metrics.sessions_rejected.inc();
+        let _ = tx
+            .send(rejected(Refusal {
+                reason: crate::snapshot::STOPPED_SANDBOX_REASON.into(),
+                permanent: false,
+            }))
+            .await;
+        return;
+    }
     let caps = Capabilities {
         protocol_revision: hello.protocol_revision,
         supports_config_snapshots: hello.supports_config_snapshots,
@@ -240,7 +250,8 @@ async fn run(
         return;
     }
     let now = now_ms();
-    state.sessions.register(SessionInfo {
+    let closer = Arc::new(SessionCloser::default());
+    let replaced = state.sessions.register(SessionInfo {
         session_id: session_id.clone(),
         sandbox_id: sandbox.id.clone(),
         sandbox_name: sandbox.name.clone(),
@@ -253,7 +264,19 @@ async fn run(
         local_policy_override: hello.local_policy_override,
         connected_at_ms: now,
         last_heartbeat_ms: now,
+        replaced_sessions: 0,
+        last_replaced_at_ms: None,
+        closer: closer.clone(),
     });
+    if let Some(old) = replaced {
+        state.metrics.sessions_replaced.inc();
+        tracing::warn!(
+            sandbox = %sandbox.id,
+            session = %session_id,
+            replaced = %old.session_id,
+            "a new session replaced an open one of the same sandbox; the old one is closed"
+        );
+    }
     state.metrics.sessions_connected.inc();
     state
         .metrics
@@ -284,6 +307,7 @@ async fn run(
             bootstrap,
             awaiting_bootstrap_until: None,
             delivery_task: None,
+            closer,
         };
         if negotiation.apply_enabled {
             session.awaiting_bootstrap_until =
@@ -496,6 +520,7 @@ struct LiveSession<'a> {
     bootstrap: Option<BootstrapFrames>,
     awaiting_bootstrap_until: Option<tokio::time::Instant>,
     delivery_task: Option<tokio::task::JoinHandle<()>>,
+    closer: Arc<SessionCloser>,
 }
 
 impl LiveSession<'_> {
@@ -681,6 +706,10 @@ impl LiveSession<'_> {
                 }
                 () = self.state.stopped() => {
                     tracing::debug!(sandbox = %self.sandbox_id, "gateway stopping; ending session");
+                    return;
+                }
+                reason = self.closer.closed() => {
+                    Box::pin(self.close_with(reason)).await;
                     return;
                 }
                 () = sleep_until_opt(bootstrap_deadline) => {

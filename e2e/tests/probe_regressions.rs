@@ -1,0 +1,361 @@
+//! Regressions for the defects an outside probe found in the gateway: a parser stall, zombie
+//! sessions, fleet writes that never end, stopped sandboxes that still receive configuration,
+//! provider values no process can receive, sandboxes made RUNNING by a failure report, and
+//! names that read as ids. Each test fails without its fix.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use openshell_e2e::process::spawn_supervisor;
+use openshell_e2e::{
+    Api, Backend, POLICY, TestGateway, create_sandbox, eventually, metric, policy_with_port,
+    raw_setting, sandbox_ref, sandbox_target, state, terminal_operation,
+};
+use openshell_gateway::DeliveryMode;
+use openshell_proto::v1 as pb;
+use openshell_proto::v1::supervisor_client::SupervisorClient;
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+async fn inspect(api: &Api, id: &str) -> pb::SessionInspection {
+    api.clone()
+        .inspect_session(pb::InspectSessionRequest {
+            sandbox: sandbox_ref(id),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+async fn set_policy(api: &Api, id: &str, policy: String) -> Result<pb::Operation, tonic::Status> {
+    api.clone()
+        .update_config(pb::UpdateConfigRequest {
+            target: sandbox_target(id),
+            policy,
+            ..Default::default()
+        })
+        .await
+        .map(|r| r.into_inner().operation.unwrap())
+}
+
+async fn set_lifecycle(api: &Api, id: &str, lifecycle: pb::SandboxLifecycle) -> pb::Sandbox {
+    api.clone()
+        .set_sandbox_lifecycle(pb::SetSandboxLifecycleRequest {
+            sandbox: sandbox_ref(id),
+            lifecycle: lifecycle as i32,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+async fn get_sandbox(api: &Api, id: &str) -> pb::Sandbox {
+    api.clone()
+        .get_sandbox(pb::GetSandboxRequest {
+            sandbox: sandbox_ref(id),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+/// Defect 1: a policy nested thousands of levels deep is refused by the depth bound, the
+/// refusal names the limit, nothing is written, and the gateway goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deeply_nested_policy_is_refused_and_changes_nothing() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (id, _) = create_sandbox(&mut api, "nested", POLICY).await;
+    let before = get_sandbox(&api, &id).await;
+    let depth = 120_000;
+    let deep = format!(
+        "version: 1\nx: {}1{}\n",
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    let err = set_policy(&api, &id, deep).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message().contains("at most 64 levels"),
+        "{}",
+        err.message()
+    );
+    assert!(
+        err.message().len() < 1024,
+        "the refusal does not echo the input"
+    );
+    let after = get_sandbox(&api, &id).await;
+    assert_eq!(before.policy_revision, after.policy_revision);
+    // The same bound guards a sandbox's first policy.
+    let err = api
+        .create_sandbox(pb::CreateSandboxRequest {
+            name: "nested-too".into(),
+            policy: format!("version: 1\nx:\n{}1\n", "- ".repeat(100_000)),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    let op = set_policy(&api, &id, policy_with_port(8443)).await.unwrap();
+    assert_eq!(op.policy_revision, before.policy_revision + 1);
+}
+
+/// Defect 2: a second supervisor with the same credential closes the first session with a
+/// reason it logs; once the second is gone, the first takes the sandbox back and applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_supervisor_with_the_same_credential_leaves_no_zombie() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "twins", POLICY).await;
+    let first = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir.path().join("a"), &[]);
+    let first_session = eventually("the first session", DEADLINE, || async {
+        let i = inspect(&api, &id).await;
+        (i.connected && !i.session_id.is_empty()).then_some(i.session_id)
+    })
+    .await;
+    let second = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir.path().join("b"), &[]);
+    eventually(
+        "the first supervisor to log why it was closed",
+        DEADLINE,
+        || async {
+            first
+                .guard
+                .log_text()
+                .contains("two supervisors are using the same sandbox credential")
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(metric(&gw, "openshell_supervisor_sessions_replaced_total").await >= 1.0);
+    let hints = eventually("inspect to tell of the replacement", DEADLINE, || async {
+        let i = inspect(&api, &id).await;
+        (i.session_id != first_session && i.hints.iter().any(|h| h.contains("replaced")))
+            .then_some(i.hints)
+    })
+    .await;
+    assert!(hints.iter().any(|h| h.contains("credential")), "{hints:?}");
+    second.kill();
+    let op = set_policy(&api, &id, policy_with_port(8443)).await.unwrap();
+    let done = terminal_operation(&api, &op.id).await;
+    assert_eq!(state(&done), pb::OperationState::Applied, "{done:?}");
+    eventually(
+        "the first supervisor's state to hold the write",
+        DEADLINE,
+        || async {
+            first
+                .active_file("policy.json")
+                .filter(|p| p.contains("8443"))
+        },
+    )
+    .await;
+}
+
+/// Defect 5: a fleet write whose targets include stopped sandboxes ends; they count INACTIVE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_write_over_stopped_sandboxes_ends_inactive() {
+    for backend in Backend::ALL {
+        let gw = TestGateway::start(backend).await;
+        let mut api = gw.api().await;
+        let mut ids = Vec::new();
+        for name in ["st-a", "st-b", "st-c"] {
+            let created = api
+                .create_sandbox(pb::CreateSandboxRequest {
+                    name: name.into(),
+                    workspace: "st".into(),
+                    policy: POLICY.into(),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            ids.push(created.sandbox.unwrap().id);
+        }
+        for id in &ids {
+            set_lifecycle(&api, id, pb::SandboxLifecycle::Stopped).await;
+        }
+        let response = api
+            .update_config(pb::UpdateConfigRequest {
+                target: Some(pb::ConfigTarget {
+                    target: Some(pb::config_target::Target::Workspace("st".into())),
+                }),
+                settings: vec![raw_setting("log_level", "warn")],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let op = terminal_operation(&api, &response.operation.unwrap().id).await;
+        assert_eq!(
+            state(&op),
+            pb::OperationState::Inactive,
+            "{backend:?}: {op:?}"
+        );
+        let fleet = op.fleet.unwrap();
+        assert_eq!(
+            (fleet.targets, fleet.inactive, fleet.pending),
+            (3, 3, 0),
+            "{backend:?}"
+        );
+    }
+}
+
+/// Defect 7: a stopped sandbox's supervisor is told why and gets nothing, so INACTIVE is the
+/// truth; starting the sandbox delivers the change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_sandbox_receives_no_configuration_until_it_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "paused", POLICY).await;
+    let supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir.path().join("s"), &[]);
+    eventually("the supervisor to bootstrap", DEADLINE, || async {
+        supervisor.active_file("policy.json").map(|_| ())
+    })
+    .await;
+    set_lifecycle(&api, &id, pb::SandboxLifecycle::Stopped).await;
+    let op = set_policy(&api, &id, policy_with_port(8443)).await.unwrap();
+    assert_eq!(state(&op), pb::OperationState::Inactive, "{op:?}");
+    // Told once when its session closes, again when its reconnect is refused: by then any
+    // delivery would have happened.
+    eventually(
+        "the supervisor to be refused while stopped",
+        DEADLINE,
+        || async {
+            (supervisor
+                .guard
+                .log_text()
+                .matches("the sandbox is stopped")
+                .count()
+                >= 2)
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(!inspect(&api, &id).await.connected);
+    let active = supervisor.active_file("policy.json").unwrap();
+    assert!(
+        !active.contains("8443"),
+        "a stopped sandbox received a write"
+    );
+    set_lifecycle(&api, &id, pb::SandboxLifecycle::Pending).await;
+    eventually("the write to arrive once started", DEADLINE, || async {
+        supervisor
+            .active_file("policy.json")
+            .filter(|p| p.contains("8443"))
+    })
+    .await;
+    let running = eventually("the sandbox to run again", DEADLINE, || async {
+        let sandbox = get_sandbox(&api, &id).await;
+        (sandbox.lifecycle == pb::SandboxLifecycle::Running as i32).then_some(sandbox)
+    })
+    .await;
+    assert_eq!(running.policy_revision, op.policy_revision);
+}
+
+/// Defect 6: a provider value with a NUL byte is refused at the API, naming the variable and
+/// not the value; a failure report does not make a pending sandbox RUNNING.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unpassable_values_and_failure_reports_change_nothing() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    for class in [pb::ValueClass::Credential, pb::ValueClass::NonSecret] {
+        let err = api
+            .create_provider(pb::CreateProviderRequest {
+                name: "nul".into(),
+                r#type: "github".into(),
+                values: vec![pb::ProviderValueInput {
+                    name: "GITHUB_TOKEN".into(),
+                    value: "v\0secret-part".into(),
+                    class: class as i32,
+                }],
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains("GITHUB_TOKEN"), "{}", err.message());
+        assert!(err.message().contains("NUL"), "{}", err.message());
+        assert!(!err.message().contains("secret-part"), "{}", err.message());
+    }
+    let providers = api
+        .list_providers(pb::ListProvidersRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(providers.providers.is_empty(), "{providers:?}");
+
+    let (id, credential) = create_sandbox(&mut api, "never-ran", POLICY).await;
+    let channel = tonic::transport::Channel::from_shared(gw.endpoint())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut supervisor = SupervisorClient::new(channel);
+    let identity = pb::SupervisorIdentity {
+        sandbox_id: id.clone(),
+        credential,
+    };
+    for failed_closed in [false, true] {
+        supervisor
+            .report_policy_status(pb::ReportPolicyStatusRequest {
+                identity: Some(identity.clone()),
+                status: pb::PolicyLoadStatus::Failed as i32,
+                revisions: None,
+                reason: "forged".into(),
+                failed_closed,
+            })
+            .await
+            .unwrap();
+    }
+    // Reports resolve in the background: once the last one is kept, both were processed.
+    eventually(
+        "the failure to be kept as the last report",
+        DEADLINE,
+        || async {
+            inspect(&api, &id)
+                .await
+                .hints
+                .iter()
+                .any(|h| h.contains("forged"))
+                .then_some(())
+        },
+    )
+    .await;
+    let sandbox = get_sandbox(&api, &id).await;
+    assert_eq!(sandbox.lifecycle, pb::SandboxLifecycle::Pending as i32);
+}
+
+/// Defect 8: a name that would be read back as an id is refused, for sandboxes and providers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_shaped_like_ids_are_refused() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (existing, _) = create_sandbox(&mut api, "real", POLICY).await;
+    for name in ["sb-zzz".to_string(), existing.clone()] {
+        let err = api
+            .create_sandbox(pb::CreateSandboxRequest {
+                name: name.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{name}: {err:?}");
+        assert!(err.message().contains("read as ids"), "{}", err.message());
+    }
+    let err = api
+        .create_provider(pb::CreateProviderRequest {
+            name: "pv-github".into(),
+            r#type: "github".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    let listed = api
+        .list_sandboxes(pb::ListSandboxesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.sandboxes.len(), 1, "{listed:?}");
+}
