@@ -166,7 +166,7 @@ pub struct WaitArgs {
     #[arg(long)]
     pub wait: bool,
     /// How long to wait, e.g. 90s or 2m (gateway default 60s, at most 10m); implies --wait.
-    #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse::wait_timeout)]
     pub timeout: Option<Duration>,
     /// Fleet writes: stop waiting once this fraction (0-1] of sandboxes applied.
     #[arg(long, value_name = "FRACTION", value_parser = parse::threshold)]
@@ -375,7 +375,7 @@ pub enum OperationsCommand {
         /// Operation id (op-…).
         id: String,
         /// How long to wait, e.g. 90s or 2m (gateway default 60s, at most 10m).
-        #[arg(long, value_name = "DURATION", value_parser = parse::duration)]
+        #[arg(long, value_name = "DURATION", value_parser = parse::wait_timeout)]
         timeout: Option<Duration>,
         /// Fleet operations: stop once this fraction (0-1] of sandboxes applied.
         #[arg(long, value_name = "FRACTION", value_parser = parse::threshold)]
@@ -526,6 +526,33 @@ mod tests {
         let err = parse(&["policy", "set", "sb", "-f", "p", "--timeout", "soon"]).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::ValueValidation);
         assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn a_timeout_above_the_longest_wait_is_a_usage_error() {
+        let writes: [&[&str]; 4] = [
+            &["policy", "set", "sb", "-f", "p"],
+            &["policy", "clear-global"],
+            &["settings", "set", "--global", "a=b"],
+            &["settings", "delete", "--global", "a"],
+        ];
+        let waits = writes
+            .iter()
+            .map(|w| w.to_vec())
+            .chain([vec!["operations", "wait", "op-1"]]);
+        for mut args in waits {
+            args.extend(["--timeout", "10m"]);
+            assert!(parse(&args).is_ok(), "{args:?}");
+            let last = args.len() - 1;
+            args[last] = "11m";
+            let err = parse(&args).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::ValueValidation, "{args:?}");
+            assert_eq!(err.exit_code(), 2);
+            let text = err.to_string();
+            for needed in ["--timeout", "'11m'", "at most 10m"] {
+                assert!(text.contains(needed), "{needed:?} in {text}");
+            }
+        }
     }
 
     #[test]

@@ -33,12 +33,30 @@ fn check_key(key: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Longest wait deadline the gateway grants (DESIGN: at most 10 minutes);
+/// it cuts a longer one short without saying so.
+pub const MAX_WAIT: Duration = Duration::from_secs(600);
+
 /// Human durations such as `90s`, `2m` or `1m 30s`.
 pub fn duration(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text)
         .map_err(|e| format!("expected a duration such as 90s or 2m: {e}"))?;
     if d.is_zero() {
         return Err("the duration must be greater than zero".to_owned());
+    }
+    Ok(d)
+}
+
+/// A wait deadline (`--timeout`): a [`duration`] of at most [`MAX_WAIT`],
+/// refused rather than quietly shortened by the gateway. clap names the
+/// flag and the value in front of this message.
+pub fn wait_timeout(text: &str) -> Result<Duration, String> {
+    let d = duration(text)?;
+    if d > MAX_WAIT {
+        return Err(format!(
+            "a wait lasts at most {}",
+            humantime::format_duration(MAX_WAIT)
+        ));
     }
     Ok(d)
 }
@@ -116,6 +134,13 @@ mod tests {
         assert_eq!(duration("1m 30s").unwrap(), Duration::from_secs(90));
         assert!(duration("0s").is_err());
         assert!(duration("soon").is_err());
+        assert_eq!(wait_timeout("10m").unwrap(), MAX_WAIT);
+        assert_eq!(wait_timeout("599s").unwrap(), Duration::from_secs(599));
+        assert!(wait_timeout("0s").is_err());
+        for longer in ["11m", "601s", "10m 1s", "1h"] {
+            let err = wait_timeout(longer).unwrap_err();
+            assert_eq!(err, "a wait lasts at most 10m", "{longer}");
+        }
         assert_eq!(threshold("0.95").unwrap(), 0.95);
         assert_eq!(threshold("1").unwrap(), 1.0);
         assert!(threshold("0").is_err());

@@ -1199,3 +1199,32 @@ async fn a_credential_file_is_never_written_through_a_symlink_or_over_a_file() {
         "someone else's data\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_above_ten_minutes_exits_2_before_anything_is_sent() {
+    // No gateway listens here: the flag is refused before one is needed.
+    let cli = Cli {
+        gateway: "http://127.0.0.1:9".into(),
+        dir: std::env::temp_dir(),
+    };
+    for args in [
+        vec![
+            "policy",
+            "set",
+            "web",
+            "-f",
+            "p.yaml",
+            "--wait",
+            "--timeout",
+            "11m",
+        ],
+        vec!["settings", "set", "--global", "a=b", "--timeout", "11m"],
+        vec!["operations", "wait", "op-1", "--timeout", "11m"],
+    ] {
+        let run = cli.run(&args).await;
+        run.expect_code(2);
+        for needed in ["--timeout", "11m", "at most 10m"] {
+            assert!(run.stderr.contains(needed), "{args:?}: {}", run.stderr);
+        }
+    }
+}
