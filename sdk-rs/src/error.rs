@@ -97,6 +97,26 @@ impl SdkError {
         }
     }
 
+    /// Refuses a policy larger than the gateway accepts before it is sent: the gateway's
+    /// transport limit would otherwise answer first, with an error that names no policy limit.
+    pub(crate) fn check_policy_size(text: &str) -> Result<(), Self> {
+        use openshell_core::policy::MAX_POLICY_BYTES;
+        if text.len() <= MAX_POLICY_BYTES {
+            return Ok(());
+        }
+        let message = format!(
+            "policy is {} bytes; the limit is {MAX_POLICY_BYTES} bytes (256 KiB)",
+            text.len()
+        );
+        Err(Self::InvalidArgument {
+            message: format!("policy: {message}"),
+            violations: vec![FieldViolation {
+                field: "policy".to_owned(),
+                message,
+            }],
+        })
+    }
+
     /// The gateway answered with a message missing a field the contract promises.
     pub(crate) fn missing(what: &str) -> Self {
         Self::Other {

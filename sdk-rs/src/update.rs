@@ -162,6 +162,9 @@ impl UpdateConfig {
 
     pub(crate) fn to_proto(&self) -> Result<pb::UpdateConfigRequest, SdkError> {
         let wait = wait_options(self.wait_timeout, self.threshold)?;
+        if let Some(policy) = &self.policy {
+            SdkError::check_policy_size(policy)?;
+        }
         Ok(pb::UpdateConfigRequest {
             target: Some(self.target.to_proto()),
             policy: self.policy.clone().unwrap_or_default(),
@@ -203,6 +206,23 @@ pub(crate) fn wait_options(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    /// Probe: a 1.4 MB policy met the transport's "decoded message length too large" first.
+    #[test]
+    fn an_over_large_policy_is_refused_naming_the_policy_limit() {
+        let big = "#".repeat(openshell_core::policy::MAX_POLICY_BYTES + 1);
+        let update = UpdateConfig::new(Target::Sandbox(SandboxRef::from("demo"))).policy(big);
+        let err = update.to_proto().unwrap_err();
+        assert_eq!(err.code(), "INVALID_ARGUMENT");
+        assert_eq!(err.violations()[0].field, "policy");
+        assert!(
+            err.to_string().contains("the limit is 262144 bytes"),
+            "{err}"
+        );
+        let at_limit = "#".repeat(openshell_core::policy::MAX_POLICY_BYTES);
+        let update = UpdateConfig::new(Target::Sandbox(SandboxRef::from("demo"))).policy(at_limit);
+        assert!(update.to_proto().is_ok());
+    }
 
     #[test]
     fn builds_wire_request() {

@@ -20,6 +20,7 @@ impl Client {
         workspace: Option<&str>,
         policy: Option<&str>,
     ) -> Result<CreatedSandbox, SdkError> {
+        SdkError::check_policy_size(policy.unwrap_or_default())?;
         let request = pb::CreateSandboxRequest {
             name: name.to_owned(),
             workspace: workspace.unwrap_or_default().to_owned(),
