@@ -359,3 +359,69 @@ async fn names_shaped_like_ids_are_refused() {
         .into_inner();
     assert_eq!(listed.sandboxes.len(), 1, "{listed:?}");
 }
+
+/// Probe: two attached providers exporting one variable shadowed each other silently. The
+/// write that would bring them together, an attach or an update, is refused naming both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn providers_that_would_shadow_each_other_are_refused() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (id, _) = create_sandbox(&mut api, "shadowed", POLICY).await;
+    let value = |name: &str| pb::ProviderValueInput {
+        name: name.into(),
+        value: "v".into(),
+        class: pb::ValueClass::NonSecret as i32,
+    };
+    for (name, var) in [("first", "SHARED"), ("second", "SHARED"), ("third", "OWN")] {
+        api.create_provider(pb::CreateProviderRequest {
+            name: name.into(),
+            r#type: "generic".into(),
+            values: vec![value(var)],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
+    let attach = |provider: &str| pb::AttachProviderRequest {
+        sandbox: sandbox_ref(&id),
+        provider: provider.into(),
+    };
+    let epoch = api
+        .attach_provider(attach("first"))
+        .await
+        .unwrap()
+        .into_inner()
+        .sandbox
+        .unwrap()
+        .attachment_epoch;
+    let err = api.attach_provider(attach("second")).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    for needle in ["first", "second", "SHARED"] {
+        assert!(err.message().contains(needle), "{}", err.message());
+    }
+    api.attach_provider(attach("third")).await.unwrap();
+    let err = api
+        .update_provider(pb::UpdateProviderRequest {
+            provider: "third".into(),
+            values: vec![value("OWN"), value("SHARED")],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    let sandbox = get_sandbox(&api, &id).await;
+    assert_eq!(
+        sandbox.attachment_epoch,
+        epoch + 1,
+        "only `third` was attached since"
+    );
+    let third = api
+        .get_provider(pb::GetProviderRequest {
+            provider: "third".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(third.revision, 1, "the refused update wrote nothing");
+}

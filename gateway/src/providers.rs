@@ -133,6 +133,14 @@ pub async fn update_provider(
         .seal(&values.credentials)
         .map_err(|e| GatewayError::Corrupt(e.to_string()))?;
     let mut tx = store.begin_write().await?;
+    let names: Vec<&str> = values
+        .env
+        .keys()
+        .chain(values.credentials.keys())
+        .map(String::as_str)
+        .collect();
+    let beside = tx.co_attached_providers(&existing.id).await?;
+    refuse_shadowing(&existing.name, &names, &beside)?;
     tx.update_provider(&existing.id, &values, &sealed).await?;
     tx.insert_fanout_intent("provider", &existing.id, &["provider_environment"], None)
         .await?;
@@ -140,6 +148,30 @@ pub async fn update_provider(
     store
         .resolve_provider(&existing.id, &existing.workspace)
         .await
+}
+
+/// A sandbox's environment holds one value per variable: a provider whose variable another
+/// attached provider already exports would silently shadow it (or be shadowed), so the write
+/// that would bring them together is refused, naming both providers and the variables.
+fn refuse_shadowing(provider: &str, names: &[&str], beside: &[ProviderRecord]) -> Result<()> {
+    for other in beside {
+        let theirs = other.variable_names();
+        let shared: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| theirs.contains(n))
+            .collect();
+        if !shared.is_empty() {
+            return Err(GatewayError::FailedPrecondition(format!(
+                "provider {provider} and provider {} both export {}, and a sandbox attaches both; \
+                 a sandbox's environment holds one value per variable: rename the variable or \
+                 detach one provider",
+                other.name,
+                shared.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Attaches (`attach` true) or detaches a provider; a repeat is a no-op.
@@ -157,6 +189,15 @@ pub async fn attach(
     }
     let mut tx = store.begin_write().await?;
     tx.lock_sandbox(&sandbox.id).await?;
+    if attach {
+        let beside: Vec<ProviderRecord> = tx
+            .attached_providers(&sandbox.id)
+            .await?
+            .into_iter()
+            .filter(|p| p.id != provider.id)
+            .collect();
+        refuse_shadowing(&provider.name, &provider.variable_names(), &beside)?;
+    }
     let epoch = if attach {
         tx.attach(&sandbox.id, &provider.id).await?
     } else {

@@ -243,6 +243,40 @@ impl WriteTx {
         self.bump_attachment_epoch(sandbox_id).await.map(Some)
     }
 
+    /// Providers that share a live sandbox with `provider_id` (attached beside it), other than
+    /// itself: whose variables its own must not shadow.
+    pub async fn co_attached_providers(
+        &mut self,
+        provider_id: &str,
+    ) -> Result<Vec<ProviderRecord>> {
+        let rows = sqlx::query(
+            "SELECT DISTINCT p.id, p.name, p.workspace, p.provider_type, p.env_json, \
+             p.credential_names, p.revision, p.expires_at FROM attachments mine \
+             JOIN attachments other ON other.sandbox_id = mine.sandbox_id \
+             JOIN providers p ON p.id = other.provider_id \
+             JOIN sandboxes s ON s.id = mine.sandbox_id \
+             WHERE mine.provider_id = $1 AND other.provider_id <> $1 AND s.lifecycle <> 'deleted' \
+             ORDER BY p.name",
+        )
+        .bind(provider_id)
+        .fetch_all(self.conn())
+        .await?;
+        rows.iter().map(provider_from_row).collect()
+    }
+
+    /// Providers attached to a sandbox, without their credentials.
+    pub async fn attached_providers(&mut self, sandbox_id: &str) -> Result<Vec<ProviderRecord>> {
+        let rows = sqlx::query(
+            "SELECT p.id, p.name, p.workspace, p.provider_type, p.env_json, p.credential_names, \
+             p.revision, p.expires_at FROM attachments a JOIN providers p ON p.id = a.provider_id \
+             WHERE a.sandbox_id = $1 ORDER BY p.name",
+        )
+        .bind(sandbox_id)
+        .fetch_all(self.conn())
+        .await?;
+        rows.iter().map(provider_from_row).collect()
+    }
+
     /// Detaches; returns the new attachment epoch, or None if it was not attached.
     pub async fn detach(&mut self, sandbox_id: &str, provider_id: &str) -> Result<Option<u64>> {
         let result =

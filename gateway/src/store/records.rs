@@ -168,6 +168,17 @@ pub struct ProviderRecord {
     pub attached_sandbox_ids: Vec<String>,
 }
 
+impl ProviderRecord {
+    /// Every environment variable the provider exports, plain and credential.
+    pub fn variable_names(&self) -> Vec<&str> {
+        self.env
+            .keys()
+            .map(String::as_str)
+            .chain(self.credential_names.iter().map(String::as_str))
+            .collect()
+    }
+}
+
 pub(crate) fn u64_col(row: &AnyRow, col: &str) -> Result<u64> {
     let v: i64 = row.try_get(col)?;
     u64::try_from(v).map_err(|_| GatewayError::Corrupt(format!("negative {col}")))
