@@ -32,7 +32,7 @@ pub async fn inspect(
     match sandbox.lifecycle {
         Lifecycle::Deleted => hints.push("sandbox is deleted; nothing is delivered to it".to_string()),
         Lifecycle::Stopped => hints.push(
-            "sandbox is stopped; configuration changes are stored but not in effect until it starts".to_string(),
+            "sandbox is stopped: the gateway delivers it nothing and refuses its supervisor's sessions; changes are stored and take effect when it starts".to_string(),
         ),
         _ => {}
     }
