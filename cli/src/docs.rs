@@ -297,7 +297,7 @@ fn exit_codes() -> String {
         ),
         (
             exit::FAILURE,
-            "An error (gateway unreachable, not found, invalid policy, …), or the change failed to apply (FAILED: the last-known-good configuration stays active); `policy diff`: the policies differ, as with diff(1).",
+            "An error (gateway unreachable before any wait began, not found, invalid policy, …), or the change failed to apply (FAILED: the last-known-good configuration stays active); `policy diff`: the policies differ, as with diff(1).",
         ),
         (
             exit::USAGE,
@@ -306,6 +306,10 @@ fn exit_codes() -> String {
         (
             exit::NOT_IN_EFFECT,
             "The change is not in effect: INACTIVE (sandbox stopped, or a local policy file on the supervisor keeps precedence) or CANCELLED (sandbox deleted before it applied).",
+        ),
+        (
+            exit::GATEWAY_UNAVAILABLE,
+            "The gateway became unavailable while waiting (the connection broke, e.g. the gateway died, or it stopped answering); EX_UNAVAILABLE of sysexits(3). Not a failure: the operation may still complete. The message names it; check with `openshell operations get ID`.",
         ),
         (
             exit::WAIT_TIMED_OUT,

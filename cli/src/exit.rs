@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use openshell_sdk::{Operation, OperationState};
+use openshell_sdk::{Operation, OperationState, SdkError};
 
 /// Applied or unchanged; superseded (with a warning); commit-only success.
 pub const SUCCESS: u8 = 0;
@@ -15,6 +15,10 @@ pub const DIFFERENT: u8 = 1;
 pub const USAGE: u8 = 2;
 /// The change is not in effect: INACTIVE or CANCELLED.
 pub const NOT_IN_EFFECT: u8 = 3;
+/// The gateway was lost while waiting for an operation: the connection broke
+/// or it stopped answering. EX_UNAVAILABLE of sysexits(3). The outcome is
+/// unknown, not failed: the operation may still complete.
+pub const GATEWAY_UNAVAILABLE: u8 = 69;
 /// The wait deadline passed with the operation still pending, as `timeout(1)` does.
 pub const WAIT_TIMED_OUT: u8 = 124;
 /// Ctrl-C stopped a wait; 128 + SIGINT, as shells report a process killed by it.
@@ -28,6 +32,7 @@ Exit codes:
   1    error, or the change failed to apply (FAILED); `policy diff`: the policies differ
   2    usage error
   3    the change is not in effect: INACTIVE (sandbox stopped, local policy) or CANCELLED
+  69   gateway unavailable while waiting; the operation may still complete (`openshell operations get ID`)
   124  wait timed out; the operation is still pending (`openshell operations wait ID`)
   130  interrupted (Ctrl-C) while waiting; the operation goes on (`openshell operations wait ID`)";
 
@@ -47,6 +52,32 @@ pub fn for_waited(op: &Operation, threshold: Option<f64>) -> u8 {
                 WAIT_TIMED_OUT
             }
         }
+    }
+}
+
+/// The exit code for an error that ended a wait on an operation.
+///
+/// Losing the gateway says nothing about the operation, so it must not
+/// read as FAILED (1). The SDK reports a refused or dropped connection as
+/// UNAVAILABLE (after its own retries), a gateway that stopped answering as
+/// DEADLINE_EXCEEDED, and a connection that broke under an open stream as
+/// whatever gRPC code tonic derives from the HTTP/2 error: UNKNOWN or
+/// CANCELLED, which the gateway never sends itself, or INTERNAL with tonic's
+/// "h2 protocol error" message.
+pub fn for_wait_error(err: &SdkError) -> u8 {
+    match err {
+        SdkError::Unavailable(_) | SdkError::Transport(_) | SdkError::DeadlineExceeded(_) => {
+            GATEWAY_UNAVAILABLE
+        }
+        SdkError::Other { code, message }
+            if code == "UNKNOWN"
+                || code == "CANCELLED"
+                || message.starts_with("h2 protocol error") =>
+        {
+            GATEWAY_UNAVAILABLE
+        }
+        SdkError::WaitTimedOut { .. } => WAIT_TIMED_OUT,
+        _ => FAILURE,
     }
 }
 
@@ -123,8 +154,54 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_lost_gateway_is_not_a_failed_apply() {
+        let lost = [
+            SdkError::Unavailable("cannot connect to gateway at http://127.0.0.1:7070".into()),
+            SdkError::Transport("transport error".into()),
+            SdkError::DeadlineExceeded("the gateway did not answer within 1m 30s".into()),
+            // What a killed gateway leaves under an open WaitForApply stream.
+            SdkError::Other {
+                code: "UNKNOWN".into(),
+                message: "h2 protocol error: error reading a body from connection".into(),
+            },
+            SdkError::Other {
+                code: "INTERNAL".into(),
+                message: "h2 protocol error: stream no longer needed".into(),
+            },
+            SdkError::Other {
+                code: "CANCELLED".into(),
+                message: "operation was canceled: connection closed".into(),
+            },
+        ];
+        for err in &lost {
+            assert_eq!(for_wait_error(err), GATEWAY_UNAVAILABLE, "{err:?}");
+        }
+        let answered = [
+            SdkError::NotFound("operation op-1 not found".into()),
+            SdkError::Unauthenticated("bad token".into()),
+            SdkError::FailedPrecondition("sandbox is deleted".into()),
+            SdkError::InvalidArgument {
+                message: "threshold must be in (0, 1]".into(),
+                violations: Vec::new(),
+            },
+            // The gateway's own INTERNAL is an answer, not a lost connection.
+            SdkError::Other {
+                code: "INTERNAL".into(),
+                message: "the store failed".into(),
+            },
+        ];
+        for err in &answered {
+            assert_eq!(for_wait_error(err), FAILURE, "{err:?}");
+        }
+        let timed_out = SdkError::WaitTimedOut {
+            operation: Box::new(operation(OperationState::Pending)),
+        };
+        assert_eq!(for_wait_error(&timed_out), WAIT_TIMED_OUT);
+    }
+
+    #[test]
     fn help_text_names_every_code() {
-        for code in ["0 ", "1 ", "2 ", "3 ", "124", "130"] {
+        for code in ["0 ", "1 ", "2 ", "3 ", "69 ", "124", "130"] {
             assert!(EXIT_CODES_HELP.contains(code));
         }
     }

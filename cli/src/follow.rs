@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use openshell_sdk::{Client, Operation, SdkError};
 
 use crate::context::Ctx;
+use crate::exit;
 use crate::progress::Progress;
 
 /// How a wait ended.
@@ -22,6 +23,9 @@ pub enum Waited {
     TimedOut(Operation),
     /// Ctrl-C stopped the wait; the last version seen. The operation goes on.
     Interrupted(Operation),
+    /// The gateway was lost (see [`exit::for_wait_error`]); the last version
+    /// seen. The operation may still complete.
+    Lost { last: Operation, error: SdkError },
 }
 
 /// Follows `op` (just committed, or just read) until it is done, the
@@ -69,9 +73,12 @@ pub async fn follow(
             progress.finish(&live);
             Ok(Waited::TimedOut(live))
         }
-        Some(Err(err)) => {
+        Some(Err(error)) => {
             progress.abandon();
-            Err(err.into())
+            match exit::for_wait_error(&error) {
+                exit::GATEWAY_UNAVAILABLE => Ok(Waited::Lost { last, error }),
+                _ => Err(error.into()),
+            }
         }
     }
 }
@@ -83,6 +90,16 @@ pub fn interrupted_hint(op: &Operation) -> String {
          resume with: openshell operations wait {id}",
         id = op.id,
         state = op.state
+    )
+}
+
+/// What to tell someone whose wait lost the gateway: not a failure, an unknown outcome.
+pub fn lost_hint(last: &Operation, error: &SdkError) -> String {
+    format!(
+        "error: lost the gateway while waiting for operation {id} (last seen {state}): {error}\n\
+         gateway unavailable; the operation may still complete: check with `openshell operations get {id}`",
+        id = last.id,
+        state = last.state
     )
 }
 
@@ -139,5 +156,26 @@ mod tests {
         assert!(hint.contains("op-0193 is DELIVERED"), "{hint}");
         assert!(hint.contains("openshell operations wait op-0193"), "{hint}");
         assert!(hint.contains("nothing was cancelled"), "{hint}");
+    }
+
+    #[test]
+    fn lost_hint_names_the_operation_and_how_to_check_it() {
+        let error = SdkError::Other {
+            code: "UNKNOWN".into(),
+            message: "h2 protocol error: error reading a body from connection".into(),
+        };
+        let hint = lost_hint(&operation(OperationState::Delivered), &error);
+        assert!(hint.starts_with("error: lost the gateway"), "{hint}");
+        assert!(
+            hint.contains("operation op-0193 (last seen DELIVERED)"),
+            "{hint}"
+        );
+        assert!(hint.contains("h2 protocol error"), "{hint}");
+        assert!(
+            hint.contains(
+                "the operation may still complete: check with `openshell operations get op-0193`"
+            ),
+            "{hint}"
+        );
     }
 }

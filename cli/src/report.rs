@@ -8,7 +8,7 @@ use openshell_sdk::{Client, Operation, OperationState, UpdateConfig, UpdateMode,
 use crate::cli::WaitArgs;
 use crate::context::Ctx;
 use crate::exit;
-use crate::follow::{Waited, follow, interrupted_hint};
+use crate::follow::{Waited, follow, interrupted_hint, lost_hint};
 use crate::views;
 
 /// `--commit-only` and `--wait` (or `--timeout`) decide; otherwise wait for
@@ -88,7 +88,7 @@ pub async fn apply_update(ctx: &Ctx, client: &Client, update: UpdateConfig) -> a
 }
 
 /// Prints how a wait ended (through `print`) and returns its exit code.
-/// An interrupted wait prints no result: it has none yet.
+/// An interrupted wait, or one that lost the gateway, prints no result: it has none yet.
 pub fn finish_wait(
     ctx: &Ctx,
     waited: Waited,
@@ -103,6 +103,10 @@ pub fn finish_wait(
         Waited::Interrupted(op) => {
             eprintln!("{}", interrupted_hint(&op));
             Ok(exit::INTERRUPTED)
+        }
+        Waited::Lost { last, error } => {
+            eprintln!("{}", lost_hint(&last, &error));
+            Ok(exit::GATEWAY_UNAVAILABLE)
         }
     }
 }

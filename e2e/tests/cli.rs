@@ -3,8 +3,8 @@
 //!
 //! Every command group has a scenario, `-o json` output is parsed and
 //! checked, and every documented exit code is reached by a real scenario
-//! (0 applied, 0 superseded, 1 failed, 2 usage, 3 inactive, 124 wait timed
-//! out, 130 interrupted). Runs without a terminal must print no control
+//! (0 applied, 0 superseded, 1 failed, 2 usage, 3 inactive, 69 gateway lost
+//! while waiting, 124 wait timed out, 130 interrupted). Runs without a terminal must print no control
 //! characters; the pseudo-terminal tests drive the CLI through a pty to see
 //! the live progress and answer a confirmation prompt.
 
@@ -1227,4 +1227,85 @@ async fn a_timeout_above_ten_minutes_exits_2_before_anything_is_sent() {
             assert!(run.stderr.contains(needed), "{args:?}: {}", run.stderr);
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_whose_gateway_dies_exits_69_naming_the_operation() {
+    use openshell_e2e::process::{free_port, spawn_gateway};
+
+    // A gateway process, so it can die the way a crash does.
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let data_dir = dir.path().join("data");
+    let token = format!("ci={TOKEN}");
+    let args = [
+        "--listen",
+        listen.as_str(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--operator-token",
+        token.as_str(),
+        "--metrics-listen",
+        "off",
+        "--config-delivery-mode",
+        "push",
+    ];
+    let mut gateway = spawn_gateway(&args, &[], dir.path().join("gateway.log"), port);
+    let cli = Cli {
+        gateway: format!("http://{listen}"),
+        dir: dir.path().to_path_buf(),
+    };
+    // Two sandboxes and no supervisors: a global change stays PENDING.
+    for name in ["a", "b"] {
+        cli.run(&["sandbox", "create", name]).await.expect_code(0);
+    }
+
+    let mut child = cli
+        .command(&[
+            "settings",
+            "set",
+            "--global",
+            "log_level=debug",
+            "--wait",
+            "--yes",
+            "--timeout",
+            "5m",
+        ])
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut next_line = async || {
+        tokio::time::timeout(DEADLINE, stderr.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let first = next_line().await.unwrap();
+    assert!(first.contains("2 pending"), "{first}");
+    let op_id = first.split_whitespace().nth(1).unwrap().to_string();
+    // Stopping one target changes the counts; that line can only come over
+    // the open WaitForApply stream, so the gateway dies under it.
+    cli.run(&["sandbox", "stop", "b"]).await.expect_code(0);
+    let second = next_line().await.unwrap();
+    assert!(second.contains("1 pending"), "{second}");
+
+    gateway.child.kill().unwrap();
+    gateway.child.wait().unwrap();
+    let mut rest = Vec::new();
+    while let Some(line) = next_line().await {
+        rest.push(line);
+    }
+    let status = tokio::time::timeout(DEADLINE, child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    let rest = rest.join("\n");
+    assert_eq!(status.code(), Some(69), "{rest}");
+    assert!(rest.contains(&format!("operation {op_id}")), "{rest}");
+    assert!(
+        rest.contains(&format!("check with `openshell operations get {op_id}`")),
+        "{rest}"
+    );
+    assert!(!rest.contains("FAILED"), "{rest}");
 }
