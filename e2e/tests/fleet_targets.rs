@@ -63,6 +63,7 @@ async fn listing_operation(store: &Store) -> OperationRecord {
         idempotency_key: None,
         request_fingerprint: None,
         idempotency_expires_at: None,
+        provider_env_revision: None,
     })
     .await
     .unwrap();

@@ -425,3 +425,75 @@ async fn providers_that_would_shadow_each_other_are_refused() {
         .into_inner();
     assert_eq!(third.revision, 1, "the refused update wrote nothing");
 }
+
+/// Probe: `provider attach`/`detach` returned no operation though the contract promises one.
+/// Each returns an operation that ends APPLIED once the supervisor runs exactly the provider
+/// environment it made desired; a repeat tracks the environment already in effect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_and_detach_are_tracked_operations() {
+    for mode in [DeliveryMode::Push, DeliveryMode::Poll] {
+        let dir = tempfile::tempdir().unwrap();
+        let gw = TestGateway::start_for_delivery(mode).await;
+        let mut api = gw.api().await;
+        let (id, credential) = create_sandbox(&mut api, "attaching", POLICY).await;
+        api.create_provider(pb::CreateProviderRequest {
+            name: "github".into(),
+            r#type: "github".into(),
+            values: vec![pb::ProviderValueInput {
+                name: "GITHUB_ORG".into(),
+                value: "acme".into(),
+                class: pb::ValueClass::NonSecret as i32,
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let _supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, dir.path(), &[]);
+        eventually("the supervisor to connect", DEADLINE, || async {
+            inspect(&api, &id).await.connected.then_some(())
+        })
+        .await;
+        let attach = pb::AttachProviderRequest {
+            sandbox: sandbox_ref(&id),
+            provider: "github".into(),
+        };
+        let mut seen = Vec::new();
+        for round in 0..3 {
+            let response = match round {
+                0 | 1 => api.attach_provider(attach.clone()).await,
+                _ => {
+                    api.detach_provider(pb::DetachProviderRequest {
+                        sandbox: sandbox_ref(&id),
+                        provider: "github".into(),
+                    })
+                    .await
+                }
+            }
+            .unwrap()
+            .into_inner();
+            let op = response
+                .operation
+                .expect("an attach or detach returns its operation");
+            assert_eq!(op.target, id);
+            assert_eq!(op.no_op, round == 1, "{mode:?} round {round}: {op:?}");
+            let done = terminal_operation(&api, &op.id).await;
+            assert_eq!(
+                state(&done),
+                pb::OperationState::Applied,
+                "{mode:?} round {round}: {done:?}"
+            );
+            seen.push(done.id);
+        }
+        seen.dedup();
+        assert_eq!(seen.len(), 3, "each call has an operation of its own");
+        set_lifecycle(&api, &id, pb::SandboxLifecycle::Stopped).await;
+        let op = api
+            .attach_provider(attach)
+            .await
+            .unwrap()
+            .into_inner()
+            .operation
+            .unwrap();
+        assert_eq!(state(&op), pb::OperationState::Inactive, "{mode:?}: {op:?}");
+    }
+}

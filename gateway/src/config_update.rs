@@ -312,6 +312,7 @@ async fn try_commit(
             .idempotency_key
             .as_ref()
             .map(|_| now_ms().saturating_add(idempotency_retention_ms)),
+        provider_env_revision: None,
     };
     let mut inactive_reason = None;
     // Set for a fleet write: the workspace whose live sandboxes it targets,

@@ -94,6 +94,7 @@ pub async fn create_sandbox(
                 idempotency_key: None,
                 request_fingerprint: None,
                 idempotency_expires_at: None,
+                provider_env_revision: None,
             })
             .await?;
         operation = Some(inserted);

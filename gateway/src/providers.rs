@@ -9,7 +9,11 @@ use openshell_core::{
 };
 
 use crate::error::{GatewayError, Result};
-use crate::store::{ProviderRecord, ProviderValues, SandboxRecord, Store, new_id};
+use crate::snapshot::provider_env_revision_of;
+use crate::store::{
+    Lifecycle, NewOperation, OperationRecord, OperationState, ProviderRecord, ProviderValues,
+    SandboxRecord, Store, TargetKind, new_id,
+};
 
 /// Most values one provider may hold.
 pub const MAX_PROVIDER_VALUES: usize = 256;
@@ -174,13 +178,24 @@ fn refuse_shadowing(provider: &str, names: &[&str], beside: &[ProviderRecord]) -
     Ok(())
 }
 
-/// Attaches (`attach` true) or detaches a provider; a repeat is a no-op.
+/// What an attach or detach committed: the sandbox after it and the operation that tracks
+/// its provider environment reaching the supervisor.
+#[derive(Debug)]
+pub struct AttachmentChange {
+    pub sandbox: SandboxRecord,
+    pub operation: OperationRecord,
+}
+
+/// Attaches (`attach` true) or detaches a provider; a repeat writes nothing and returns an
+/// operation that tracks the environment already desired. The operation is APPLIED once the
+/// supervisor reports exactly the provider environment revision the change made desired.
 pub async fn attach(
     store: &Store,
     sandbox: &SandboxRecord,
     provider: &ProviderRecord,
     attach: bool,
-) -> Result<SandboxRecord> {
+    caller: &str,
+) -> Result<AttachmentChange> {
     if provider.workspace != sandbox.workspace {
         return Err(GatewayError::FailedPrecondition(format!(
             "provider {} lives in workspace {:?}, the sandbox in {:?}",
@@ -188,7 +203,7 @@ pub async fn attach(
         )));
     }
     let mut tx = store.begin_write().await?;
-    tx.lock_sandbox(&sandbox.id).await?;
+    let current = tx.lock_sandbox(&sandbox.id).await?;
     if attach {
         let beside: Vec<ProviderRecord> = tx
             .attached_providers(&sandbox.id)
@@ -203,10 +218,56 @@ pub async fn attach(
     } else {
         tx.detach(&sandbox.id, &provider.id).await?
     };
+    let operation_id = new_id("op");
     if epoch.is_some() {
-        tx.insert_fanout_intent("sandbox", &sandbox.id, &["provider_environment"], None)
-            .await?;
+        tx.insert_fanout_intent(
+            "sandbox",
+            &sandbox.id,
+            &["provider_environment"],
+            Some(&operation_id),
+        )
+        .await?;
     }
+    let mut attached: Vec<(String, u64)> = tx
+        .attached_providers(&sandbox.id)
+        .await?
+        .into_iter()
+        .map(|p| (p.id, p.revision))
+        .collect();
+    attached.sort();
+    let desired_epoch = epoch.unwrap_or(current.attachment_epoch);
+    let operation = tx
+        .insert_operation(&NewOperation {
+            id: operation_id.clone(),
+            target_kind: TargetKind::Sandbox,
+            target: sandbox.id.clone(),
+            sandbox_id: Some(sandbox.id.clone()),
+            policy_revision: current.policy_revision,
+            settings_revision: current.settings_revision,
+            global_policy_revision: None,
+            no_op: epoch.is_none(),
+            touches_policy: false,
+            caller: caller.to_string(),
+            idempotency_key: None,
+            request_fingerprint: None,
+            idempotency_expires_at: None,
+            provider_env_revision: Some(provider_env_revision_of(desired_epoch, &attached)),
+        })
+        .await?;
+    let operation = if current.lifecycle == Lifecycle::Stopped {
+        tx.resolve_operation_by_lifecycle(
+            &operation_id,
+            OperationState::Inactive,
+            crate::store::STOPPED_TARGET_REASON,
+        )
+        .await?;
+        tx.get_operation(&operation_id).await?
+    } else {
+        operation
+    };
     tx.commit().await?;
-    store.get_sandbox(&sandbox.id).await
+    Ok(AttachmentChange {
+        sandbox: store.get_sandbox(&sandbox.id).await?,
+        operation,
+    })
 }

@@ -108,7 +108,7 @@ pub async fn provider_env_revision(
 }
 
 /// [`provider_env_revision`] from the attached `(provider id, revision)` pairs, by id.
-fn provider_env_revision_of(attachment_epoch: u64, attached: &[(String, u64)]) -> String {
+pub fn provider_env_revision_of(attachment_epoch: u64, attached: &[(String, u64)]) -> String {
     let mut hasher = Sha256::new();
     for (id, revision) in attached {
         hasher.update(id.as_bytes());

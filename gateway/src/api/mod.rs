@@ -59,6 +59,27 @@ impl OpenShellApi {
             .await?)
     }
 
+    /// Publishes an attach or detach and settles a repeat from the last report, as
+    /// `UpdateConfig` does for a no-op write.
+    async fn attachment_response(
+        &self,
+        change: providers::AttachmentChange,
+    ) -> Result<Response<pb::AttachmentResponse>, Status> {
+        let mut operation = change.operation;
+        if operation.no_op {
+            settle_from_last_reports(&self.state.store, &operation).await?;
+            operation = self.state.store.get_operation(&operation.id).await?;
+        } else {
+            self.state
+                .publish(Publication::sandbox(&change.sandbox.id, &Component::ALL))
+                .await;
+        }
+        Ok(Response::new(pb::AttachmentResponse {
+            sandbox: Some(convert::sandbox(&change.sandbox)),
+            operation: Some(convert::operation(&operation)),
+        }))
+    }
+
     async fn resolve_live(
         &self,
         sandbox: Option<&pb::SandboxRef>,
@@ -350,6 +371,7 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::AttachProviderRequest>,
     ) -> Result<Response<pb::AttachmentResponse>, Status> {
+        let caller = caller_of(&request)?;
         let req = request.into_inner();
         let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
         let provider = self
@@ -357,20 +379,16 @@ impl OpenShell for OpenShellApi {
             .store
             .resolve_provider(&req.provider, &sandbox.workspace)
             .await?;
-        let updated = providers::attach(&self.state.store, &sandbox, &provider, true).await?;
-        self.state
-            .publish(Publication::sandbox(&updated.id, &Component::ALL))
-            .await;
-        Ok(Response::new(pb::AttachmentResponse {
-            sandbox: Some(convert::sandbox(&updated)),
-            operation: None,
-        }))
+        let change =
+            providers::attach(&self.state.store, &sandbox, &provider, true, &caller).await?;
+        self.attachment_response(change).await
     }
 
     async fn detach_provider(
         &self,
         request: Request<pb::DetachProviderRequest>,
     ) -> Result<Response<pb::AttachmentResponse>, Status> {
+        let caller = caller_of(&request)?;
         let req = request.into_inner();
         let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
         let provider = self
@@ -378,14 +396,9 @@ impl OpenShell for OpenShellApi {
             .store
             .resolve_provider(&req.provider, &sandbox.workspace)
             .await?;
-        let updated = providers::attach(&self.state.store, &sandbox, &provider, false).await?;
-        self.state
-            .publish(Publication::sandbox(&updated.id, &Component::ALL))
-            .await;
-        Ok(Response::new(pb::AttachmentResponse {
-            sandbox: Some(convert::sandbox(&updated)),
-            operation: None,
-        }))
+        let change =
+            providers::attach(&self.state.store, &sandbox, &provider, false, &caller).await?;
+        self.attachment_response(change).await
     }
 
     async fn get_sandbox_policy(

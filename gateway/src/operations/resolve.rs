@@ -348,6 +348,47 @@ async fn resolve_round(
     Ok(())
 }
 
+/// An attach or detach: APPLIED when the supervisor reports exactly the provider environment
+/// revision it made desired. Each attach or detach raises the attachment epoch, so a report
+/// of this epoch or a later one with another revision stands for a newer change (a later
+/// attach, or a provider update) that reached the supervisor instead.
+fn provider_env_verdict(
+    expected: &str,
+    report: &SupervisorReport,
+    reason: &str,
+) -> Option<Verdict> {
+    let reported = &report.revisions.provider_env_revision;
+    if reported == expected {
+        return Some(match report.status {
+            ReportStatus::Applied | ReportStatus::RetainedLocalOverride => {
+                (OperationState::Applied, Outcome::Applied, String::new())
+            }
+            ReportStatus::Failed { failed_closed } => (
+                OperationState::Failed,
+                if failed_closed {
+                    Outcome::FailedClosed
+                } else {
+                    Outcome::FailedRetainedLastKnownGood
+                },
+                reason.to_string(),
+            ),
+        });
+    }
+    match (attachment_epoch_of(reported), attachment_epoch_of(expected)) {
+        (Some(got), Some(wanted)) if got >= wanted => Some((
+            OperationState::Superseded,
+            Outcome::SupersededByNewer,
+            "a newer provider environment reached the supervisor first".to_string(),
+        )),
+        _ => None,
+    }
+}
+
+/// The attachment epoch a provider environment revision (`e{epoch}-{digest}`) was built at.
+fn attachment_epoch_of(revision: &str) -> Option<u64> {
+    revision.strip_prefix('e')?.split('-').next()?.parse().ok()
+}
+
 /// Fleet targets of one operation that one round ends the same way.
 struct TargetGroup {
     operation_id: String,
@@ -365,6 +406,9 @@ fn sandbox_verdict(
     report: &SupervisorReport,
     reason: &str,
 ) -> Option<Verdict> {
+    if let Some(expected) = &op.provider_env_revision {
+        return provider_env_verdict(expected, report, reason);
+    }
     let r = &report.revisions;
     let pos = position(
         op.policy_revision,
@@ -445,6 +489,50 @@ pub(super) fn target_verdict(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn env_report(revision: &str, status: ReportStatus) -> SupervisorReport {
+        SupervisorReport {
+            sandbox_id: "sb-1".into(),
+            status,
+            revisions: ReportedRevisions {
+                provider_env_revision: revision.into(),
+                ..Default::default()
+            },
+            reason: "bad".into(),
+        }
+    }
+
+    #[test]
+    fn provider_environment_operations_resolve_by_their_exact_revision() {
+        let applied = env_report("e3-abc", ReportStatus::Applied);
+        let verdict = provider_env_verdict("e3-abc", &applied, "");
+        assert_eq!(verdict.map(|v| v.0), Some(OperationState::Applied));
+        let failed = env_report(
+            "e3-abc",
+            ReportStatus::Failed {
+                failed_closed: false,
+            },
+        );
+        let verdict = provider_env_verdict("e3-abc", &failed, "bad");
+        assert_eq!(verdict.map(|v| v.0), Some(OperationState::Failed));
+        // An older environment says nothing yet; a newer one, or another at the same
+        // epoch (a provider update since), supersedes.
+        assert_eq!(
+            provider_env_verdict("e3-abc", &env_report("e2-abc", ReportStatus::Applied), ""),
+            None
+        );
+        for newer in ["e4-abc", "e3-def"] {
+            let verdict =
+                provider_env_verdict("e3-abc", &env_report(newer, ReportStatus::Applied), "");
+            assert_eq!(
+                verdict.map(|v| v.0),
+                Some(OperationState::Superseded),
+                "{newer}"
+            );
+        }
+        assert_eq!(attachment_epoch_of("e12-0a1b2c"), Some(12));
+        assert_eq!(attachment_epoch_of("garbage"), None);
+    }
 
     #[test]
     fn exact_newer_and_older_reports() {

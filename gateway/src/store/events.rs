@@ -167,6 +167,7 @@ mod tests {
             updated_at: 2,
             completed_at: None,
             fleet: None,
+            provider_env_revision: None,
         }
     }
 

@@ -17,7 +17,7 @@ pub(crate) const OPERATION_COLUMNS: &str = "id, target_kind, target, sandbox_id,
      policy_revision, settings_revision, global_policy_revision, no_op, touches_policy, caller, \
      idempotency_key, created_at, updated_at, completed_at, targets_total, targets_pending, \
      targets_applied, targets_failed, targets_superseded, targets_inactive, targets_cancelled, \
-     targets_listing";
+     targets_listing, provider_env_revision";
 
 /// Every write runs it, so it is rendered once. `$7` None takes the
 /// current global policy revision.
@@ -26,10 +26,10 @@ static INSERT_OPERATION_SQL: LazyLock<String> = LazyLock::new(|| {
         "INSERT INTO operations (id, target_kind, target, sandbox_id, state, outcome, error, \
          policy_revision, settings_revision, global_policy_revision, no_op, caller, \
          idempotency_key, request_fingerprint, idempotency_expires_at, created_at, updated_at, \
-         touches_policy) \
+         touches_policy, provider_env_revision) \
          VALUES ($1, $2, $3, $4, 'PENDING', '', '', $5, $6, \
          COALESCE($7, {CURRENT_GLOBAL_POLICY_REVISION}), \
-         $8, $9, $10, $11, $12, $13, $13, $14) RETURNING {OPERATION_COLUMNS}"
+         $8, $9, $10, $11, $12, $13, $13, $14, $15) RETURNING {OPERATION_COLUMNS}"
     )
 });
 
@@ -52,6 +52,9 @@ pub struct NewOperation {
     pub idempotency_key: Option<String>,
     pub request_fingerprint: Option<String>,
     pub idempotency_expires_at: Option<i64>,
+    /// An attach or detach: the provider environment revision it makes desired, which the
+    /// supervisor must report for the operation to be APPLIED.
+    pub provider_env_revision: Option<String>,
 }
 
 /// Filter for listing operations.
@@ -251,6 +254,7 @@ impl WriteTx {
             .bind(op.idempotency_expires_at)
             .bind(now)
             .bind(i64::from(op.touches_policy))
+            .bind(op.provider_env_revision.clone())
             .fetch_one(self.conn())
             .await?;
         operation_from_row(&row)
@@ -576,7 +580,7 @@ impl Store {
         let delivered = sqlx::query(AssertSqlSafe(format!(
             "UPDATE operations SET state = 'DELIVERED', updated_at = $4 WHERE sandbox_id = $1 \
              AND state = 'PENDING' AND policy_revision = $2 AND settings_revision = $3 \
-             RETURNING {OPERATION_COLUMNS}"
+             AND provider_env_revision IS NULL RETURNING {OPERATION_COLUMNS}"
         )))
         .bind(sandbox_id)
         .bind(to_i64(policy_revision))
@@ -588,7 +592,8 @@ impl Store {
             "UPDATE operations SET state = 'SUPERSEDED', outcome = $5, \
              error = 'a newer revision was delivered before this one', updated_at = $4, completed_at = $4 \
              WHERE sandbox_id = $1 AND state = 'PENDING' AND policy_revision <= $2 AND settings_revision <= $3 \
-             AND NOT (policy_revision = $2 AND settings_revision = $3) RETURNING {OPERATION_COLUMNS}"
+             AND NOT (policy_revision = $2 AND settings_revision = $3) \
+             AND provider_env_revision IS NULL RETURNING {OPERATION_COLUMNS}"
         )))
         .bind(sandbox_id)
         .bind(to_i64(policy_revision))

@@ -152,6 +152,8 @@ pub struct OperationRecord {
     pub updated_at: i64,
     pub completed_at: Option<i64>,
     pub fleet: Option<FleetCounts>,
+    /// Set for an attach or detach: the provider environment revision it tracks.
+    pub provider_env_revision: Option<String>,
 }
 
 /// A provider as stored; credential values stay sealed.
@@ -236,6 +238,7 @@ pub(crate) fn operation_from_row(row: &AnyRow) -> Result<OperationRecord> {
         } else {
             Some(fleet_counts_from_row(row)?)
         },
+        provider_env_revision: row.try_get("provider_env_revision")?,
     })
 }
 
