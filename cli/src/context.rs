@@ -5,6 +5,7 @@
 use std::fmt::Display;
 use std::future::Future;
 use std::io::{self, IsTerminal};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -12,7 +13,7 @@ use openshell_sdk::{Client, ClientOptions};
 
 use crate::cli::GlobalArgs;
 use crate::confirm::{self, Answer, Decision};
-use crate::exit;
+use crate::exit::{self, UsageError};
 use crate::output::{Output, no_color};
 use crate::progress::ProgressMode;
 
@@ -42,6 +43,7 @@ impl Ctx {
         if let Some(path) = &self.global.ca_cert {
             let pem = std::fs::read(path)
                 .with_context(|| format!("cannot read CA certificate {}", path.display()))?;
+            check_ca_pem(path, &pem)?;
             options = options.with_ca_cert_pem(pem);
         }
         Ok(Client::connect(options).await?)
@@ -100,6 +102,130 @@ impl Ctx {
                     Ok(Some(exit::INTERRUPTED))
                 }
             },
+        }
+    }
+}
+
+/// Refuses a `--ca-cert` file without a PEM certificate in it. The SDK
+/// ignores the bytes for an http gateway, and for https tonic keeps only the
+/// certificates it finds, so a wrong file trusts nothing and fails later as
+/// a TLS handshake error that does not name the file.
+fn check_ca_pem(path: &Path, pem: &[u8]) -> Result<(), UsageError> {
+    if has_pem_certificate(pem) {
+        return Ok(());
+    }
+    Err(UsageError(format!(
+        "CA certificate file {} (--ca-cert or OPENSHELL_CA_CERT) holds no PEM certificate: \
+         expected a -----BEGIN CERTIFICATE----- block",
+        path.display()
+    )))
+}
+
+/// Whether `pem` holds at least one complete `CERTIFICATE` block with a
+/// base64 body. The DER inside is left to TLS; this catches the wrong file
+/// (a DER file, a key, a config), not a damaged certificate.
+fn has_pem_certificate(pem: &[u8]) -> bool {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let Ok(text) = std::str::from_utf8(pem) else {
+        return false;
+    };
+    let mut lines = text.lines().map(str::trim);
+    while lines.any(|line| line == BEGIN) {
+        let mut body = 0usize;
+        let mut base64 = true;
+        for line in lines.by_ref() {
+            if line == END {
+                if base64 && body > 0 && body.is_multiple_of(4) {
+                    return true;
+                }
+                break;
+            }
+            base64 &= line
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
+            body += line.len();
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::cli::OutputFormat;
+
+    /// A syntactically complete PEM certificate block (the DER is not checked).
+    const PEM: &str = "-----BEGIN CERTIFICATE-----\n\
+        MIIBszCCAVmgAwIBAgIUJ0sk\n\
+        bWFkZS11cA==\n\
+        -----END CERTIFICATE-----\n";
+
+    #[test]
+    fn a_pem_certificate_block_is_accepted() {
+        assert!(has_pem_certificate(PEM.as_bytes()));
+        let bundle = format!("# a bundle\n{PEM}\n{PEM}");
+        assert!(has_pem_certificate(bundle.as_bytes()));
+        let crlf = PEM.replace('\n', "\r\n");
+        assert!(has_pem_certificate(crlf.as_bytes()));
+        // A key before the certificate does not hide it.
+        let with_key =
+            format!("-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n{PEM}");
+        assert!(has_pem_certificate(with_key.as_bytes()));
+    }
+
+    #[test]
+    fn anything_without_a_certificate_block_is_refused() {
+        let not_pem: [&[u8]; 8] = [
+            b"",
+            b"not a certificate\n",
+            // DER starts like this; it is binary, not PEM.
+            &[0x30, 0x82, 0x01, 0xb3, 0x30, 0x82, 0x01, 0x59, 0xff, 0x00],
+            b"-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n",
+            b"-----BEGIN CERTIFICATE-----\nMIIBszCC\n",
+            b"-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+            b"-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n",
+            b"-----BEGIN CERTIFICATE-----\nMIIBs\n-----END CERTIFICATE-----\n",
+        ];
+        for bytes in not_pem {
+            assert!(!has_pem_certificate(bytes), "{bytes:?}");
+        }
+    }
+
+    fn global(ca_cert: &Path) -> GlobalArgs {
+        GlobalArgs {
+            // Nothing listens here; a check that fails must fail before connecting.
+            gateway: "http://127.0.0.1:9".into(),
+            token: None,
+            ca_cert: Some(ca_cert.to_owned()),
+            output: OutputFormat::Table,
+            quiet: true,
+            yes: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_non_pem_ca_cert_is_a_usage_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.der");
+        std::fs::write(&path, [0x30, 0x82, 0x01, 0xb3, 0x30, 0x82]).unwrap();
+        let err = Ctx::new(global(&path)).client().await.err().unwrap();
+        let usage = err
+            .downcast_ref::<UsageError>()
+            .unwrap_or_else(|| panic!("not a usage error: {err:#}"));
+        assert!(usage.0.contains(&path.display().to_string()), "{usage}");
+        assert!(usage.0.contains("BEGIN CERTIFICATE"), "{usage}");
+    }
+
+    #[tokio::test]
+    async fn a_pem_ca_cert_goes_on_to_connect() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.pem");
+        std::fs::write(&path, PEM).unwrap();
+        // Whether anything answers there does not matter, only that the file was not refused.
+        if let Err(err) = Ctx::new(global(&path)).client().await {
+            assert!(err.downcast_ref::<UsageError>().is_none(), "{err:#}");
         }
     }
 }

@@ -301,7 +301,7 @@ fn exit_codes() -> String {
         ),
         (
             exit::USAGE,
-            "Usage error: bad flags or values, an invalid policy file for `policy diff`, an empty policy, an existing `--credential-file` without `--force`, or a write that needs confirmation (`sandbox delete`, global writes, a policy removing network access) without `--yes` when stdin or stderr is not a terminal.",
+            "Usage error: bad flags or values, an invalid policy file for `policy diff`, an empty policy, an existing `--credential-file` without `--force`, a `--ca-cert` file with no PEM certificate in it, or a write that needs confirmation (`sandbox delete`, global writes, a policy removing network access) without `--yes` when stdin or stderr is not a terminal.",
         ),
         (
             exit::NOT_IN_EFFECT,
