@@ -10,6 +10,7 @@ use std::io;
 use anyhow::Context as _;
 
 use crate::exit::UsageError;
+use crate::output::sanitize;
 
 /// What to do about a write before sending it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,12 +51,15 @@ pub enum Answer {
 }
 
 /// Prints what changes to stderr and asks `question` (default: no).
+///
+/// `details` is printed as it is, color included; its builders sanitize
+/// what came from a user or the gateway (see `Ctx::confirm`).
 pub fn ask(details: &str, question: &str) -> anyhow::Result<Answer> {
     if !details.is_empty() {
         eprintln!("{}", details.trim_end());
     }
     let answer = dialoguer::Confirm::new()
-        .with_prompt(question)
+        .with_prompt(sanitize(question))
         .default(false)
         .interact_on(&dialoguer::console::Term::stderr());
     match answer {

@@ -14,7 +14,7 @@ use openshell_sdk::{Client, ClientOptions};
 use crate::cli::GlobalArgs;
 use crate::confirm::{self, Answer, Decision};
 use crate::exit::{self, UsageError};
-use crate::output::{Output, no_color};
+use crate::output::{Output, no_color, sanitize};
 use crate::progress::ProgressMode;
 
 /// Bound on reaching the gateway at all.
@@ -52,13 +52,13 @@ impl Ctx {
     /// An informational line on stderr, suppressed by `--quiet`.
     pub fn note(&self, message: impl Display) {
         if !self.global.quiet {
-            eprintln!("{message}");
+            eprintln!("{}", sanitize(&message.to_string()));
         }
     }
 
     /// A warning on stderr; `--quiet` does not hide it.
     pub fn warn(&self, message: impl Display) {
-        eprintln!("warning: {message}");
+        eprintln!("warning: {}", sanitize(&message.to_string()));
     }
 
     pub fn stdout_is_terminal(&self) -> bool {
@@ -79,7 +79,9 @@ impl Ctx {
     ///
     /// `action` completes "refusing to …" and "did not …"; `details` says
     /// what changes and is only awaited when someone is asked, so its
-    /// gateway reads cost nothing under `--yes` or in scripts.
+    /// gateway reads cost nothing under `--yes` or in scripts. `details` is
+    /// printed as it is, so it may carry color: build it with `sanitize`
+    /// around anything from a user or the gateway.
     /// `Ok(None)` means go on; `Ok(Some(code))` means the person declined.
     pub async fn confirm(
         &self,
@@ -94,11 +96,14 @@ impl Ctx {
             Decision::Ask => match confirm::ask(&details.await?, question)? {
                 Answer::Yes => Ok(None),
                 Answer::No => {
-                    eprintln!("aborted: did not {action}; nothing was changed");
+                    eprintln!("aborted: did not {}; nothing was changed", sanitize(action));
                     Ok(Some(exit::FAILURE))
                 }
                 Answer::Interrupted => {
-                    eprintln!("interrupted: did not {action}; nothing was changed");
+                    eprintln!(
+                        "interrupted: did not {}; nothing was changed",
+                        sanitize(action)
+                    );
                     Ok(Some(exit::INTERRUPTED))
                 }
             },

@@ -11,6 +11,7 @@ use serde::Serialize;
 use similar::TextDiff;
 
 use crate::exit::UsageError;
+use crate::output::sanitize;
 use crate::progress::paint;
 
 /// The result of `policy diff`, also its JSON and YAML shape.
@@ -64,13 +65,15 @@ pub fn unified(old: &str, new: &str, old_label: &str, new_label: &str) -> String
         .to_string()
 }
 
-/// Colors removed lines red and added lines green, when color is on.
+/// Colors removed lines red and added lines green, when color is on; the
+/// text of the policies and their labels is sanitized either way.
 pub fn colorize(diff: &str, color: bool) -> String {
     if !color {
-        return diff.to_owned();
+        return sanitize(diff).into_owned();
     }
     let mut out = String::with_capacity(diff.len());
     for line in diff.lines() {
+        let line = &*sanitize(line);
         let painted = match line.as_bytes().first() {
             _ if line.starts_with("---") || line.starts_with("+++") => paint(line, "1", true),
             Some(b'-') => paint(line, "31", true),

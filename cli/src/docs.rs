@@ -339,6 +339,10 @@ same data for programs. Every command that prints data accepts all three.
   stderr, so `-o json | jq` never sees anything but JSON.
 - **Color.** Tables, diffs and progress are styled only on a terminal and never when `NO_COLOR`
   is set to a non-empty value. Output that is not a terminal contains no control characters.
+- **Escaping.** Text that comes from users or the gateway (names, idempotency keys, provider
+  values, errors, reasons) never drives the terminal: in tables, plain output and on stderr its
+  control characters are shown escaped, e.g. `\\x1b` for ESC (newlines and tabs stay);
+  `-o json` and `-o yaml` escape them in their own syntax, so values read back unchanged.
 - **Progress.** While waiting, a spinner with the stages `committed → delivered → applied` (one
   sandbox), or an `N/M applied` bar with failed and pending counts (global and workspace
   writes), is drawn on stderr when stderr is a terminal. Otherwise one plain line is printed per

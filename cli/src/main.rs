@@ -28,6 +28,7 @@ use openshell_sdk::SdkError;
 
 use crate::cli::Cli;
 use crate::exit::UsageError;
+use crate::output::sanitize;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -52,13 +53,13 @@ fn main() -> ExitCode {
 /// Prints an error the way every command does and picks its exit code.
 fn report_error(err: &anyhow::Error) -> u8 {
     if let Some(usage) = err.downcast_ref::<UsageError>() {
-        eprintln!("error: {usage}");
+        eprintln!("error: {}", sanitize(&usage.to_string()));
         return exit::USAGE;
     }
-    eprintln!("error: {err:#}");
+    eprintln!("error: {}", sanitize(&format!("{err:#}")));
     if let Some(sdk) = err.downcast_ref::<SdkError>() {
         for line in violation_lines(sdk) {
-            eprintln!("{line}");
+            eprintln!("{}", sanitize(&line));
         }
         if let SdkError::Unauthenticated(_) = sdk {
             eprintln!("hint: give a valid operator token with --token or OPENSHELL_TOKEN");

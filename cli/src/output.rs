@@ -1,7 +1,9 @@
 //! Printing results: tables for people, JSON or YAML of the SDK view types
 //! for programs. Results go to stdout; progress, notes and errors to stderr.
 
+use std::borrow::Cow;
 use std::ffi::OsStr;
+use std::fmt::Write as _;
 use std::io::{self, IsTerminal, Write};
 
 use anyhow::Context as _;
@@ -40,7 +42,7 @@ impl Output {
             OutputFormat::Json => {
                 let mut text = serde_json::to_string_pretty(value).context("encoding JSON")?;
                 text.push('\n');
-                Ok(text)
+                Ok(escape_json_controls(text))
             }
             OutputFormat::Yaml => serde_norway::to_string(value).context("encoding YAML"),
         }
@@ -57,24 +59,24 @@ impl Output {
     }
 
     /// An empty list table with these column headers.
-    pub fn list(&self, headers: &[&str]) -> Table {
+    pub fn list(&self, headers: &[&str]) -> ListTable {
         let mut table = self.base();
         table.set_header(headers.iter().map(|h| self.strong(h)));
-        table
+        ListTable(table)
     }
 
     /// A two-column key/value table for one object.
     pub fn kv<K: AsRef<str>>(&self, rows: impl IntoIterator<Item = (K, String)>) -> Table {
         let mut table = self.base();
         for (key, value) in rows {
-            table.add_row(vec![self.strong(key.as_ref()), Cell::new(value)]);
+            table.add_row(vec![self.strong(key.as_ref()), Cell::new(sanitize(&value))]);
         }
         table
     }
 
     /// A bold cell when styling is on.
     pub fn strong(&self, text: &str) -> Cell {
-        let cell = Cell::new(text);
+        let cell = Cell::new(sanitize(text));
         if self.color {
             cell.add_attribute(Attribute::Bold)
         } else {
@@ -101,6 +103,71 @@ impl Output {
     }
 }
 
+/// A list table whose rows can only be added through [`sanitize`].
+pub struct ListTable(Table);
+
+impl ListTable {
+    pub fn add_row<S: AsRef<str>>(&mut self, cells: impl IntoIterator<Item = S>) -> &mut Self {
+        let cells: Vec<Cell> = cells
+            .into_iter()
+            .map(|c| Cell::new(sanitize(c.as_ref())))
+            .collect();
+        self.0.add_row(cells);
+        self
+    }
+}
+
+impl From<ListTable> for Table {
+    fn from(list: ListTable) -> Self {
+        list.0
+    }
+}
+
+/// Text from a user or the gateway, made safe to print on a terminal or in
+/// table and plain output: control characters (C0 except newline and tab,
+/// DEL, C1) are shown escaped, `\x1b` or `\u{9b}`, so a name, key, value
+/// or message cannot move the cursor, recolor or retitle the terminal, or
+/// hide what follows. The one place table and plain output is made safe;
+/// JSON and YAML escape these themselves.
+pub fn sanitize(text: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            let code = u32::from(c);
+            let _ = if code < 0x80 {
+                write!(out, "\\x{code:02x}")
+            } else {
+                write!(out, "\\u{{{code:x}}}")
+            };
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// serde_json escapes only what JSON requires (C0), so DEL and C1 (such as
+/// CSI, U+009B) would reach a terminal raw. Outside strings JSON text is
+/// plain ASCII, so writing them as `\u00XX` keeps every value the same.
+fn escape_json_controls(text: String) -> String {
+    if !text.chars().any(char::is_control) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() && c != '\n' {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Whether `NO_COLOR` asks for no color: set to anything non-empty
 /// (https://no-color.org). Tables, progress and diffs all ask here.
 pub fn no_color() -> bool {
@@ -117,7 +184,8 @@ fn color_enabled(no_color: bool, stdout_is_terminal: bool) -> bool {
 }
 
 /// Table text with borderless columns two spaces apart and no trailing blanks.
-pub fn finish(mut table: Table) -> String {
+pub fn finish(table: impl Into<Table>) -> String {
+    let mut table = table.into();
     for column in table.column_iter_mut() {
         column.set_padding((0, 2));
     }
@@ -183,6 +251,45 @@ mod tests {
         // An empty NO_COLOR does not count, per the convention.
         assert!(color_enabled(no_color_set(Some(OsStr::new(""))), true));
         assert!(!color_enabled(no_color_set(None), false));
+    }
+
+    #[test]
+    fn sanitize_escapes_control_characters_only() {
+        assert!(matches!(sanitize("plain ✔ text"), Cow::Borrowed(_)));
+        assert_eq!(
+            sanitize("keeps\nnew lines\tand tabs"),
+            "keeps\nnew lines\tand tabs"
+        );
+        assert_eq!(sanitize("\u{1b}[31mred\u{1b}[0m"), "\\x1b[31mred\\x1b[0m");
+        assert_eq!(
+            sanitize("a\rb\u{0}c\u{7}d\u{7f}"),
+            "a\\x0db\\x00c\\x07d\\x7f"
+        );
+        // C1: CSI and OSC as single characters.
+        assert_eq!(sanitize("\u{9b}2J\u{9d}0;t"), "\\u{9b}2J\\u{9d}0;t");
+        // Other non-ASCII is text, not control.
+        assert_eq!(sanitize("é→\u{a0}"), "é→\u{a0}");
+    }
+
+    #[test]
+    fn table_cells_are_sanitized_even_when_styled() {
+        for color in [false, true] {
+            let out = Output {
+                format: OutputFormat::Table,
+                color,
+            };
+            let evil = "\u{1b}]0;pwned\u{7}\u{1b}[31mkey".to_string();
+            let kv = finish(out.kv([("idempotency key", evil.clone())]));
+            let mut list = out.list(&["KEY"]);
+            list.add_row([evil.clone()]);
+            let list = finish(list);
+            for text in [kv, list] {
+                assert!(text.contains("\\x1b]0;pwned\\x07\\x1b[31mkey"), "{text:?}");
+                assert!(!text.contains("\u{1b}]"), "{text:?}");
+                assert!(!text.contains("\u{1b}[31m"), "{text:?}");
+                assert!(!text.contains('\u{7}'), "{text:?}");
+            }
+        }
     }
 
     #[test]

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use openshell_sdk::{ApplyOutcome, FleetProgress, Operation, OperationState, TargetKind};
 
+use crate::output::sanitize;
+
 /// Where progress goes, decided once per command from the terminal, `NO_COLOR` and `--quiet`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProgressMode {
@@ -91,7 +93,7 @@ impl Progress {
             View::Silent => {}
             View::Lines => {
                 if let Some(line) = self.lines.observe(op, elapsed) {
-                    eprintln!("{line}");
+                    eprintln!("{}", sanitize(&line));
                 }
             }
             View::Bar {
@@ -170,7 +172,7 @@ fn live_bar(op: &Operation, fleet: bool, color: bool, elapsed: Duration) -> Prog
     let len = op.fleet.map(|f| u64::from(f.targets));
     let bar = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr())
         .with_style(style)
-        .with_prefix(op.id.clone())
+        .with_prefix(sanitize(&op.id).into_owned())
         .with_elapsed(elapsed);
     // The spinner keeps moving while the gateway is quiet, so a long wait
     // does not look like a hang.

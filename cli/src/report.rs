@@ -9,6 +9,7 @@ use crate::cli::WaitArgs;
 use crate::context::Ctx;
 use crate::exit;
 use crate::follow::{Waited, follow, interrupted_hint, lost_hint};
+use crate::output::sanitize;
 use crate::views;
 
 /// `--commit-only` and `--wait` (or `--timeout`) decide; otherwise wait for
@@ -101,11 +102,11 @@ pub fn finish_wait(
             Ok(conclude(ctx, &op, threshold))
         }
         Waited::Interrupted(op) => {
-            eprintln!("{}", interrupted_hint(&op));
+            eprintln!("{}", sanitize(&interrupted_hint(&op)));
             Ok(exit::INTERRUPTED)
         }
         Waited::Lost { last, error } => {
-            eprintln!("{}", lost_hint(&last, &error));
+            eprintln!("{}", sanitize(&lost_hint(&last, &error)));
             Ok(exit::GATEWAY_UNAVAILABLE)
         }
     }
@@ -125,8 +126,11 @@ pub fn conclude(ctx: &Ctx, op: &Operation, threshold: Option<f64>) -> u8 {
             op.id
         )),
         OperationState::Failed => eprintln!(
-            "error: operation {} failed ({}){reason}; the last-known-good configuration stays active",
-            op.id, op.outcome
+            "{}",
+            sanitize(&format!(
+                "error: operation {} failed ({}){reason}; the last-known-good configuration stays active",
+                op.id, op.outcome
+            ))
         ),
         OperationState::Inactive => ctx.warn(format!(
             "operation {} is not in effect (INACTIVE, {}){reason}",
@@ -136,7 +140,7 @@ pub fn conclude(ctx: &Ctx, op: &Operation, threshold: Option<f64>) -> u8 {
             "operation {} was cancelled: the sandbox was deleted before it applied{reason}",
             op.id
         )),
-        _ if code == exit::WAIT_TIMED_OUT => eprintln!("{}", timed_out_hint(op)),
+        _ if code == exit::WAIT_TIMED_OUT => eprintln!("{}", sanitize(&timed_out_hint(op))),
         _ => {}
     }
     code

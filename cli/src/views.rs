@@ -7,7 +7,7 @@ use openshell_sdk::{
     SettingValue, UpdateResult,
 };
 
-use crate::output::{Output, dash, finish, list_or_dash, revision, section, yes_no};
+use crate::output::{Output, dash, finish, list_or_dash, revision, sanitize, section, yes_no};
 use crate::progress::paint;
 
 const GREEN: &str = "32";
@@ -403,7 +403,7 @@ fn hints(out: &Output, hints: &[String]) -> String {
     }
     hints
         .iter()
-        .map(|h| format!("  {} {h}\n", paint("!", YELLOW_BOLD, out.color)))
+        .map(|h| format!("  {} {}\n", paint("!", YELLOW_BOLD, out.color), sanitize(h)))
         .collect()
 }
 
@@ -565,6 +565,69 @@ mod tests {
             text.contains("Hints:\n  delivery looks healthy\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn user_and_gateway_text_never_reaches_the_terminal_raw() {
+        let mut op = failed_op();
+        op.idempotency_key = Some("deploy-\u{1b}[31m42".into());
+        op.error = Some("bad\u{1b}]0;owned\u{7} policy".into());
+        let mut i = inspection(vec!["hint \u{1b}[2J".into()]);
+        i.pending_operations = vec![op.clone()];
+        let provider = Provider {
+            id: "pv-1".into(),
+            name: "gh".into(),
+            workspace: "default".into(),
+            provider_type: "github".into(),
+            env: [("GH_HOST".to_string(), "\u{1b}[8mhidden".to_string())].into(),
+            credential_names: vec!["TOKEN".into()],
+            revision: 1,
+            expires_at: None,
+            attached_sandbox_ids: Vec::new(),
+        };
+        for color in [false, true] {
+            let out = Output {
+                format: OutputFormat::Table,
+                color,
+            };
+            let texts = [
+                operation(&out, &op),
+                operations(&out, std::slice::from_ref(&op)),
+                super::inspection(&out, &i),
+                super::provider(&out, &provider),
+                providers(&out, std::slice::from_ref(&provider)),
+            ];
+            for text in texts {
+                // Styling, when on, is the CLI's own SGR; nothing else may start an escape.
+                let raw = text.replace("\u{1b}[1m", "").replace("\u{1b}[0m", "");
+                let raw = raw.replace("\u{1b}[1;33m", "").replace("\u{1b}[32m", "");
+                assert!(!raw.contains('\u{1b}'), "{text:?}");
+                assert!(!raw.contains('\u{7}'), "{text:?}");
+            }
+            let table = operation(&out, &op);
+            assert!(table.contains("deploy-\\x1b[31m42"), "{table:?}");
+            assert!(table.contains("bad\\x1b]0;owned\\x07 policy"), "{table:?}");
+            assert!(super::provider(&out, &provider).contains("GH_HOST=\\x1b[8mhidden"));
+            assert!(super::inspection(&out, &i).contains("hint \\x1b[2J"));
+        }
+    }
+
+    #[test]
+    fn json_and_yaml_escape_control_characters_themselves() {
+        let mut op = failed_op();
+        let key = "deploy-\u{1b}[31m42\u{9b}\u{7f}";
+        op.idempotency_key = Some(key.into());
+        for format in [OutputFormat::Yaml, OutputFormat::Json] {
+            let text = plain(format).render(&op, |_| unreachable!()).unwrap();
+            let raw = text.chars().find(|c| c.is_control() && *c != '\n');
+            assert_eq!(raw, None, "{format:?} {text:?}");
+        }
+        // Escaped, not altered: the value reads back the same.
+        let json = plain(OutputFormat::Json)
+            .render(&op, |_| unreachable!())
+            .unwrap();
+        let back: Operation = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.idempotency_key.as_deref(), Some(key));
     }
 
     #[test]

@@ -1309,3 +1309,62 @@ async fn a_wait_whose_gateway_dies_exits_69_naming_the_operation() {
     );
     assert!(!rest.contains("FAILED"), "{rest}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_from_users_and_the_gateway_is_printed_escaped() {
+    let (_gw, cli, mut api) = setup().await;
+    create_sandbox(&mut api, "web", POLICY).await;
+    let extra = cli.file("extra.yaml", &policy_with_extra("npm"));
+
+    // `expect_code` also checks that neither stream carries a control character.
+    let key = "deploy-\u{1b}[31m42";
+    let set = cli
+        .run(&[
+            "policy",
+            "set",
+            "web",
+            "-f",
+            &extra,
+            "--commit-only",
+            "--idempotency-key",
+            key,
+        ])
+        .await;
+    set.expect_code(0);
+    assert!(set.stdout.contains("deploy-\\x1b[31m42"), "{}", set.stdout);
+    let listed = cli
+        .run(&["operations", "list", "--sandbox", "web", "-o", "json"])
+        .await;
+    let listed = listed.expect_code(0).json();
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|op| op["idempotency_key"] == key),
+        "JSON keeps the value itself: {listed}"
+    );
+
+    let value = "\u{1b}]0;pwned\u{7}\u{9b}2J";
+    let created = cli
+        .run(&[
+            "provider",
+            "create",
+            "gh",
+            "--type",
+            "github",
+            "--env",
+            &format!("GH_HOST={value}"),
+        ])
+        .await;
+    created.expect_code(0);
+    let shown = cli.run(&["provider", "get", "gh"]).await;
+    shown.expect_code(0);
+    assert!(
+        shown.stdout.contains("GH_HOST=\\x1b]0;pwned\\x07\\u{9b}2J"),
+        "{}",
+        shown.stdout
+    );
+    let json = cli.run(&["provider", "get", "gh", "-o", "json"]).await;
+    assert_eq!(json.expect_code(0).json()["env"]["GH_HOST"], value);
+}

@@ -7,7 +7,7 @@ use crate::cli::{OutputFormat, PolicyCommand};
 use crate::commands::{read_policy, sandbox_count, source_label};
 use crate::context::Ctx;
 use crate::diff::{self, PolicyDiff};
-use crate::output::{Output, no_color, write_stdout};
+use crate::output::{Output, no_color, sanitize, write_stdout};
 use crate::{exit, report, views};
 
 pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
@@ -165,14 +165,14 @@ async fn current_policy(
 
 fn diff_table(out: &Output, result: &PolicyDiff, source: &str, label: &str) -> String {
     if !result.changed {
-        return format!("no differences: {source} matches {label}\n");
+        return sanitize(&format!("no differences: {source} matches {label}\n")).into_owned();
     }
     let mut text = diff::colorize(&result.diff, out.color);
     if !result.removed_network_access.is_empty() {
-        text.push_str(&format!(
+        text.push_str(&sanitize(&format!(
             "\nremoves network access: {}\n",
             result.removed_network_access.join(", ")
-        ));
+        )));
     }
     text
 }
@@ -213,8 +213,11 @@ async fn confirm_network_removal(
         return Ok(None);
     }
     let details = format!(
-        "This policy removes network access from sandbox {sandbox}: {}\n\n{}",
-        result.removed_network_access.join(", "),
+        "{}\n\n{}",
+        sanitize(&format!(
+            "This policy removes network access from sandbox {sandbox}: {}",
+            result.removed_network_access.join(", ")
+        )),
         diff::colorize(&result.diff, !no_color())
     );
     ctx.confirm(
@@ -243,5 +246,5 @@ async fn describe_global_policy(client: &Client, text: &str) -> anyhow::Result<S
             }
         ));
     }
-    Ok(details)
+    Ok(sanitize(&details).into_owned())
 }

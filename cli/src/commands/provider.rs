@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::cli::{ProviderCommand, ProviderValues};
 use crate::context::Ctx;
 use crate::exit::{self, UsageError};
-use crate::output::{Output, finish};
+use crate::output::{Output, finish, sanitize};
 use crate::views;
 
 /// Env values and credentials, checked for names given twice.
@@ -103,8 +103,9 @@ pub async fn run(ctx: &Ctx, cmd: ProviderCommand) -> anyhow::Result<u8> {
                 provider: &provider,
                 deleted: true,
             };
-            ctx.out
-                .print(&done, |_| format!("provider {provider} deleted\n"))?;
+            ctx.out.print(&done, |_| {
+                sanitize(&format!("provider {provider} deleted\n")).into_owned()
+            })?;
         }
         ProviderCommand::Get {
             provider,
@@ -155,7 +156,10 @@ fn print_write(ctx: &Ctx, written: &ProviderWrite) -> anyhow::Result<()> {
     ctx.out.print(written, |o| {
         let mut text = views::provider(o, &written.provider);
         if let Some(op) = &written.operation {
-            text.push_str(&format!("\ndelivery: operation {} ({})\n", op.id, op.state));
+            text.push_str(&sanitize(&format!(
+                "\ndelivery: operation {} ({})\n",
+                op.id, op.state
+            )));
         }
         text
     })?;

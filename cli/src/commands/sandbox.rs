@@ -17,7 +17,7 @@ use crate::cli::SandboxCommand;
 use crate::commands::read_input;
 use crate::context::Ctx;
 use crate::exit::{self, UsageError};
-use crate::output::{Output, finish};
+use crate::output::{Output, finish, sanitize};
 use crate::views;
 
 pub async fn run(ctx: &Ctx, cmd: SandboxCommand) -> anyhow::Result<u8> {
@@ -109,7 +109,7 @@ async fn describe_delete(client: &Client, sandbox: &SandboxRef) -> anyhow::Resul
             pending.len()
         ));
     }
-    Ok(text)
+    Ok(sanitize(&text).into_owned())
 }
 
 /// The printed form of a created sandbox: the credential itself, or where it was saved.
@@ -171,8 +171,11 @@ async fn create(
                 Ok(()) => Some(path),
                 Err(err) => {
                     eprintln!(
-                        "error: cannot write the supervisor credential to {}: {err:#}; printing it instead because the gateway keeps no copy",
-                        path.display()
+                        "{}",
+                        sanitize(&format!(
+                            "error: cannot write the supervisor credential to {}: {err:#}; printing it instead because the gateway keeps no copy",
+                            path.display()
+                        ))
                     );
                     None
                 }

@@ -5,6 +5,7 @@ use openshell_sdk::{Client, SandboxRef, Setting, Target, UpdateConfig};
 use crate::cli::{ScopeArgs, SettingsCommand};
 use crate::commands::sandbox_count;
 use crate::context::Ctx;
+use crate::output::sanitize;
 use crate::{exit, report, views};
 
 fn target(scope: ScopeArgs) -> Target {
@@ -104,7 +105,7 @@ fn global_changes_text(
         let new = new.map_or_else(|| "(unset)".to_owned(), str::to_owned);
         text.push_str(&format!("  {key}: {old} → {new}\n"));
     }
-    text
+    sanitize(&text).into_owned()
 }
 
 #[cfg(test)]
