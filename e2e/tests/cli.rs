@@ -38,7 +38,7 @@ fn policy_with_extra(name: &str) -> String {
     POLICY.replacen(
         "network_policies:\n",
         &format!(
-            "network_policies:\n  {name}:\n    endpoints:\n      - {{ host: {name}.example.com, port: 443, protocol: https, access: read_only }}\n"
+            "network_policies:\n  {name}:\n    endpoints:\n      - {{ host: {name}.example.com, port: 443, protocol: rest, access: read-only }}\n"
         ),
         1,
     )

@@ -1,0 +1,250 @@
+//! Endpoints that can admit the same connection or request but disagree on how to handle it.
+//!
+//! Several endpoints may each allow part of a host's traffic, and their allow rules simply add
+//! up. What cannot add up is how a connection is set up (TLS termination, passthrough, address
+//! allowlist) or how a request is parsed and credentialed: the supervisor must pick exactly one
+//! endpoint for that, and if two of equal path specificity disagree, which one wins would depend
+//! on iteration order. Upstream refuses such policies; so does this module.
+
+use std::collections::BTreeSet;
+
+use super::glob;
+use super::key_segment;
+use super::l7::Protocol;
+use super::schema::{Endpoint, SandboxPolicy};
+use super::validate::Findings;
+
+/// Upstream's default body limit for GraphQL and JSON-RPC inspection.
+const DEFAULT_BODY_LIMIT: u32 = 64 * 1024;
+
+struct Located<'a> {
+    field: String,
+    endpoint: &'a Endpoint,
+}
+
+pub(super) fn check(out: &mut Findings, policy: &SandboxPolicy) {
+    let endpoints: Vec<Located<'_>> = policy
+        .network_policies
+        .iter()
+        .flat_map(|(key, np)| {
+            np.endpoints
+                .iter()
+                .enumerate()
+                .map(move |(i, endpoint)| Located {
+                    field: format!("network_policies{}.endpoints[{i}]", key_segment(key)),
+                    endpoint,
+                })
+        })
+        .collect();
+    for (j, right) in endpoints.iter().enumerate() {
+        for left in &endpoints[..j] {
+            let (a, b) = (left.endpoint, right.endpoint);
+            let ports: Vec<u32> = port_set(a).intersection(&port_set(b)).copied().collect();
+            if ports.is_empty() || !hosts_overlap(&a.host, &b.host) {
+                continue;
+            }
+            let mut conflicts = connection_conflicts(a, b);
+            if shapes_requests(a)
+                && shapes_requests(b)
+                && paths_overlap(&a.path, &b.path)
+                && path_specificity(&a.path) == path_specificity(&b.path)
+            {
+                conflicts.extend(request_conflicts(a, b));
+            }
+            if conflicts.is_empty() {
+                continue;
+            }
+            out.error(
+                &right.field,
+                format!(
+                    "overlaps {} on port(s) {} but disagrees on {}; endpoints that can match the \
+                     same connection must agree on these",
+                    left.field,
+                    ports
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    conflicts.join(", ")
+                ),
+            );
+        }
+    }
+}
+
+fn port_set(ep: &Endpoint) -> BTreeSet<u32> {
+    ep.effective_ports()
+        .into_iter()
+        .filter(|p| *p > 0)
+        .collect()
+}
+
+fn hosts_overlap(a: &str, b: &str) -> bool {
+    if a.is_empty() || b.is_empty() {
+        return true;
+    }
+    glob::tokens_overlap(&glob::delimited_tokens(a), &glob::delimited_tokens(b), '.')
+}
+
+fn paths_overlap(a: &str, b: &str) -> bool {
+    let everything = |p: &str| p.is_empty() || p == "**" || p == "/**";
+    if everything(a) || everything(b) {
+        return true;
+    }
+    match (glob::path_tokens(a), glob::path_tokens(b)) {
+        (Some(a), Some(b)) => glob::tokens_overlap(&a, &b, '/'),
+        // A path the matcher would refuse is reported elsewhere; assume overlap here.
+        _ => true,
+    }
+}
+
+/// How specific a path selector is: the more non-star characters, the more specific.
+fn path_specificity(path: &str) -> usize {
+    path.chars().filter(|c| *c != '*').count()
+}
+
+fn is_tcp(ep: &Endpoint) -> bool {
+    Protocol::parse(&ep.protocol) == Some(Protocol::Tcp)
+}
+
+/// Whether the endpoint takes part in choosing request handling, not just in admitting a host.
+fn shapes_requests(ep: &Endpoint) -> bool {
+    (!ep.protocol.is_empty() && !is_tcp(ep)) || !ep.allowed_ips.is_empty() || !ep.tls.is_empty()
+}
+
+fn push<T: PartialEq + std::fmt::Debug>(out: &mut Vec<String>, field: &str, a: T, b: T) {
+    if a != b {
+        out.push(format!("{field} ({a:?} vs {b:?})"));
+    }
+}
+
+fn connection_conflicts(a: &Endpoint, b: &Endpoint) -> Vec<String> {
+    let mut out = Vec::new();
+    push(&mut out, "protocol tcp", is_tcp(a), is_tcp(b));
+    push(&mut out, "tls", a.tls == "skip", b.tls == "skip");
+    push(&mut out, "allowed_ips", ip_set(a), ip_set(b));
+    out
+}
+
+fn ip_set(ep: &Endpoint) -> BTreeSet<String> {
+    ep.allowed_ips
+        .iter()
+        .map(|ip| ip.trim().to_ascii_lowercase())
+        .collect()
+}
+
+fn request_conflicts(a: &Endpoint, b: &Endpoint) -> Vec<String> {
+    let mut out = Vec::new();
+    let protocol = |ep: &Endpoint| {
+        if is_tcp(ep) {
+            String::new()
+        } else {
+            ep.protocol.to_ascii_lowercase()
+        }
+    };
+    push(&mut out, "protocol", protocol(a), protocol(b));
+    push(
+        &mut out,
+        "enforcement",
+        a.enforcement == "enforce",
+        b.enforcement == "enforce",
+    );
+    push(
+        &mut out,
+        "allow_encoded_slash",
+        a.allow_encoded_slash,
+        b.allow_encoded_slash,
+    );
+    push(
+        &mut out,
+        "websocket_credential_rewrite",
+        a.websocket_credential_rewrite,
+        b.websocket_credential_rewrite,
+    );
+    push(
+        &mut out,
+        "request_body_credential_rewrite",
+        a.request_body_credential_rewrite,
+        b.request_body_credential_rewrite,
+    );
+    let pa = Protocol::parse(&a.protocol);
+    let pb = Protocol::parse(&b.protocol);
+    if pa == Some(Protocol::Websocket) && pb == Some(Protocol::Websocket) {
+        push(
+            &mut out,
+            "GraphQL operation policy",
+            has_graphql_policy(a),
+            has_graphql_policy(b),
+        );
+    }
+    push(
+        &mut out,
+        "credential_signing",
+        &a.credential_signing,
+        &b.credential_signing,
+    );
+    push(
+        &mut out,
+        "signing_service",
+        &a.signing_service,
+        &b.signing_service,
+    );
+    push(
+        &mut out,
+        "signing_region",
+        &a.signing_region,
+        &b.signing_region,
+    );
+    if pa == Some(Protocol::Graphql) && pb == Some(Protocol::Graphql) {
+        push(
+            &mut out,
+            "graphql_max_body_bytes",
+            body_limit(a.graphql_max_body_bytes),
+            body_limit(b.graphql_max_body_bytes),
+        );
+    }
+    if pa == pb && pa.is_some_and(Protocol::is_json_rpc_family) {
+        push(
+            &mut out,
+            "JSON-RPC max_body_bytes",
+            body_limit(json_rpc_limit(a)),
+            body_limit(json_rpc_limit(b)),
+        );
+    }
+    if pa == Some(Protocol::Mcp) && pb == Some(Protocol::Mcp) {
+        let strict = |ep: &Endpoint| {
+            ep.mcp
+                .as_ref()
+                .and_then(|m| m.strict_tool_names)
+                .unwrap_or(true)
+        };
+        push(&mut out, "mcp.strict_tool_names", strict(a), strict(b));
+    }
+    out
+}
+
+fn has_graphql_policy(ep: &Endpoint) -> bool {
+    !ep.graphql_persisted_queries.is_empty()
+        || (!ep.persisted_queries.is_empty() && ep.persisted_queries != "deny")
+        || ep
+            .allow_rules()
+            .iter()
+            .any(|r| r.allow.has_graphql_fields())
+        || ep.deny_rule_list().iter().any(|d| d.has_graphql_fields())
+}
+
+/// The JSON-RPC body limit in force: MCP endpoints take it from `mcp`, as upstream does.
+fn json_rpc_limit(ep: &Endpoint) -> u32 {
+    match &ep.mcp {
+        Some(mcp) => mcp.max_body_bytes,
+        None => ep.json_rpc.as_ref().map_or(0, |j| j.max_body_bytes),
+    }
+}
+
+fn body_limit(value: u32) -> u32 {
+    if value == 0 {
+        DEFAULT_BODY_LIMIT
+    } else {
+        value
+    }
+}
