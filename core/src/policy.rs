@@ -153,7 +153,10 @@ fn located_syntax_error(message: &str) -> Option<Violation> {
         (path, Some(name)) => format!("{path}.{name}"),
         (path, None) => path.to_string(),
     };
-    Some(Violation::new(field, detail))
+    Some(Violation::new(
+        field,
+        format!("policy is not valid YAML or JSON: {detail}"),
+    ))
 }
 
 /// Parses a policy from YAML or JSON without validating it.

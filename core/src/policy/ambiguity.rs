@@ -120,8 +120,16 @@ fn push<T: PartialEq + std::fmt::Debug>(out: &mut Vec<String>, field: &str, a: T
 
 fn connection_conflicts(a: &Endpoint, b: &Endpoint) -> Vec<String> {
     let mut out = Vec::new();
-    push(&mut out, "protocol tcp", is_tcp(a), is_tcp(b));
-    push(&mut out, "tls", a.tls == "skip", b.tls == "skip");
+    let transport = |ep: &Endpoint| if is_tcp(ep) { "tcp" } else { "proxied" };
+    push(&mut out, "transport", transport(a), transport(b));
+    let tls = |ep: &Endpoint| {
+        if ep.tls == "skip" {
+            "skip"
+        } else {
+            "terminate"
+        }
+    };
+    push(&mut out, "tls", tls(a), tls(b));
     push(&mut out, "allowed_ips", ip_set(a), ip_set(b));
     out
 }
@@ -143,12 +151,14 @@ fn request_conflicts(a: &Endpoint, b: &Endpoint) -> Vec<String> {
         }
     };
     push(&mut out, "protocol", protocol(a), protocol(b));
-    push(
-        &mut out,
-        "enforcement",
-        a.enforcement == "enforce",
-        b.enforcement == "enforce",
-    );
+    let enforcement = |ep: &Endpoint| {
+        if ep.enforcement == "enforce" {
+            "enforce"
+        } else {
+            "audit"
+        }
+    };
+    push(&mut out, "enforcement", enforcement(a), enforcement(b));
     push(
         &mut out,
         "allow_encoded_slash",
