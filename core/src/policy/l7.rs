@@ -110,10 +110,13 @@ fn check_host_and_ports(out: &mut Findings, ctx: &Ctx<'_>, ep: &Endpoint) {
     let base = ctx.base;
     let host = ep.host.trim();
     if host.is_empty() {
-        if ctx.is(Protocol::Mcp) {
+        if let Some(p @ (Protocol::Mcp | Protocol::Tcp)) = ctx.protocol {
             out.error(
                 format!("{base}.host"),
-                "protocol mcp requires a host; a protocol alone is not a wildcard endpoint",
+                format!(
+                    "protocol {} requires a host; allowed_ips alone do not name the destination",
+                    p.as_str()
+                ),
             );
         } else if ep.allowed_ips.is_empty() {
             out.error(
