@@ -193,6 +193,14 @@ const ALL_SCOPES: &[Scope] = &[Scope::Global, Scope::Workspace, Scope::Sandbox];
 /// Sorted by key; `lookup` and `effective` rely on that order.
 static REGISTRY: &[SettingDef] = &[
     SettingDef {
+        key: "agent_policy_proposals_enabled",
+        kind: SettingKind::Bool,
+        default: "false",
+        description: "Whether agents in the sandbox may submit their own policy proposals \
+                      (upstream OpenShell key).",
+        scopes: ALL_SCOPES,
+    },
+    SettingDef {
         key: "environment_label",
         kind: SettingKind::String { max_len: 128 },
         default: "",
@@ -217,12 +225,45 @@ static REGISTRY: &[SettingDef] = &[
         scopes: ALL_SCOPES,
     },
     SettingDef {
+        key: "ocsf_json_enabled",
+        kind: SettingKind::Bool,
+        default: "false",
+        description: "Whether the supervisor writes security events as OCSF JSON \
+                      (upstream OpenShell key).",
+        scopes: ALL_SCOPES,
+    },
+    SettingDef {
+        key: "ocsf_schema_version",
+        kind: SettingKind::String { max_len: 32 },
+        default: "",
+        description: "OCSF schema version of those events; empty means the supervisor's own \
+                      (upstream OpenShell key).",
+        scopes: ALL_SCOPES,
+    },
+    SettingDef {
         key: "policy_validation_failure_mode",
         kind: SettingKind::Enum(&["fail_closed", "retain_last_valid"]),
-        default: "retain_last_valid",
+        // Upstream's default: a policy that cannot be enforced denies rather than allows.
+        default: "fail_closed",
         description: "What the supervisor does when a delivered policy fails to apply: \
                       deny all traffic (fail_closed) or keep the last policy that applied \
                       (retain_last_valid).",
+        scopes: ALL_SCOPES,
+    },
+    SettingDef {
+        key: "proposal_approval_mode",
+        kind: SettingKind::Enum(&["manual", "auto"]),
+        default: "manual",
+        description: "How agent policy proposals are approved: by an operator (manual) or \
+                      automatically when found safe (auto) (upstream OpenShell key).",
+        scopes: ALL_SCOPES,
+    },
+    SettingDef {
+        key: "providers_v2_enabled",
+        kind: SettingKind::Bool,
+        default: "false",
+        description: "Whether provider profiles compose their endpoints into sandbox policy \
+                      (upstream OpenShell key).",
         scopes: ALL_SCOPES,
     },
     SettingDef {
@@ -438,10 +479,15 @@ mod tests {
         assert_eq!(
             keys,
             vec![
+                "agent_policy_proposals_enabled",
                 "environment_label",
                 "log_level",
                 "log_rate_limit_per_second",
+                "ocsf_json_enabled",
+                "ocsf_schema_version",
                 "policy_validation_failure_mode",
+                "proposal_approval_mode",
+                "providers_v2_enabled",
                 "reload_signal",
                 "workload_restart_on_exit",
             ]
@@ -467,9 +513,25 @@ mod tests {
     #[test]
     fn registry_defaults() {
         let d = |k: &str| lookup(k).unwrap().default_value();
+        // Upstream OpenShell's defaults for the keys it shares with this registry.
         assert_eq!(
             d("policy_validation_failure_mode"),
-            SettingValue::String("retain_last_valid".into())
+            SettingValue::String("fail_closed".into())
+        );
+        assert_eq!(
+            d("proposal_approval_mode"),
+            SettingValue::String("manual".into())
+        );
+        for key in [
+            "providers_v2_enabled",
+            "ocsf_json_enabled",
+            "agent_policy_proposals_enabled",
+        ] {
+            assert_eq!(d(key), SettingValue::Bool(false), "{key}");
+        }
+        assert_eq!(
+            d("ocsf_schema_version"),
+            SettingValue::String(String::new())
         );
         assert_eq!(d("log_level"), SettingValue::String("info".into()));
         assert_eq!(d("reload_signal"), SettingValue::String("SIGHUP".into()));

@@ -443,6 +443,17 @@ async fn policy_set_wait_applies_with_progress_lines_and_round_trips() {
 async fn a_rejected_apply_exits_1() {
     let (gw, cli, mut api) = setup().await;
     let (_id, supervisor) = supervised(&gw, &mut api, "picky", &["--on-apply", REJECT_9999]).await;
+    // The default (as upstream) is fail_closed; this sandbox keeps last-known-good.
+    cli.run(&[
+        "settings",
+        "set",
+        "--sandbox",
+        "picky",
+        "policy_validation_failure_mode=retain_last_valid",
+        "--wait",
+    ])
+    .await
+    .expect_code(0);
     let good = supervisor.active_file("policy.json").unwrap();
     let bad = cli.file("p9999.yaml", &policy_with_port(9999));
 

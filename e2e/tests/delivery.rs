@@ -196,6 +196,15 @@ async fn a_rejected_apply_keeps_last_known_good(mode: DeliveryMode) {
     );
     wait_started(&supervisor).await;
     wait_running(&api, &id).await;
+    // The default (as upstream) is fail_closed; last-known-good is what this sandbox asks for.
+    let retain = commit_setting(
+        &mut api,
+        &id,
+        "policy_validation_failure_mode",
+        "retain_last_valid",
+    )
+    .await;
+    terminal_operation(&api, &retain.id).await;
     let good = supervisor.active_file("policy.json").unwrap();
 
     let op = commit_policy(&mut api, &id, &policy_with_port(9999)).await;

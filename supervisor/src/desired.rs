@@ -95,9 +95,18 @@ impl DesiredConfig {
     }
 
     pub fn failure_mode(&self) -> FailureMode {
-        match self.string_setting(FAILURE_MODE_KEY) {
-            Some(("fail_closed", _)) => FailureMode::FailClosed,
-            _ => FailureMode::RetainLastValid,
+        // A snapshot without the key (an older gateway) gets the registry's default, the
+        // same one the gateway applies.
+        let default = openshell_core::settings::lookup(FAILURE_MODE_KEY)
+            .map(|def| def.default_value())
+            .and_then(|value| value.as_str().map(str::to_owned));
+        let mode = self
+            .string_setting(FAILURE_MODE_KEY)
+            .map(|(value, _)| value.to_owned())
+            .or(default);
+        match mode.as_deref() {
+            Some("retain_last_valid") => FailureMode::RetainLastValid,
+            _ => FailureMode::FailClosed,
         }
     }
 
@@ -291,6 +300,9 @@ pub(crate) mod tests {
         d.sandbox_config.settings[0].value = Some(WireSettingValue {
             kind: Some(setting_value::Kind::StringValue("fail_closed".into())),
         });
+        assert_eq!(d.failure_mode(), FailureMode::FailClosed);
+        // Without the key, upstream's default: fail closed.
+        d.sandbox_config.settings.clear();
         assert_eq!(d.failure_mode(), FailureMode::FailClosed);
     }
 }
