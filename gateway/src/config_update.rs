@@ -218,7 +218,25 @@ fn request_fingerprint(
 
 /// Runs an `UpdateConfig` write to commit; a fleet write's targets are
 /// listed when it returns (see `operations::fleet_targets`).
+///
+/// Once asked for, the write runs to its end on a task of its own, whether or
+/// not its caller still waits: a client that hangs up while its policy is
+/// parsed or its transaction waits must still find its change committed.
 pub async fn commit_update(
+    store: &Store,
+    update: &ConfigUpdate,
+    idempotency_retention_ms: i64,
+    place: WritePlace,
+) -> Result<Committed> {
+    let (store, update) = (store.clone(), update.clone());
+    tokio::spawn(async move {
+        commit_update_to_end(&store, &update, idempotency_retention_ms, place).await
+    })
+    .await
+    .map_err(|_| GatewayError::Unavailable("the write stopped unexpectedly; retry".into()))?
+}
+
+async fn commit_update_to_end(
     store: &Store,
     update: &ConfigUpdate,
     idempotency_retention_ms: i64,
