@@ -408,7 +408,7 @@ fn bad_input_cases() -> Vec<Case> {
         ),
         policy_case(
             "static section changed after revision 1",
-            POLICY.replace("run_as_user: sandbox", "run_as_user: root"),
+            POLICY.replace("run_as_user: sandbox", "run_as_user: \"4321\""),
             &["policy.process", "first policy revision"],
         ),
         setting_case(
