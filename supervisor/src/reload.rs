@@ -16,7 +16,8 @@ pub enum ReloadSignal {
     Hup,
     Usr1,
     Usr2,
-    /// Send nothing; the workload watches the state directory itself.
+    /// Send nothing; the workload watches the state directory itself (for `STATE/active`
+    /// being replaced: see `apply::state_dir`).
     None,
 }
 

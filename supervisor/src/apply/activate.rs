@@ -1,5 +1,6 @@
-//! Activate: write the staged files, let the on-apply hook accept or refuse them, and roll back
-//! to the last-known-good files when it refuses.
+//! Activate: publish the staged files as a new generation of the state directory, let the
+//! on-apply hook accept or refuse it, and switch back to the last-known-good generation when it
+//! refuses.
 
 use std::path::Path;
 use std::time::Duration;
@@ -7,8 +8,11 @@ use std::time::Duration;
 use tracing::{error, warn};
 
 use super::hook::run_hook;
-use super::stage::{QUARANTINE_FILE, Staged, quarantine_document};
-use super::state_dir::{StateDir, atomic_write, remove_durably, replace_all};
+use super::stage::{
+    POLICY_FILE, PROVIDER_ENV_FILE, QUARANTINE_FILE, REVISIONS_FILE, SETTINGS_FILE, Staged,
+    StagedFile, quarantine_document,
+};
+use super::state_dir::StateDir;
 use crate::applier::{ApplyError, ApplyStage};
 use crate::desired::DesiredConfig;
 
@@ -24,17 +28,18 @@ pub struct Hook<'a> {
     pub env: Vec<(&'static str, String)>,
 }
 
-/// Writes `staged` into the active directory and runs the hook. On a hook failure the previous
-/// files are restored before the error is returned, so the last-known-good stays active.
+/// Publishes `staged` as the active generation and runs the hook. On a hook failure the
+/// previous generation becomes active again before the error is returned, so the
+/// last-known-good stays in effect.
 pub async fn activate(
     dir: &StateDir,
     staged: Staged,
     hook: Option<Hook<'_>>,
     desired: &DesiredConfig,
 ) -> Result<(), ApplyError> {
-    let active = dir.active_dir();
     let files = staged.files;
-    let previous = blocking(move || replace_all(&active, &files))
+    let writer = dir.clone();
+    let published = blocking(move || writer.publish(&files))
         .await
         .map_err(|err| {
             ApplyError::new(
@@ -43,45 +48,77 @@ pub async fn activate(
                 desired,
             )
         })?;
-    let Some(hook) = hook else {
-        return Ok(());
+    let verdict = match hook {
+        Some(hook) => run_hook(hook.command, &hook.env, hook.timeout).await,
+        None => Ok(()),
     };
-    let Err(failure) = run_hook(hook.command, &hook.env, hook.timeout).await else {
-        return Ok(());
-    };
-    let mut reason = failure.to_string();
-    match blocking(move || previous.restore()).await {
-        Ok(()) => {}
-        Err(err) => {
-            error!(error = %err, "restoring the last-known-good configuration failed");
-            reason.push_str("; restoring the previous configuration failed too");
+    match verdict {
+        Ok(()) => {
+            let writer = dir.clone();
+            if let Err(err) = blocking(move || writer.keep(published)).await {
+                // The new generation is active either way; what is left is removed at the
+                // next start.
+                warn!(error = %err, "removing the previous configuration generation failed");
+            }
+            Ok(())
+        }
+        Err(failure) => {
+            let mut reason = failure.to_string();
+            let writer = dir.clone();
+            if let Err(err) = blocking(move || writer.roll_back(published)).await {
+                error!(error = %err, "restoring the last-known-good configuration failed");
+                reason.push_str("; restoring the previous configuration failed too");
+            }
+            Err(ApplyError::new(ApplyStage::Hook, &reason, desired))
         }
     }
-    Err(ApplyError::new(ApplyStage::Hook, &reason, desired))
 }
 
-/// Writes the deny-all quarantine marker. Returns false when it could not be written, in
-/// which case the sandbox is not quarantined and must not be reported as such.
+/// Publishes the last-known-good files with the deny-all quarantine marker beside them.
+/// Returns false when that failed, in which case the sandbox is not quarantined and must not
+/// be reported as such.
+///
+/// No need to lift it: the next configuration that applies is a generation of its own,
+/// without the marker.
 pub async fn quarantine(dir: &StateDir, desired: &DesiredConfig, reason: &str) -> bool {
-    let path = dir.active_file(QUARANTINE_FILE);
-    let bytes = quarantine_document(desired, reason);
-    match blocking(move || atomic_write(&path, &bytes, super::stage::PUBLIC_MODE)).await {
+    let marker = quarantine_document(desired, reason);
+    let writer = dir.clone();
+    let published = blocking(move || {
+        let mut files = Vec::new();
+        if let Some(current) = writer.read_active()? {
+            for name in [
+                POLICY_FILE,
+                SETTINGS_FILE,
+                PROVIDER_ENV_FILE,
+                REVISIONS_FILE,
+            ] {
+                if let (Some(bytes), Some(mode)) = (current.file(name), current.mode(name)) {
+                    files.push(StagedFile {
+                        name,
+                        bytes: bytes.to_vec(),
+                        mode,
+                    });
+                }
+            }
+        }
+        files.push(StagedFile {
+            name: QUARANTINE_FILE,
+            bytes: marker,
+            mode: super::stage::PUBLIC_MODE,
+        });
+        let published = writer.publish(&files)?;
+        if let Err(err) = writer.keep(published) {
+            warn!(error = %err, "removing the previous configuration generation failed");
+        }
+        Ok(())
+    })
+    .await;
+    match published {
         Ok(()) => true,
         Err(err) => {
             error!(error = %err, "writing the quarantine marker failed; the sandbox is NOT quarantined");
             false
         }
-    }
-}
-
-/// Lifts a quarantine after a configuration applied.
-pub async fn lift_quarantine(dir: &StateDir) {
-    let path = dir.active_file(QUARANTINE_FILE);
-    if !path.exists() {
-        return;
-    }
-    if let Err(err) = blocking(move || remove_durably(&path)).await {
-        warn!(error = %err, "removing the quarantine marker failed");
     }
 }
 
@@ -98,7 +135,8 @@ pub fn state_env(
     ]
 }
 
-/// Runs blocking file I/O off the async workers.
+/// Runs blocking file I/O off the async workers. A panic in it (a test's simulated crash)
+/// comes back as an error.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> std::io::Result<T> {

@@ -5,12 +5,18 @@
 //! State directory layout (`--state-dir`, default `./openshell-state`):
 //!
 //! ```text
-//! active/policy.json        effective policy, canonical JSON (0644)
-//! active/settings.json      effective settings: key → {value, scope}, plus scope revisions (0644)
-//! active/provider-env.json  provider values: name → {value, class, provider} (0600)
-//! active/revisions.json     revisions and hash of what is active, written last (0644)
-//! active/quarantine.json    present only while quarantined: deny all network access (0644)
+//! active -> generations/gen-N   symlink to the active generation, switched by one rename
+//! active/policy.json            effective policy, canonical JSON (0644)
+//! active/settings.json          effective settings: key → {value, scope}, plus scope revisions (0644)
+//! active/provider-env.json      provider values: name → {value, class, provider} (0600)
+//! active/revisions.json         revisions and hash of what is active (0644)
+//! active/quarantine.json        present only while quarantined: deny all network access (0644)
+//! generations/gen-N/            one complete configuration; the others are removed
 //! ```
+//!
+//! Every activation writes a whole new generation and then switches `active` to it, so the
+//! files under `active/` always belong to one configuration, even after a crash
+//! ([`state_dir`]).
 
 pub mod activate;
 pub mod hook;
@@ -21,11 +27,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::sync::Mutex;
-use tracing::warn;
+use tracing::{info, warn};
 
-use self::activate::{Hook, activate, lift_quarantine, quarantine, state_env};
-use self::stage::{POLICY_FILE, PolicyMemo, stage};
-use self::state_dir::StateDir;
+use self::activate::{Hook, activate, quarantine, state_env};
+use self::stage::{POLICY_FILE, PolicyMemo, REVISIONS_FILE, stage};
+use self::state_dir::{StateDir, WriteFault};
 use crate::applier::{Applier, ApplyError, ApplyReport, BoxFuture};
 use crate::desired::{DesiredConfig, FailureMode, RELOAD_SIGNAL_KEY};
 use crate::reload::{ReloadReceiver, ReloadSender, ReloadSignal, notify, reload_channel};
@@ -41,6 +47,9 @@ pub struct FileApplierConfig {
     pub hook_timeout: Duration,
     /// Signal for live changes, unless the `reload_signal` setting is set at some scope.
     pub reload_signal: ReloadSignal,
+    /// Consulted before every write to the state directory; for tests that need a full disk
+    /// or a crash at a given step. `None` in production.
+    pub write_fault: Option<WriteFault>,
 }
 
 impl FileApplierConfig {
@@ -51,6 +60,7 @@ impl FileApplierConfig {
             on_apply: None,
             hook_timeout: hook::DEFAULT_HOOK_TIMEOUT,
             reload_signal: ReloadSignal::default(),
+            write_fault: None,
         }
     }
 }
@@ -72,13 +82,15 @@ struct ApplyState {
 }
 
 impl FileApplier {
-    /// Creates the state directory (and cleans temporary files a crash left behind).
+    /// Creates the state directory, or brings it back to one whole generation after a crash
+    /// (see [`StateDir::prepare`]).
     pub fn new(mut config: FileApplierConfig) -> std::io::Result<Self> {
-        StateDir::new(&config.state_dir).prepare()?;
+        let generation = StateDir::new(&config.state_dir).prepare()?;
         // Absolute, because the hook and the workload get it in their environment and may
         // change directory.
         config.state_dir = std::fs::canonicalize(&config.state_dir)?;
-        let dir = StateDir::new(&config.state_dir);
+        let dir = StateDir::new(&config.state_dir).with_fault(config.write_fault.clone());
+        log_recovered(&dir, generation);
         let (reload, _) = reload_channel();
         Ok(Self {
             config,
@@ -122,7 +134,6 @@ impl FileApplier {
             .await;
         match result {
             Ok(()) => {
-                lift_quarantine(&self.dir).await;
                 let first_activation = applying.activations == 0;
                 applying.activations += 1;
                 notify(&self.reload, self.reload_signal_for(desired));
@@ -163,6 +174,30 @@ impl FileApplier {
         } else {
             err
         }
+    }
+}
+
+/// Says what the state directory held when this supervisor started: the configuration the
+/// workload finds until the gateway's arrives.
+fn log_recovered(dir: &StateDir, generation: u64) {
+    let revisions = match dir.read_active() {
+        Ok(Some(active)) => active
+            .file(REVISIONS_FILE)
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(bytes).ok()),
+        Ok(None) => None,
+        Err(err) => {
+            warn!(error = %err, "reading the active configuration generation failed");
+            return;
+        }
+    };
+    match revisions {
+        Some(revisions) => info!(
+            generation,
+            policy_revision = %revisions["policy_revision"],
+            provider_env_revision = %revisions["provider_env_revision"],
+            "state directory holds a configuration from before this start"
+        ),
+        None => info!(generation, "state directory holds no configuration yet"),
     }
 }
 

@@ -95,8 +95,7 @@ impl PolicyMemo {
 /// A desired configuration that passed validation, with its files ready to write.
 pub struct Staged {
     pub policy: Arc<CheckedPolicy>,
-    /// In write order: `revisions.json` last, so a reader that sees new revisions also sees
-    /// the files they describe.
+    /// The files of one generation; they become active together (see `state_dir`).
     pub files: Vec<StagedFile>,
 }
 

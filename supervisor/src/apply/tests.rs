@@ -1,10 +1,14 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use openshell_proto::v1::{SettingValue as WireSettingValue, setting_value};
 use serde_json::Value;
 
 use super::stage::{PROVIDER_ENV_FILE, QUARANTINE_FILE, REVISIONS_FILE, SETTINGS_FILE};
+use super::state_dir::WriteStep;
 use super::*;
 use crate::applier::ApplyStage;
 use crate::desired::tests::sample;
@@ -197,4 +201,306 @@ async fn reload_notice_after_each_activation_with_setting_override() {
         });
     a.apply(&d).await.unwrap();
     assert_eq!(rx.borrow_and_update().signal, ReloadSignal::Usr2);
+}
+
+/// The four files of a configuration, in the order they are compared.
+const CONFIG_FILES: [&str; 4] = [
+    POLICY_FILE,
+    SETTINGS_FILE,
+    PROVIDER_ENV_FILE,
+    REVISIONS_FILE,
+];
+
+/// What identifies a configuration in each of its files: the policy's bytes, the settings'
+/// global revision, the provider environment's revision, and the policy revision that
+/// `revisions.json` names. `None` for a file that is missing or unreadable.
+type Signature = [Option<String>; 4];
+
+fn signature(read: impl Fn(&str) -> Option<Vec<u8>>) -> Signature {
+    let json =
+        |name: &str| read(name).and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+    [
+        read(POLICY_FILE).map(|b| String::from_utf8_lossy(&b).into_owned()),
+        json(SETTINGS_FILE).map(|v| v["revisions"]["global"].to_string()),
+        json(PROVIDER_ENV_FILE).map(|v| v["provider_env_revision"].to_string()),
+        json(REVISIONS_FILE).map(|v| v["policy_revision"].to_string()),
+    ]
+}
+
+fn expected_signature(d: &DesiredConfig) -> Signature {
+    let policy = openshell_core::parse_and_validate(&d.sandbox_config.policy_json).unwrap();
+    [
+        Some(format!("{}\n", policy.canonical_json())),
+        Some(d.sandbox_config.global_settings_revision.to_string()),
+        Some(format!("{:?}", d.provider_env.provider_env_revision)),
+        Some(d.sandbox_config.policy_revision.to_string()),
+    ]
+}
+
+/// Which configuration `seen` is, whole; panics on a mix, naming `what` and the files.
+fn whole(seen: &Signature, old: &Signature, new: &Signature, what: &str) -> &'static str {
+    if seen == old {
+        "old"
+    } else if seen == new {
+        "new"
+    } else {
+        let files: Vec<String> = CONFIG_FILES
+            .iter()
+            .zip(seen)
+            .map(|(name, value)| {
+                let side = match value {
+                    None => "missing",
+                    v if v == &old[CONFIG_FILES.iter().position(|n| n == name).unwrap()] => "old",
+                    _ => "new",
+                };
+                format!("{name}: {side}")
+            })
+            .collect();
+        panic!("{what}: a mix of two configurations: {files:?}")
+    }
+}
+
+/// What the workload reads: each file by its documented path, through `active`.
+fn workload_view(root: &Path) -> Signature {
+    signature(|name| fs::read(root.join("active").join(name)).ok())
+}
+
+/// What the supervisor reads back at restart: the active generation, whole.
+fn restart_view(applier: &FileApplier) -> Signature {
+    let generation = applier.state_dir().read_active().unwrap().unwrap();
+    signature(|name| generation.file(name).map(<[u8]>::to_vec))
+}
+
+/// Counts the state directory's write steps and panics at step `at`: a crash, since nothing
+/// after the panic runs (no cleanup, no rollback).
+struct Crash {
+    steps: AtomicUsize,
+    at: AtomicUsize,
+}
+
+impl Crash {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            steps: AtomicUsize::new(0),
+            at: AtomicUsize::new(usize::MAX),
+        })
+    }
+}
+
+fn crashing_applier(dir: &Path, crash: &Arc<Crash>, hook: Option<&str>) -> FileApplier {
+    let mut config = FileApplierConfig::new(dir, "sb-1");
+    config.on_apply = hook.map(str::to_string);
+    config.hook_timeout = Duration::from_secs(10);
+    let crash = crash.clone();
+    config.write_fault = Some(WriteFault::new(move |step: WriteStep<'_>| {
+        let n = crash.steps.fetch_add(1, Ordering::SeqCst);
+        if n == crash.at.load(Ordering::SeqCst) {
+            panic!("simulated crash (kill -9) before {step:?}");
+        }
+        Ok(())
+    }));
+    FileApplier::new(config).unwrap()
+}
+
+/// Two configurations that differ in every file.
+fn old_and_new() -> (DesiredConfig, DesiredConfig) {
+    let mut old = sample(11, "e9");
+    old.sandbox_config.global_settings_revision = 9;
+    let other =
+        openshell_core::parse_and_validate(include_str!("../../../examples/policy.yaml")).unwrap();
+    let mut new = sample(12, "e10");
+    new.sandbox_config.policy_json = other.canonical_json();
+    new.sandbox_config.policy_hash = other.policy_hash();
+    new.sandbox_config.global_settings_revision = 10;
+    new.provider_env.values[0].value = "ghp_rotatedvalue43".into();
+    (old, new)
+}
+
+/// Activates `old`, then `new` with a crash before write step `k` of the second activation
+/// (no crash when `k` is past its last step). Returns what was seen before and after the
+/// restart, and how many steps the second activation had.
+async fn crash_during_second_activation(
+    k: usize,
+    hook: Option<&str>,
+) -> (&'static str, &'static str, usize) {
+    let (old, new) = old_and_new();
+    let (old_sig, new_sig) = (expected_signature(&old), expected_signature(&new));
+    let dir = tempfile::tempdir().unwrap();
+    let crash = Crash::new();
+    let applier = crashing_applier(dir.path(), &crash, hook);
+    applier.apply(&old).await.unwrap();
+    let start = crash.steps.load(Ordering::SeqCst);
+    crash.at.store(start.saturating_add(k), Ordering::SeqCst);
+    // Crashed or not, the outcome is read from disk.
+    let _ = applier.apply(&new).await;
+    let steps = crash.steps.load(Ordering::SeqCst) - start;
+    drop(applier);
+    let root = fs::canonicalize(dir.path()).unwrap();
+    let before = whole(
+        &workload_view(&root),
+        &old_sig,
+        &new_sig,
+        &format!("step {k}, workload paths at the crash"),
+    );
+
+    // The restart: a new applier on the same directory.
+    let restarted = applier_at(dir.path(), None);
+    let after = whole(
+        &restart_view(&restarted),
+        &old_sig,
+        &new_sig,
+        &format!("step {k}, read back at restart"),
+    );
+    let workload_after = whole(
+        &workload_view(&root),
+        &old_sig,
+        &new_sig,
+        &format!("step {k}, workload paths after restart"),
+    );
+    assert_eq!(after, workload_after, "step {k}");
+    assert_eq!(
+        before, after,
+        "step {k}: the restart changed the configuration"
+    );
+    let generations: Vec<_> = fs::read_dir(root.join("generations")).unwrap().collect();
+    assert_eq!(generations.len(), 1, "step {k}: leftovers {generations:?}");
+    assert!(
+        !root.join("active.tmp").exists(),
+        "step {k}: stale active.tmp"
+    );
+    // And the restarted supervisor goes on applying.
+    restarted.apply(&new).await.unwrap();
+    assert_eq!(restart_view(&restarted), new_sig, "step {k}");
+    (before, after, steps)
+}
+
+fn applier_at(dir: &Path, hook: Option<&str>) -> FileApplier {
+    applier(dir, hook)
+}
+
+/// Defect: the files were replaced one at a time, so a kill -9 between two of them left a
+/// new policy beside old revisions. Every step of an activation is a possible crash point.
+#[tokio::test]
+async fn a_crash_at_any_step_of_an_activation_leaves_old_or_new_never_a_mix() {
+    for hook in [None, Some("exit 0")] {
+        let (_, _, steps) = crash_during_second_activation(usize::MAX, hook).await;
+        assert!(steps >= 2 * CONFIG_FILES.len(), "{steps} write steps");
+        let mut seen = Vec::new();
+        for k in 0..=steps {
+            let (before, _, _) = crash_during_second_activation(k, hook).await;
+            seen.push(before);
+        }
+        // From the old configuration to the new one at exactly one step: the switch.
+        assert_eq!(seen.first(), Some(&"old"), "{seen:?}");
+        assert_eq!(seen.last(), Some(&"new"), "{seen:?}");
+        let switch = seen.iter().position(|s| *s == "new").unwrap();
+        assert!(
+            seen[switch..].iter().all(|s| *s == "new"),
+            "hook {hook:?}: {seen:?}"
+        );
+    }
+}
+
+/// A hook that refuses makes the previous generation active again; a crash anywhere in that
+/// leaves one whole configuration as well.
+#[tokio::test]
+async fn a_crash_while_rolling_back_leaves_old_or_new_never_a_mix() {
+    let hook = Some(
+        "grep -q '\"policy_revision\": 11,' \"$OPENSHELL_STATE_DIR/active/revisions.json\" || exit 3",
+    );
+    let (_, _, steps) = crash_during_second_activation(usize::MAX, hook).await;
+    for k in 0..=steps {
+        crash_during_second_activation(k, hook).await;
+    }
+}
+
+#[tokio::test]
+async fn restart_removes_a_leftover_partial_generation() {
+    let (old, new) = old_and_new();
+    let dir = tempfile::tempdir().unwrap();
+    let a = applier(dir.path(), None);
+    a.apply(&old).await.unwrap();
+    drop(a);
+    let root = fs::canonicalize(dir.path()).unwrap();
+    // What a crash while writing a generation leaves: part of its files, maybe a link to it
+    // that never replaced `active`.
+    let partial = root.join("generations/gen-9");
+    fs::create_dir(&partial).unwrap();
+    fs::write(partial.join(POLICY_FILE), b"{\"version\":").unwrap();
+    std::os::unix::fs::symlink("generations/gen-9", root.join("active.tmp")).unwrap();
+
+    let restarted = applier(dir.path(), None);
+    assert_eq!(restart_view(&restarted), expected_signature(&old));
+    assert_eq!(workload_view(&root), expected_signature(&old));
+    assert!(!partial.exists(), "the partial generation is removed");
+    assert!(!root.join("active.tmp").exists());
+
+    restarted.apply(&new).await.unwrap();
+    assert_eq!(workload_view(&root), expected_signature(&new));
+    let generation = restarted.state_dir().read_active().unwrap().unwrap();
+    let names: Vec<String> = fs::read_dir(root.join("generations"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, [format!("gen-{}", generation.number)]);
+}
+
+#[tokio::test]
+async fn restart_keeps_a_state_dir_from_before_generations() {
+    let (old, _) = old_and_new();
+    let dir = tempfile::tempdir().unwrap();
+    // The old layout: files straight in `active/`.
+    let staged = super::stage::stage(&old, &mut PolicyMemo::default()).unwrap();
+    let active = dir.path().join("active");
+    fs::create_dir(&active).unwrap();
+    for file in &staged.files {
+        fs::write(active.join(file.name), &file.bytes).unwrap();
+        fs::set_permissions(
+            active.join(file.name),
+            fs::Permissions::from_mode(file.mode),
+        )
+        .unwrap();
+    }
+    let a = applier(dir.path(), None);
+    let root = fs::canonicalize(dir.path()).unwrap();
+    assert!(
+        fs::symlink_metadata(root.join("active"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(workload_view(&root), expected_signature(&old));
+    assert_eq!(restart_view(&a), expected_signature(&old));
+    let mode = fs::metadata(a.state_dir().active_file(PROVIDER_ENV_FILE))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[tokio::test]
+async fn quarantine_is_a_generation_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = applier(dir.path(), None);
+    a.apply(&sample(1, "e1")).await.unwrap();
+    let mut bad = with_failure_mode(sample(2, "e1"), "fail_closed");
+    bad.sandbox_config.policy_json = "version: 9".into();
+    assert!(a.apply(&bad).await.unwrap_err().failed_closed);
+    let generation = a.state_dir().read_active().unwrap().unwrap();
+    let mut names: Vec<&str> = generation.names().collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            POLICY_FILE,
+            PROVIDER_ENV_FILE,
+            QUARANTINE_FILE,
+            REVISIONS_FILE,
+            SETTINGS_FILE
+        ]
+    );
+    assert_eq!(generation.mode(PROVIDER_ENV_FILE), Some(0o600));
+    drop(generation);
+    a.apply(&sample(3, "e1")).await.unwrap();
+    assert!(!a.state_dir().active_file(QUARANTINE_FILE).exists());
 }
