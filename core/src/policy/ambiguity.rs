@@ -6,9 +6,9 @@
 //! endpoint for that, and if two of equal path specificity disagree, which one wins would depend
 //! on iteration order. Upstream refuses such policies; so does this module.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
-use super::glob;
+use super::glob::{self, Budget, Token};
 use super::key_segment;
 use super::l7::Protocol;
 use super::schema::{Endpoint, SandboxPolicy};
@@ -17,82 +17,183 @@ use super::validate::Findings;
 /// Upstream's default body limit for GraphQL and JSON-RPC inspection.
 const DEFAULT_BODY_LIMIT: u32 = 64 * 1024;
 
-struct Located<'a> {
+/// Most pairs of endpoints compared in one policy. Only pairs that share a port and whose
+/// hosts could overlap are compared at all, so real policies stay far below this; a document
+/// built to make the check quadratic is refused instead of costing the gateway minutes.
+pub const MAX_OVERLAP_CHECKS: usize = 200_000;
+
+/// One endpoint with what the comparison needs, computed once.
+struct Prepared<'a> {
     field: String,
     endpoint: &'a Endpoint,
+    /// Distinct ports, ascending.
+    ports: Vec<u32>,
+    /// `None` for an endpoint without a host, which overlaps every host.
+    host: Option<Vec<Token>>,
+    /// The literal labels after the host's last wildcard label, lowercased. Two hosts can only
+    /// match a common name when one's tail ends the other's, which is what the index uses.
+    tail: Vec<String>,
 }
 
+fn prepare<'a>(field: String, endpoint: &'a Endpoint) -> Prepared<'a> {
+    let mut ports: Vec<u32> = endpoint
+        .effective_ports()
+        .into_iter()
+        .filter(|p| *p > 0)
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    let lower = endpoint.host.to_ascii_lowercase();
+    let labels: Vec<&str> = lower.split('.').collect();
+    let literal_from = labels
+        .iter()
+        .rposition(|label| label.contains('*'))
+        .map_or(0, |at| at + 1);
+    Prepared {
+        field,
+        endpoint,
+        ports,
+        host: (!endpoint.host.is_empty()).then(|| glob::delimited_tokens(&endpoint.host)),
+        tail: labels[literal_from..]
+            .iter()
+            .map(|l| l.to_string())
+            .collect(),
+    }
+}
+
+type Key<'a> = (u32, &'a [String]);
+
 pub(super) fn check(out: &mut Findings, policy: &SandboxPolicy) {
-    let endpoints: Vec<Located<'_>> = policy
+    let prepared: Vec<Prepared<'_>> = policy
         .network_policies
         .iter()
         .flat_map(|(key, np)| {
-            np.endpoints
-                .iter()
-                .enumerate()
-                .map(move |(i, endpoint)| Located {
-                    field: format!("network_policies{}.endpoints[{i}]", key_segment(key)),
+            np.endpoints.iter().enumerate().map(move |(i, endpoint)| {
+                prepare(
+                    format!("network_policies{}.endpoints[{i}]", key_segment(key)),
                     endpoint,
-                })
+                )
+            })
         })
         .collect();
-    for (j, right) in endpoints.iter().enumerate() {
-        for left in &endpoints[..j] {
-            let (a, b) = (left.endpoint, right.endpoint);
-            let ports: Vec<u32> = port_set(a).intersection(&port_set(b)).copied().collect();
-            if ports.is_empty() || !hosts_overlap(&a.host, &b.host) {
+    // Indexes over the endpoints already visited: by port and exact tail, by port and every
+    // suffix of the tail, hostless ones by port, and all by port.
+    let mut exact: HashMap<Key<'_>, Vec<usize>> = HashMap::new();
+    let mut ending: HashMap<Key<'_>, Vec<usize>> = HashMap::new();
+    let mut hostless: HashMap<u32, Vec<usize>> = HashMap::new();
+    let mut by_port: HashMap<u32, Vec<usize>> = HashMap::new();
+    let mut seen_for = vec![usize::MAX; prepared.len()];
+    let mut checks = 0usize;
+    for (j, right) in prepared.iter().enumerate() {
+        let mut candidates = Vec::new();
+        let mut add = |list: Option<&Vec<usize>>, candidates: &mut Vec<usize>| {
+            for &i in list.into_iter().flatten() {
+                if seen_for[i] != j {
+                    seen_for[i] = j;
+                    candidates.push(i);
+                }
+            }
+        };
+        for &port in &right.ports {
+            if right.host.is_none() {
+                add(by_port.get(&port), &mut candidates);
                 continue;
             }
-            let mut conflicts = connection_conflicts(a, b);
-            if shapes_requests(a)
-                && shapes_requests(b)
-                && paths_overlap(&a.path, &b.path)
-                && path_specificity(&a.path) == path_specificity(&b.path)
-            {
-                conflicts.extend(request_conflicts(a, b));
+            for k in 0..=right.tail.len() {
+                add(exact.get(&(port, &right.tail[k..])), &mut candidates);
             }
-            if conflicts.is_empty() {
+            add(ending.get(&(port, right.tail.as_slice())), &mut candidates);
+            add(hostless.get(&port), &mut candidates);
+        }
+        // Name the earliest conflicting endpoint, whatever order the indexes returned.
+        candidates.sort_unstable();
+        for i in candidates {
+            checks += 1;
+            if checks > MAX_OVERLAP_CHECKS {
+                out.error(
+                    "network_policies",
+                    format!(
+                        "too many endpoints share ports and hosts to check them for conflicts \
+                         (more than {MAX_OVERLAP_CHECKS} pairs); merge endpoints that cover the \
+                         same hosts"
+                    ),
+                );
+                return;
+            }
+            if out.budget.exhausted() {
+                return;
+            }
+            if let Some(message) = conflict(&prepared[i], right, &out.budget) {
+                out.error(&right.field, message);
+                // One report per endpoint: fixing it shows the next, and a policy of many
+                // clashing endpoints does not produce a quadratic list.
+                break;
+            }
+        }
+        for &port in &right.ports {
+            by_port.entry(port).or_default().push(j);
+            if right.host.is_none() {
+                hostless.entry(port).or_default().push(j);
                 continue;
             }
-            out.error(
-                &right.field,
-                format!(
-                    "overlaps {} on port(s) {} but disagrees on {}; endpoints that can match the \
-                     same connection must agree on these",
-                    left.field,
-                    ports
-                        .iter()
-                        .map(u32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(","),
-                    conflicts.join(", ")
-                ),
-            );
+            exact
+                .entry((port, right.tail.as_slice()))
+                .or_default()
+                .push(j);
+            for k in 0..=right.tail.len() {
+                ending.entry((port, &right.tail[k..])).or_default().push(j);
+            }
         }
     }
 }
 
-fn port_set(ep: &Endpoint) -> BTreeSet<u32> {
-    ep.effective_ports()
-        .into_iter()
-        .filter(|p| *p > 0)
-        .collect()
-}
-
-fn hosts_overlap(a: &str, b: &str) -> bool {
-    if a.is_empty() || b.is_empty() {
-        return true;
+/// Why `right` cannot coexist with the earlier `left`, if it cannot.
+fn conflict(left: &Prepared<'_>, right: &Prepared<'_>, budget: &Budget) -> Option<String> {
+    let (a, b) = (left.endpoint, right.endpoint);
+    let shared: Vec<u32> = left
+        .ports
+        .iter()
+        .filter(|p| right.ports.binary_search(p).is_ok())
+        .copied()
+        .collect();
+    let hosts_overlap = match (&left.host, &right.host) {
+        (Some(x), Some(y)) => glob::tokens_overlap(x, y, '.', budget),
+        _ => true,
+    };
+    if shared.is_empty() || !hosts_overlap {
+        return None;
     }
-    glob::tokens_overlap(&glob::delimited_tokens(a), &glob::delimited_tokens(b), '.')
+    let mut conflicts = connection_conflicts(a, b);
+    if shapes_requests(a)
+        && shapes_requests(b)
+        && paths_overlap(&a.path, &b.path, budget)
+        && path_specificity(&a.path) == path_specificity(&b.path)
+    {
+        conflicts.extend(request_conflicts(a, b));
+    }
+    if conflicts.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "overlaps {} on port(s) {} but disagrees on {}; endpoints that can match the same \
+         connection must agree on these",
+        left.field,
+        shared
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+        conflicts.join(", ")
+    ))
 }
 
-fn paths_overlap(a: &str, b: &str) -> bool {
+fn paths_overlap(a: &str, b: &str, budget: &Budget) -> bool {
     let everything = |p: &str| p.is_empty() || p == "**" || p == "/**";
     if everything(a) || everything(b) {
         return true;
     }
     match (glob::path_tokens(a), glob::path_tokens(b)) {
-        (Some(a), Some(b)) => glob::tokens_overlap(&a, &b, '/'),
+        (Some(a), Some(b)) => glob::tokens_overlap(&a, &b, '/', budget),
         // A path the matcher would refuse is reported elsewhere; assume overlap here.
         _ => true,
     }

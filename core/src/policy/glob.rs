@@ -6,7 +6,45 @@
 //! to know whether a pattern is well formed and whether two patterns could ever select the same
 //! host or path, so the answers lean towards "they may overlap" whenever a pattern is unusual.
 
+use std::cell::Cell;
 use std::collections::{HashSet, VecDeque};
+
+/// Most search steps all glob comparisons of one validation may take together. Comparing
+/// patterns is a search over pairs of positions, so a document of many long patterns could
+/// otherwise cost minutes; real policies use a tiny fraction of this.
+pub const MAX_GLOB_STEPS: usize = 2_000_000;
+
+/// The search steps left for one validation. Once spent, comparisons answer "may overlap"
+/// and the caller refuses the policy as too complex to check.
+#[derive(Debug)]
+pub(crate) struct Budget(Cell<usize>);
+
+impl Budget {
+    pub(crate) fn new(steps: usize) -> Self {
+        Self(Cell::new(steps))
+    }
+
+    /// Takes one step; false when none are left.
+    pub(crate) fn spend(&self) -> bool {
+        match self.0.get() {
+            0 => false,
+            left => {
+                self.0.set(left - 1);
+                true
+            }
+        }
+    }
+
+    pub(crate) fn exhausted(&self) -> bool {
+        self.0.get() == 0
+    }
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self::new(MAX_GLOB_STEPS)
+    }
+}
 
 /// One element of a compiled glob.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,10 +232,18 @@ fn single_matches(token: &Token, c: char) -> bool {
 /// True when some string is matched by both globs. A product-automaton search: each state is a
 /// position in each pattern, a star may be skipped or consume a character the other side can
 /// also consume, and a non-crossing star never consumes `delimiter`.
-pub(crate) fn tokens_overlap(left: &[Token], right: &[Token], delimiter: char) -> bool {
+pub(crate) fn tokens_overlap(
+    left: &[Token],
+    right: &[Token],
+    delimiter: char,
+    budget: &Budget,
+) -> bool {
     let mut queue = VecDeque::from([(0usize, 0usize)]);
     let mut seen = HashSet::new();
     while let Some((l, r)) = queue.pop_front() {
+        if !budget.spend() {
+            return true;
+        }
         if !seen.insert((l, r)) {
             continue;
         }
@@ -333,7 +379,10 @@ mod tests {
 
     #[test]
     fn host_globs_overlap_like_the_runtime() {
-        let o = |a: &str, b: &str| tokens_overlap(&delimited_tokens(a), &delimited_tokens(b), '.');
+        let budget = Budget::default();
+        let o = |a: &str, b: &str| {
+            tokens_overlap(&delimited_tokens(a), &delimited_tokens(b), '.', &budget)
+        };
         assert!(o("api.example.com", "*.example.com"));
         assert!(o(
             "us-aiplatform.googleapis.com",
@@ -348,8 +397,14 @@ mod tests {
 
     #[test]
     fn path_globs_overlap_like_the_runtime() {
+        let budget = Budget::default();
         let o = |a: &str, b: &str| {
-            tokens_overlap(&path_tokens(a).unwrap(), &path_tokens(b).unwrap(), '/')
+            tokens_overlap(
+                &path_tokens(a).unwrap(),
+                &path_tokens(b).unwrap(),
+                '/',
+                &budget,
+            )
         };
         assert!(o("/v?", "/v1"));
         assert!(o("/v[12]", "/v[23]"));

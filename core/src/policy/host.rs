@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv6Addr};
 
-use super::glob::{self, Token};
+use super::glob::{self, Budget, Token};
 
 /// Longest host accepted, in bytes (the DNS limit).
 pub const MAX_HOST_BYTES: usize = 253;
@@ -146,7 +146,7 @@ impl HostPattern {
     }
 
     /// True when the concrete host matches.
-    pub(crate) fn matches(&self, host: &str) -> bool {
+    pub(crate) fn matches(&self, host: &str, budget: &Budget) -> bool {
         let host = host.to_ascii_lowercase();
         let parts: Vec<&str> = host.split('.').collect();
         if parts.iter().any(|p| p.is_empty()) {
@@ -155,6 +155,9 @@ impl HostPattern {
         let mut pending = vec![(0usize, 0usize)];
         let mut seen = HashSet::new();
         while let Some((p, h)) = pending.pop() {
+            if !budget.spend() {
+                return true;
+            }
             if !seen.insert((p, h)) {
                 continue;
             }
@@ -191,10 +194,13 @@ impl HostPattern {
 
     /// Whether some concrete host could match both patterns. Two non-literal labels are assumed
     /// to overlap: refusing a policy for a conflict that cannot happen is the safe mistake here.
-    fn overlaps(&self, other: &Self) -> bool {
+    fn overlaps(&self, other: &Self, budget: &Budget) -> bool {
         let mut pending = vec![(0usize, 0usize)];
         let mut seen = HashSet::new();
         while let Some((l, r)) = pending.pop() {
+            if !budget.spend() {
+                return true;
+            }
             if !seen.insert((l, r)) {
                 continue;
             }
@@ -272,14 +278,14 @@ impl HostSelector {
     /// Whether this selector could select some host that `candidate` admits. An exclusion
     /// counts only when it provably covers the overlap: a concrete host the two share, or
     /// exactly one of the two patterns.
-    pub(crate) fn may_match_pattern(&self, candidate: &HostPattern) -> bool {
+    pub(crate) fn may_match_pattern(&self, candidate: &HostPattern, budget: &Budget) -> bool {
         self.includes.iter().any(|include| {
-            if !include.overlaps(candidate) {
+            if !include.overlaps(candidate, budget) {
                 return false;
             }
             let shared_host = candidate.literal().or_else(|| include.literal());
             let excluded = match shared_host {
-                Some(host) => self.excludes.iter().any(|e| e.matches(host)),
+                Some(host) => self.excludes.iter().any(|e| e.matches(host, budget)),
                 None => self.excludes.iter().any(|e| {
                     e.is_universal() || e.source == include.source || e.source == candidate.source
                 }),
@@ -295,7 +301,9 @@ mod tests {
     use super::*;
 
     fn m(pattern: &str, host: &str) -> bool {
-        HostPattern::new(pattern).unwrap().matches(host)
+        HostPattern::new(pattern)
+            .unwrap()
+            .matches(host, &Budget::default())
     }
 
     #[test]
@@ -334,13 +342,14 @@ mod tests {
             .unwrap()
         };
         let p = |s: &str| HostPattern::new(s).unwrap();
+        let b = Budget::default();
         let s = sel(&["*.example.com"], &["api.example.com"]);
-        assert!(!s.may_match_pattern(&p("api.example.com")));
-        assert!(s.may_match_pattern(&p("*.example.com")));
-        assert!(s.may_match_pattern(&p("web.example.com")));
+        assert!(!s.may_match_pattern(&p("api.example.com"), &b));
+        assert!(s.may_match_pattern(&p("*.example.com"), &b));
+        assert!(s.may_match_pattern(&p("web.example.com"), &b));
         let s = sel(&["api.example.com"], &[]);
-        assert!(s.may_match_pattern(&p("*.example.com")));
-        assert!(!s.may_match_pattern(&p("*.other.com")));
+        assert!(s.may_match_pattern(&p("*.example.com"), &b));
+        assert!(!s.may_match_pattern(&p("*.other.com"), &b));
     }
 
     #[test]

@@ -85,7 +85,7 @@ pub(super) fn check(out: &mut Findings, policy: &SandboxPolicy) {
                 }
             }
         }
-        if mw.fails_closed() {
+        if mw.fails_closed() && count <= MAX_MIDDLEWARES {
             check_tls_skip_reach(
                 out,
                 policy,
@@ -117,7 +117,7 @@ fn check_tls_skip_reach(
             let Ok(pattern) = HostPattern::new(&ep.host) else {
                 continue;
             };
-            if selector.may_match_pattern(&pattern) {
+            if selector.may_match_pattern(&pattern, &out.budget) {
                 out.error(
                     format!("{base}.endpoints"),
                     format!(

@@ -973,3 +973,34 @@ network_policies:
     );
     assert!(v[0].message.contains("tls"), "{}", v[0]);
 }
+
+#[test]
+fn overlap_checks_are_bounded_and_report_each_endpoint_once() {
+    // Hosts made of wildcard labels make every comparison a long search; the work is capped.
+    let stars = "*.".repeat(100);
+    let mut doc = String::from("version: 1\nnetwork_policies:\n  p:\n    endpoints:\n");
+    for i in 0..600 {
+        let enforcement = if i % 2 == 0 { "enforce" } else { "audit" };
+        doc.push_str(&format!(
+            "      - {{host: \"{stars}x.io\", port: 443, path: /a{i}, protocol: rest, access: full, enforcement: {enforcement}}}\n"
+        ));
+    }
+    let v = invalid(&doc);
+    assert!(
+        v.iter()
+            .any(|v| v.field == "network_policies" && v.message.contains("too many")),
+        "{v:?}"
+    );
+
+    // Every endpoint clashes with every earlier one, yet each is reported once.
+    let mut doc = String::from("version: 1\nnetwork_policies:\n  p:\n    endpoints:\n");
+    for i in 0..50 {
+        let tls = if i % 2 == 0 { "skip" } else { "terminate" };
+        doc.push_str(&format!(
+            "      - {{host: api.example.com, port: 443, tls: {tls}}}\n"
+        ));
+    }
+    let v = invalid(&doc);
+    assert_eq!(v.len(), 49, "{v:?}");
+    assert!(v[0].message.contains("network_policies.p.endpoints[0]"));
+}

@@ -1,6 +1,7 @@
 //! Document-level validation: version, static sections, network policy entries, and the
 //! collection of every finding so an operator can fix a policy in one pass.
 
+use super::glob::{Budget, MAX_GLOB_STEPS};
 use super::schema::{FilesystemPolicy, ProcessPolicy, SandboxPolicy};
 use super::{
     MAX_PATH_BYTES, MAX_PATHS, MAX_POLICY_KEY_CHARS, MAX_SANDBOX_ID, MIN_SANDBOX_ID,
@@ -13,6 +14,8 @@ use crate::violation::Violation;
 pub(super) struct Findings {
     pub errors: Vec<Violation>,
     pub warnings: Vec<Violation>,
+    /// Shared by every glob comparison of this validation.
+    pub budget: Budget,
 }
 
 impl Findings {
@@ -65,6 +68,15 @@ pub(super) fn check(policy: &SandboxPolicy) -> Findings {
     }
     middleware::check(&mut out, policy);
     ambiguity::check(&mut out, policy);
+    if out.budget.exhausted() {
+        out.error(
+            "network_policies",
+            format!(
+                "the endpoint hosts, paths and middleware selectors are too many or too complex \
+                 to check for overlaps within {MAX_GLOB_STEPS} steps; merge or simplify them"
+            ),
+        );
+    }
     out
 }
 
