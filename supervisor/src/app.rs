@@ -50,6 +50,7 @@ pub async fn run(args: Args) -> Result<i32, SupervisorError> {
             watch_interval: args.watch_interval,
             command: args.command.clone(),
             launch: args.launch.clone(),
+            apply_retry_backoff: crate::backoff::BackoffConfig::apply_retry(),
         };
         return standalone::run(options, applier, &mut signals).await;
     }

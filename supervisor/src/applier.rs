@@ -48,28 +48,61 @@ pub enum ApplyStage {
     Hook,
 }
 
+/// Whether a failure is a verdict on the configuration or an accident of the moment.
+///
+/// The engine acts on it: a rejected configuration is parked until different content arrives
+/// (trying it again cannot succeed, and looping on it would flood the gateway), a transient
+/// failure is retried with backoff until it applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyErrorKind {
+    /// The content was refused: it did not validate, or the on-apply hook said no.
+    Rejected,
+    /// Applying failed for a reason that can pass: the state directory could not be written
+    /// (disk full, read-only, I/O error, permissions), the hook could not be started.
+    Transient,
+}
+
 /// A failed apply. The reason is sanitized at construction: it never holds a provider value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}")]
 pub struct ApplyError {
     pub stage: ApplyStage,
+    pub kind: ApplyErrorKind,
     pub reason: String,
     /// True when the failure quarantined the sandbox (`fail_closed`).
     pub failed_closed: bool,
 }
 
 impl ApplyError {
-    /// Builds an error whose reason is masked against every value of `desired`.
+    /// Builds an error whose reason is masked against every value of `desired`. Its kind
+    /// follows from the stage: staging and the hook judge the content ([`ApplyErrorKind::Rejected`]),
+    /// activation writes files ([`ApplyErrorKind::Transient`]); [`ApplyError::with_kind`]
+    /// says otherwise where the stage does not tell.
     pub fn new(stage: ApplyStage, reason: &str, desired: &DesiredConfig) -> Self {
+        let kind = match stage {
+            ApplyStage::Stage | ApplyStage::Hook => ApplyErrorKind::Rejected,
+            ApplyStage::Activate => ApplyErrorKind::Transient,
+        };
         Self {
             stage,
+            kind,
             reason: sanitize_reason(reason, desired.sensitive_values()),
             failed_closed: false,
         }
     }
 
+    pub fn with_kind(mut self, kind: ApplyErrorKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
     pub fn with_failed_closed(mut self, failed_closed: bool) -> Self {
         self.failed_closed = failed_closed;
         self
+    }
+
+    /// True when applying the same configuration again may succeed.
+    pub fn is_transient(&self) -> bool {
+        self.kind == ApplyErrorKind::Transient
     }
 }

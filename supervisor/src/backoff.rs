@@ -1,5 +1,6 @@
-//! Jittered exponential backoff, shared by session reconnects and report retries, and the
-//! jitter that spreads the first poll after a lost push session.
+//! Jittered exponential backoff, shared by session reconnects, report retries and retries of
+//! applies that failed for a reason that can pass, and the jitter that spreads the first poll
+//! after a lost push session.
 //!
 //! Jitter matters here more than usual: when a gateway restarts, every supervisor of the fleet
 //! loses its session at the same instant, and without jitter they would all come back in lockstep.
@@ -34,6 +35,18 @@ impl Default for BackoffConfig {
 }
 
 impl BackoffConfig {
+    /// Retrying an apply that failed for a reason that can pass (a full disk, say): 1, 2, 4, …
+    /// seconds, at most 30, ±10 %. Doubling, because the retry costs only local work and the
+    /// cause (someone freeing space) is usually quick or slow, rarely in between.
+    pub fn apply_retry() -> Self {
+        Self {
+            initial: Duration::from_secs(1),
+            factor: 2.0,
+            max: Duration::from_secs(30),
+            jitter: 0.1,
+        }
+    }
+
     /// The same growth with every duration scaled down, for tests that cannot wait seconds.
     pub fn fast(initial: Duration, max: Duration) -> Self {
         Self {
@@ -128,6 +141,14 @@ mod tests {
         assert!(approx(c.base_delay(8), 30.0));
         assert!(approx(c.base_delay(1000), 30.0));
         assert!(approx(c.base_delay(u32::MAX), 30.0));
+    }
+
+    #[test]
+    fn apply_retries_double_up_to_thirty_seconds() {
+        let c = BackoffConfig::apply_retry();
+        let bases: Vec<f64> = (0..7).map(|a| c.base_delay(a).as_secs_f64()).collect();
+        assert_eq!(bases, [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]);
+        assert!(c.delay(100, 1.0) <= Duration::from_secs(30));
     }
 
     #[test]

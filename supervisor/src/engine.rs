@@ -6,6 +6,13 @@
 //! turns the result into a verdict the caller reports. It also owns the switch between push and
 //! poll, so that a poll result fetched just before a push session took over can never overwrite
 //! what the push session applied.
+//!
+//! A failure is either a verdict on the content or an accident of the moment
+//! ([`ApplyError::is_transient`]). Rejected content is parked until different content arrives.
+//! A transient failure (a full disk, say) is retried with backoff ([`Engine::retry`]), by
+//! whichever side applies at the time: the push session, which acks the success, or the poll
+//! side, which reports it. Without that, nothing would ever apply it: the gateway does not
+//! resend what the supervisor answered `FAILED`, and a poll of unchanged content is skipped.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,9 +20,11 @@ use std::time::Duration;
 use openshell_core::Secret;
 use openshell_proto::v1::AppliedRevisions;
 use tokio::sync::{Mutex, watch};
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::applier::{Applier, ApplyError, ApplyStage};
+use crate::backoff::{Backoff, BackoffConfig};
 use crate::desired::DesiredConfig;
 use crate::local_policy::{GatewayPolicyId, LocalPolicy, gateway_policy_retained};
 use crate::poll::mode_for;
@@ -25,7 +34,8 @@ use crate::status::SupervisorStatus;
 /// Who offers a configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Origin {
-    /// A poll result: ignored while a push session applies, never retried after a failure.
+    /// A poll result: ignored while a push session applies; after a failure the same content
+    /// is not offered again (a transient failure is retried by the engine instead).
     Poll,
     /// A pushed snapshot or bootstrap: a configuration that failed before is tried again.
     Push,
@@ -46,7 +56,7 @@ pub(crate) enum Verdict {
     Failed { reason: String, failed_closed: bool },
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Outcome {
     pub verdict: Verdict,
     /// Revisions of the offered gateway configuration (not of the local override).
@@ -76,7 +86,19 @@ struct EngineState {
     last_gateway: Option<Arc<DesiredConfig>>,
     last_gateway_fingerprint: Option<String>,
     last_failed: bool,
+    /// Whether the last gateway configuration offered brings a policy the local one keeps out
+    /// of effect: what a retry that applies it reports.
+    last_retained: bool,
     seen_policy: Option<GatewayPolicyId>,
+    retry: Option<Retry>,
+}
+
+/// The last gateway configuration failed to apply for a reason that can pass: when to try
+/// it again.
+struct Retry {
+    gateway_fingerprint: String,
+    backoff: Backoff,
+    due: Instant,
 }
 
 pub(crate) struct Engine {
@@ -86,6 +108,17 @@ pub(crate) struct Engine {
     state: Mutex<EngineState>,
     status: watch::Sender<SupervisorStatus>,
     mode: watch::Sender<Mode>,
+    retry_backoff: BackoffConfig,
+    /// When the pending retry is due, for [`Engine::retry_ready`].
+    retry_at: watch::Sender<Option<Instant>>,
+}
+
+/// Whether `origin` is the side that applies while polling is `polling`.
+fn applies_now(origin: Origin, polling: bool) -> bool {
+    match origin {
+        Origin::Poll => polling,
+        Origin::Push => !polling,
+    }
 }
 
 impl Engine {
@@ -95,9 +128,11 @@ impl Engine {
         credential: Secret,
         local: Option<LocalPolicy>,
         poll_interval: Duration,
+        retry_backoff: BackoffConfig,
         status: watch::Sender<SupervisorStatus>,
     ) -> Self {
         let (mode, _) = watch::channel(mode_for(false, poll_interval));
+        let (retry_at, _) = watch::channel(None);
         Self {
             applier,
             sandbox_id,
@@ -108,6 +143,8 @@ impl Engine {
             }),
             status,
             mode,
+            retry_backoff,
+            retry_at,
         }
     }
 
@@ -161,21 +198,14 @@ impl Engine {
         let policy_id = GatewayPolicyId::of(&gateway.sandbox_config);
         let retained = state.local.is_some()
             && gateway_policy_retained(state.seen_policy.as_ref(), &policy_id);
-        // Without a local policy the gateway's configuration is the effective one: shared,
-        // and fingerprinted once (a fanout offers every supervisor a new one).
         let gateway = Arc::new(gateway);
-        let (effective, effective_fingerprint) = match &state.local {
-            Some(local) => {
-                let overlaid = local.overlay(&gateway);
-                let overlaid_fingerprint = overlaid.fingerprint();
-                (Arc::new(overlaid), overlaid_fingerprint)
-            }
-            None => (gateway.clone(), fingerprint.clone()),
-        };
+        let (effective, effective_fingerprint) = effective(&state, &gateway, &fingerprint);
         let result = self
             .activate(&mut state, effective, effective_fingerprint)
             .await;
         state.last_failed = result.is_err();
+        state.last_retained = retained;
+        self.settle_retry(&mut state, &result, &fingerprint);
         state.last_gateway_fingerprint = Some(fingerprint);
         state.last_gateway = Some(gateway);
         state.seen_policy = Some(policy_id);
@@ -195,12 +225,136 @@ impl Engine {
         let mut state = self.state.lock().await;
         state.local = Some(local.clone());
         let gateway = state.last_gateway.clone()?;
+        let gateway_fingerprint = state.last_gateway_fingerprint.clone().unwrap_or_default();
         let effective = local.overlay(&gateway);
         let fingerprint = effective.fingerprint();
-        Some(
-            self.activate(&mut state, Arc::new(effective), fingerprint)
-                .await,
-        )
+        let result = self
+            .activate(&mut state, Arc::new(effective), fingerprint)
+            .await;
+        self.settle_retry(&mut state, &result, &gateway_fingerprint);
+        Some(result)
+    }
+
+    /// Completes once a retry is due and `origin` is the side that applies now, so that
+    /// [`Engine::retry`] from the same side will try it. Holds nothing between polls: safe to
+    /// drop in a `select!`.
+    pub async fn retry_ready(&self, origin: Origin) {
+        let mut due = self.retry_at.subscribe();
+        let mut mode = self.mode.subscribe();
+        loop {
+            let at = *due.borrow_and_update();
+            let ours = applies_now(origin, mode.borrow_and_update().polling);
+            let wait = async move {
+                match (ours, at) {
+                    (true, Some(at)) => tokio::time::sleep_until(at).await,
+                    _ => std::future::pending().await,
+                }
+            };
+            // The senders live as long as `self`, so neither `changed` fails here.
+            tokio::select! {
+                () = wait => return,
+                _ = due.changed() => {}
+                _ = mode.changed() => {}
+            }
+        }
+    }
+
+    /// Applies the last gateway configuration again if it failed for a reason that can pass
+    /// and its retry is due, and `origin` is the side that applies now (the answer then goes
+    /// where the gateway expects it). Returns the outcome to report once it applied; a
+    /// failure again is logged and retried later, not reported again (the gateway knows it
+    /// failed), and a rejection now parks it.
+    pub async fn retry(&self, origin: Origin) -> Option<Outcome> {
+        let mut state = self.state.lock().await;
+        if !applies_now(origin, state.polling) {
+            return None;
+        }
+        let retry = state.retry.as_ref()?;
+        if retry.due > Instant::now() {
+            return None;
+        }
+        let gateway_fingerprint = retry.gateway_fingerprint.clone();
+        let gateway = match &state.last_gateway {
+            Some(gateway)
+                if state.last_gateway_fingerprint.as_deref()
+                    == Some(gateway_fingerprint.as_str()) =>
+            {
+                gateway.clone()
+            }
+            // Other content arrived meanwhile; its own offer decided.
+            _ => {
+                state.retry = None;
+                self.publish_retry(&state);
+                return None;
+            }
+        };
+        let attempt = retry.backoff.attempts();
+        let (effective, effective_fingerprint) = effective(&state, &gateway, &gateway_fingerprint);
+        self.status.send_modify(|s| s.apply_retries += 1);
+        let result = self
+            .activate(&mut state, effective, effective_fingerprint)
+            .await;
+        state.last_failed = result.is_err();
+        self.settle_retry(&mut state, &result, &gateway_fingerprint);
+        result.ok()?;
+        let revisions = gateway.revisions();
+        info!(
+            policy_revision = revisions.policy_revision,
+            provider_env_revision = %revisions.provider_env_revision,
+            attempt,
+            "configuration applied on retry"
+        );
+        Some(Outcome {
+            verdict: if state.last_retained {
+                Verdict::RetainedLocalOverride
+            } else {
+                Verdict::Applied
+            },
+            revisions,
+        })
+    }
+
+    /// After an apply of the gateway configuration `gateway_fingerprint`: schedules the next
+    /// retry after a transient failure (the backoff goes on growing while the same content
+    /// keeps failing), or drops any retry after a success or a rejection.
+    fn settle_retry(
+        &self,
+        state: &mut EngineState,
+        result: &Result<(), ApplyError>,
+        gateway_fingerprint: &str,
+    ) {
+        state.retry = match result {
+            Err(err) if err.is_transient() => {
+                let mut backoff = match state.retry.take() {
+                    Some(retry) if retry.gateway_fingerprint == gateway_fingerprint => {
+                        retry.backoff
+                    }
+                    _ => Backoff::new(self.retry_backoff),
+                };
+                let delay = backoff.next_delay();
+                warn!(
+                    retry_in = ?delay,
+                    attempt = backoff.attempts(),
+                    "the apply failure can pass; applying the same configuration again after a delay"
+                );
+                Some(Retry {
+                    gateway_fingerprint: gateway_fingerprint.to_string(),
+                    backoff,
+                    due: Instant::now() + delay,
+                })
+            }
+            _ => None,
+        };
+        self.publish_retry(state);
+    }
+
+    fn publish_retry(&self, state: &EngineState) {
+        let due = state.retry.as_ref().map(|retry| retry.due);
+        self.retry_at.send_if_modified(|current| {
+            let changed = *current != due;
+            *current = due;
+            changed
+        });
     }
 
     fn foreign_sandbox(&self, desired: &DesiredConfig) -> Option<String> {
@@ -286,15 +440,44 @@ impl Engine {
     }
 }
 
+/// The configuration to activate for `gateway`: the gateway's own, or with the local policy
+/// in place of its policy. Without a local policy it is shared, and fingerprinted once (a
+/// fanout offers every supervisor a new one).
+fn effective(
+    state: &EngineState,
+    gateway: &Arc<DesiredConfig>,
+    gateway_fingerprint: &str,
+) -> (Arc<DesiredConfig>, String) {
+    match &state.local {
+        Some(local) => {
+            let overlaid = local.overlay(gateway);
+            let overlaid_fingerprint = overlaid.fingerprint();
+            (Arc::new(overlaid), overlaid_fingerprint)
+        }
+        None => (gateway.clone(), gateway_fingerprint.to_string()),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::MemoryApplier;
+    use crate::apply::state_dir::{WriteFault, WriteStep};
+    use crate::apply::{FileApplier, FileApplierConfig};
     use crate::desired::tests::sample;
+    use crate::{ApplyErrorKind, MemoryApplier};
     use std::path::Path;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     async fn engine(applier: Arc<MemoryApplier>, local: Option<LocalPolicy>) -> Engine {
+        engine_with(applier, local, BackoffConfig::apply_retry()).await
+    }
+
+    async fn engine_with(
+        applier: Arc<dyn Applier>,
+        local: Option<LocalPolicy>,
+        retry_backoff: BackoffConfig,
+    ) -> Engine {
         let (status, _) = watch::channel(SupervisorStatus::default());
         let e = Engine::new(
             applier,
@@ -302,10 +485,218 @@ mod tests {
             Secret::new("supervisor-credential-xyz"),
             local,
             Duration::from_secs(10),
+            retry_backoff,
             status,
         );
         e.set_mode(mode_for(true, Duration::from_secs(10))).await;
         e
+    }
+
+    /// Waits until a retry is due for `origin` and returns how long that took; panics when
+    /// none comes within an hour (of paused time: at once).
+    async fn next_retry(e: &Engine, origin: Origin) -> Duration {
+        let start = Instant::now();
+        tokio::time::timeout(Duration::from_secs(3600), e.retry_ready(origin))
+            .await
+            .expect("no retry was scheduled");
+        Instant::now() - start
+    }
+
+    /// No retry is due for `origin` within an hour (of paused time: checked at once).
+    async fn assert_no_retry(e: &Engine, origin: Origin) {
+        assert!(
+            tokio::time::timeout(Duration::from_secs(3600), e.retry_ready(origin))
+                .await
+                .is_err(),
+            "a retry was scheduled"
+        );
+    }
+
+    /// 1, 2, 4, … s without jitter, so the test can check each delay exactly.
+    fn exact_backoff() -> BackoffConfig {
+        BackoffConfig {
+            jitter: 0.0,
+            ..BackoffConfig::apply_retry()
+        }
+    }
+
+    /// A state directory whose disk is full while `full` is set: every write fails the way a
+    /// real one does, with ENOSPC. Counts the generations it was asked to write.
+    struct Disk {
+        full: Arc<AtomicBool>,
+        attempts: Arc<AtomicUsize>,
+        applier: Arc<FileApplier>,
+        _dir: tempfile::TempDir,
+    }
+
+    fn disk(full: bool) -> Disk {
+        let dir = tempfile::tempdir().unwrap();
+        let full = Arc::new(AtomicBool::new(full));
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let mut config = FileApplierConfig::new(dir.path(), "sb-1");
+        let (is_full, counted) = (full.clone(), attempts.clone());
+        config.write_fault = Some(WriteFault::new(move |step| {
+            if step == WriteStep::CreateGeneration {
+                counted.fetch_add(1, Ordering::SeqCst);
+                if is_full.load(Ordering::SeqCst) {
+                    return Err(std::io::Error::from_raw_os_error(nix::libc::ENOSPC));
+                }
+            }
+            Ok(())
+        }));
+        Disk {
+            full,
+            attempts,
+            applier: Arc::new(FileApplier::new(config).unwrap()),
+            _dir: dir,
+        }
+    }
+
+    fn active_policy_revision(disk: &Disk) -> Option<u64> {
+        let generation = disk.applier.state_dir().read_active().unwrap()?;
+        let revisions: serde_json::Value =
+            serde_json::from_slice(generation.file("revisions.json")?).unwrap();
+        revisions["policy_revision"].as_u64()
+    }
+
+    /// Defect: a write that failed on a full disk was answered FAILED and never tried again,
+    /// so the desired configuration stayed parked until a restart.
+    #[tokio::test(start_paused = true)]
+    async fn a_transient_failure_is_retried_with_backoff_until_it_applies() {
+        let disk = disk(true);
+        let e = engine_with(disk.applier.clone(), None, exact_backoff()).await;
+        let o = e.offer(sample(1, "e1"), Origin::Poll).await;
+        match &o.verdict {
+            Verdict::Failed { reason, .. } => {
+                assert!(reason.contains("No space left on device"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(active_policy_revision(&disk), None);
+        assert_eq!(e.retry(Origin::Poll).await, None, "not due yet");
+
+        // Still full: each retry waits twice as long as the one before.
+        for expected in [1, 2, 4, 8] {
+            assert_eq!(
+                next_retry(&e, Origin::Poll).await,
+                Duration::from_secs(expected)
+            );
+            assert_eq!(
+                e.retry(Origin::Poll).await,
+                None,
+                "still failing: nothing to report"
+            );
+        }
+        assert_eq!(disk.attempts.load(Ordering::SeqCst), 5);
+
+        // Space is freed. Without any new content the same configuration applies, and the
+        // outcome to report names its revisions.
+        disk.full.store(false, Ordering::SeqCst);
+        next_retry(&e, Origin::Poll).await;
+        let o = e.retry(Origin::Poll).await.expect("applied on retry");
+        assert_eq!(o.verdict, Verdict::Applied);
+        assert_eq!(o.revisions, sample(1, "e1").revisions());
+        assert_eq!(active_policy_revision(&disk), Some(1));
+        assert_eq!(e.status.borrow().apply_retries, 5);
+
+        // Done: no more retries, and the same content offered again is unchanged.
+        assert_no_retry(&e, Origin::Poll).await;
+        assert_eq!(
+            e.offer(sample(1, "e1"), Origin::Poll).await.verdict,
+            Verdict::Unchanged
+        );
+        assert_eq!(disk.attempts.load(Ordering::SeqCst), 6);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_backoff_stops_growing_at_thirty_seconds() {
+        let disk = disk(true);
+        let e = engine_with(disk.applier.clone(), None, exact_backoff()).await;
+        e.offer(sample(1, "e1"), Origin::Poll).await;
+        let mut delays = Vec::new();
+        for _ in 0..8 {
+            delays.push(next_retry(&e, Origin::Poll).await.as_secs());
+            assert_eq!(e.retry(Origin::Poll).await, None);
+        }
+        assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30, 30]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rejected_content_is_parked_not_retried() {
+        // Invalid content, on a disk that would take it.
+        let disk = disk(false);
+        let e = engine_with(disk.applier.clone(), None, exact_backoff()).await;
+        e.offer(sample(1, "e1"), Origin::Poll).await;
+        let mut bad = sample(2, "e1");
+        bad.sandbox_config.policy_json = "version: 9".into();
+        assert!(matches!(
+            e.offer(bad.clone(), Origin::Poll).await.verdict,
+            Verdict::Failed { .. }
+        ));
+        // A hook (here: the memory applier's) refusing the content.
+        let refusing = Arc::new(MemoryApplier::failing("on-apply hook exited with status 3"));
+        let e2 = engine_with(refusing.clone(), None, exact_backoff()).await;
+        assert!(matches!(
+            e2.offer(sample(1, "e1"), Origin::Poll).await.verdict,
+            Verdict::Failed { .. }
+        ));
+        for engine in [&e, &e2] {
+            assert_no_retry(engine, Origin::Poll).await;
+            assert_eq!(engine.retry(Origin::Poll).await, None);
+        }
+        assert_eq!(refusing.failure_count(), 1);
+        assert_eq!(
+            disk.attempts.load(Ordering::SeqCst),
+            1,
+            "only the good apply wrote"
+        );
+        assert_eq!(
+            e.offer(bad, Origin::Poll).await.verdict,
+            Verdict::Unchanged,
+            "the same rejected content stays parked"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_side_that_applies_retries_and_new_content_replaces_a_retry() {
+        let applier = Arc::new(MemoryApplier::new());
+        applier.set_transient_failure(Some("disk full".into()));
+        let e = engine_with(applier.clone(), None, exact_backoff()).await;
+        e.set_mode(mode_for(false, Duration::from_secs(10))).await;
+        assert!(matches!(
+            e.offer(sample(1, "e1"), Origin::Push).await.verdict,
+            Verdict::Failed { .. }
+        ));
+        // A push session applies: polling does not retry.
+        assert_no_retry(&e, Origin::Poll).await;
+        assert_eq!(e.retry(Origin::Poll).await, None);
+        // The session is lost and polling takes over: now the poll side retries.
+        e.set_mode(mode_for(true, Duration::from_secs(10))).await;
+        next_retry(&e, Origin::Poll).await;
+        assert_eq!(e.retry(Origin::Push).await, None);
+        assert_eq!(e.retry(Origin::Poll).await, None, "still failing");
+
+        // Different content arrives and applies: the retry of the old one is dropped.
+        applier.set_transient_failure(None);
+        assert_eq!(
+            e.offer(sample(2, "e1"), Origin::Poll).await.verdict,
+            Verdict::Applied
+        );
+        assert_no_retry(&e, Origin::Poll).await;
+        assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 2);
+    }
+
+    #[test]
+    fn error_kinds() {
+        let d = sample(1, "e1");
+        let activate = ApplyError::new(ApplyStage::Activate, "disk full", &d);
+        assert!(activate.is_transient());
+        for stage in [ApplyStage::Stage, ApplyStage::Hook] {
+            assert!(!ApplyError::new(stage, "no", &d).is_transient());
+        }
+        let spawn = ApplyError::new(ApplyStage::Hook, "cannot start", &d)
+            .with_kind(ApplyErrorKind::Transient);
+        assert!(spawn.is_transient());
     }
 
     #[tokio::test]

@@ -48,7 +48,7 @@ mod push;
 mod session;
 
 pub use app::run as run_cli;
-pub use applier::{Applier, ApplyError, ApplyReport, ApplyStage, BoxFuture};
+pub use applier::{Applier, ApplyError, ApplyErrorKind, ApplyReport, ApplyStage, BoxFuture};
 pub use apply::state_dir::{WriteFault, WriteStep};
 pub use apply::{FileApplier, FileApplierConfig};
 pub use backoff::{Backoff, BackoffConfig};

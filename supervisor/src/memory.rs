@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::applier::{Applier, ApplyError, ApplyReport, ApplyStage, BoxFuture};
+use crate::applier::{Applier, ApplyError, ApplyErrorKind, ApplyReport, ApplyStage, BoxFuture};
 use crate::apply::stage::{PolicyMemo, validate};
 use crate::desired::{DesiredConfig, FailureMode};
 
@@ -16,6 +16,7 @@ struct MemoryState {
     applies: u64,
     failures: u64,
     injected_failure: Option<String>,
+    injected_transient: Option<String>,
     quarantined: bool,
     policies: PolicyMemo,
 }
@@ -42,6 +43,12 @@ impl MemoryApplier {
     /// Makes later applies fail (as if the hook refused them), or succeed again with `None`.
     pub fn set_failure(&self, reason: Option<String>) {
         self.lock().injected_failure = reason;
+    }
+
+    /// Makes later applies fail for a reason that can pass (as if the state directory could
+    /// not be written), or succeed again with `None`.
+    pub fn set_transient_failure(&self, reason: Option<String>) {
+        self.lock().injected_transient = reason;
     }
 
     /// The configuration last applied successfully.
@@ -72,9 +79,11 @@ impl MemoryApplier {
     fn apply_now(&self, desired: &DesiredConfig) -> Result<ApplyReport, ApplyError> {
         let mut state = self.lock();
         let result = match validate(desired, &mut state.policies) {
-            Ok(_) => match &state.injected_failure {
-                Some(reason) => Err(ApplyError::new(ApplyStage::Hook, reason, desired)),
-                None => Ok(()),
+            Ok(_) => match (&state.injected_transient, &state.injected_failure) {
+                (Some(reason), _) => Err(ApplyError::new(ApplyStage::Activate, reason, desired)
+                    .with_kind(ApplyErrorKind::Transient)),
+                (None, Some(reason)) => Err(ApplyError::new(ApplyStage::Hook, reason, desired)),
+                (None, None) => Ok(()),
             },
             Err(err) => Err(err),
         };

@@ -3,6 +3,9 @@
 //! The loop runs on its own, independent of the session, so it keeps working while the session
 //! is down; it pauses only while a session has push apply negotiated. When it takes over from a
 //! lost push session, its first poll waits a random part of the interval (see [`Mode`]).
+//!
+//! A poll of unchanged content is skipped, so a configuration whose apply failed for a reason
+//! that can pass is retried by [`PollRetries`] instead, which reports the success.
 
 use std::time::Duration;
 
@@ -18,7 +21,7 @@ use tracing::{debug, warn};
 
 use crate::backoff::spread;
 use crate::desired::DesiredConfig;
-use crate::engine::{Engine, Mode, Origin, Verdict};
+use crate::engine::{Engine, Mode, Origin, Outcome, Verdict};
 use crate::identity::Identity;
 use crate::outbox::{Outbox, StatusReport};
 
@@ -63,25 +66,9 @@ impl PollLoop {
         };
         self.failures = 0;
         let outcome = self.engine.offer(desired, Origin::Poll).await;
-        let (status, reason, failed_closed) = match outcome.verdict {
-            Verdict::Unchanged => return,
-            Verdict::Applied => (PolicyLoadStatus::Loaded, String::new(), false),
-            Verdict::RetainedLocalOverride => (
-                PolicyLoadStatus::RetainedLocalOverride,
-                crate::LOCAL_OVERRIDE_REASON.to_string(),
-                false,
-            ),
-            Verdict::Failed {
-                reason,
-                failed_closed,
-            } => (PolicyLoadStatus::Failed, reason, failed_closed),
-        };
-        self.outbox.submit(StatusReport {
-            status,
-            revisions: outcome.revisions,
-            reason,
-            failed_closed,
-        });
+        if let Some(report) = status_report(outcome) {
+            self.outbox.submit(report);
+        }
     }
 
     /// Both snapshots as a matching pair, or `None` when the pair does not match yet (the
@@ -122,6 +109,55 @@ impl PollLoop {
         }
         Ok(Some(desired))
     }
+}
+
+/// Retries a configuration that failed to apply for a reason that can pass while polling
+/// applies, and reports the success.
+pub(crate) struct PollRetries {
+    pub engine: Arc<Engine>,
+    pub outbox: Outbox,
+}
+
+impl PollRetries {
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                () = self.engine.retry_ready(Origin::Poll) => {}
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            }
+            if let Some(report) = self
+                .engine
+                .retry(Origin::Poll)
+                .await
+                .and_then(status_report)
+            {
+                self.outbox.submit(report);
+            }
+        }
+    }
+}
+
+/// The report for an outcome; `None` when there is nothing new to say.
+fn status_report(outcome: Outcome) -> Option<StatusReport> {
+    let (status, reason, failed_closed) = match outcome.verdict {
+        Verdict::Unchanged => return None,
+        Verdict::Applied => (PolicyLoadStatus::Loaded, String::new(), false),
+        Verdict::RetainedLocalOverride => (
+            PolicyLoadStatus::RetainedLocalOverride,
+            crate::LOCAL_OVERRIDE_REASON.to_string(),
+            false,
+        ),
+        Verdict::Failed {
+            reason,
+            failed_closed,
+        } => (PolicyLoadStatus::Failed, reason, failed_closed),
+    };
+    Some(StatusReport {
+        status,
+        revisions: outcome.revisions,
+        reason,
+        failed_closed,
+    })
 }
 
 async fn rpc<T>(

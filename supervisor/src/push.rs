@@ -3,7 +3,9 @@
 //! [`PushState`] is the per-session bookkeeping: the highest sequence seen (older frames are
 //! `STALE`), the fingerprint of each component's active snapshot (`DUPLICATE`), and the latest
 //! snapshot of each component, activated only as a matching pair (`AWAITING_COMPONENT`
-//! meanwhile). It is created fresh for every session, from that session's bootstrap.
+//! meanwhile), and the last activation that failed, so that when the engine applies it on a
+//! retry ([`crate::engine::Engine::retry`]) the success is acked for that delivery and
+//! revisions. It is created fresh for every session, from that session's bootstrap.
 
 use openshell_proto::v1::config_update::Snapshot;
 use openshell_proto::v1::{
@@ -42,6 +44,18 @@ pub(crate) struct PushState {
     env: Option<Latest<ProviderEnvironmentSnapshot>>,
     active_config: Option<String>,
     active_env: Option<String>,
+    failed: Option<FailedActivation>,
+}
+
+/// An activation that failed: the delivery it answered, and the fingerprints of the pair it
+/// tried, which become the active ones if a retry applies it (later snapshots may have
+/// arrived meanwhile, waiting for their other half).
+#[derive(Debug)]
+struct FailedActivation {
+    delivery_id: u64,
+    component: ConfigComponent,
+    config: Option<String>,
+    env: Option<String>,
 }
 
 impl PushState {
@@ -94,6 +108,20 @@ impl PushState {
     /// Marks the bootstrap pair active after it applied.
     pub fn bootstrap_applied(&mut self) {
         self.mark_active();
+    }
+
+    /// Remembers a bootstrap that failed, as its `sandbox_config` delivery.
+    fn bootstrap_failed(&mut self, delivery_id: u64) {
+        self.remember_failure(delivery_id, ConfigComponent::SandboxConfig);
+    }
+
+    fn remember_failure(&mut self, delivery_id: u64, component: ConfigComponent) {
+        self.failed = Some(FailedActivation {
+            delivery_id,
+            component,
+            config: self.config.as_ref().map(|c| c.fingerprint.clone()),
+            env: self.env.as_ref().map(|e| e.fingerprint.clone()),
+        });
     }
 
     pub fn receive(&mut self, update: &ConfigUpdate) -> Step {
@@ -169,24 +197,38 @@ impl PushState {
         component: ConfigComponent,
         outcome: Outcome,
     ) -> ConfigUpdateResult {
-        let (status, reason, failed_closed) = match outcome.verdict {
-            Verdict::Applied | Verdict::Unchanged => {
-                self.mark_active();
-                (ConfigApplyStatus::Applied, String::new(), false)
+        if matches!(outcome.verdict, Verdict::Failed { .. }) {
+            self.remember_failure(delivery_id, component);
+        } else {
+            self.mark_active();
+            self.failed = None;
+        }
+        let (status, reason, failed_closed) = answer(outcome.verdict);
+        result(
+            delivery_id,
+            component,
+            outcome.revisions,
+            status,
+            &reason,
+            failed_closed,
+        )
+    }
+
+    /// Builds the answer for a configuration the engine applied on a retry: the delivery
+    /// whose activation failed is acked again, now with the success, so the gateway resolves
+    /// the operations waiting for those revisions.
+    pub fn finish_retry(&mut self, outcome: Outcome) -> ConfigUpdateResult {
+        let (delivery_id, component) = match self.failed.take() {
+            Some(failed) => {
+                self.active_config = failed.config;
+                self.active_env = failed.env;
+                (failed.delivery_id, failed.component)
             }
-            Verdict::RetainedLocalOverride => {
-                self.mark_active();
-                (
-                    ConfigApplyStatus::RetainedLocalOverride,
-                    crate::LOCAL_OVERRIDE_REASON.to_string(),
-                    false,
-                )
-            }
-            Verdict::Failed {
-                reason,
-                failed_closed,
-            } => (ConfigApplyStatus::Failed, reason, failed_closed),
+            // The retry was for a change this session did not deliver (the local policy file
+            // was edited): no delivery to name, the revisions alone say what is in effect.
+            None => (0, ConfigComponent::SandboxConfig),
         };
+        let (status, reason, failed_closed) = answer(outcome.verdict);
         result(
             delivery_id,
             component,
@@ -255,6 +297,8 @@ pub(crate) async fn apply_bootstrap(
     };
     if applied {
         state.bootstrap_applied();
+    } else if let Some(config) = config {
+        state.bootstrap_failed(config.delivery_id);
     }
     (
         state,
@@ -264,6 +308,22 @@ pub(crate) async fn apply_bootstrap(
             reason,
         },
     )
+}
+
+/// The status, reason and fail-closed flag that answer a verdict.
+fn answer(verdict: Verdict) -> (ConfigApplyStatus, String, bool) {
+    match verdict {
+        Verdict::Applied | Verdict::Unchanged => (ConfigApplyStatus::Applied, String::new(), false),
+        Verdict::RetainedLocalOverride => (
+            ConfigApplyStatus::RetainedLocalOverride,
+            crate::LOCAL_OVERRIDE_REASON.to_string(),
+            false,
+        ),
+        Verdict::Failed {
+            reason,
+            failed_closed,
+        } => (ConfigApplyStatus::Failed, reason, failed_closed),
+    }
 }
 
 fn fingerprint_of(update: &ConfigUpdate) -> String {

@@ -20,7 +20,7 @@ use tonic::transport::Channel;
 use tracing::{debug, error, info, warn};
 
 use crate::backoff::Backoff;
-use crate::engine::Engine;
+use crate::engine::{Engine, Origin};
 use crate::poll::{effective_poll_interval, mode_after_session, mode_for};
 use crate::push::{apply_bootstrap, handle_update};
 use crate::status::{SessionState, SupervisorStatus};
@@ -295,6 +295,23 @@ impl SessionRunner {
                 }
                 frame = inbound.message() => frame,
                 () = idle => return Err(SessionError::Idle(idle_limit)),
+                // The gateway does not resend what was answered FAILED: a failure that can
+                // pass is retried here, and its success acked, while this session applies.
+                () = self.engine.retry_ready(Origin::Push), if push.is_some() => {
+                    if let Some(state) = push.as_mut()
+                        && let Some(outcome) = self.engine.retry(Origin::Push).await
+                    {
+                        let result = state.finish_retry(outcome);
+                        info!(
+                            delivery_id = result.delivery_id,
+                            status = result.status().as_str_name(),
+                            "configuration applied on retry; acknowledged"
+                        );
+                        send(&tx, Outbound::ConfigUpdateResult(result)).await?;
+                        self.status.send_modify(|s| s.acks_sent += 1);
+                    }
+                    continue;
+                }
             };
             match next_message(frame)? {
                 Inbound::Heartbeat(_) => {

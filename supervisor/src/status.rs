@@ -31,6 +31,8 @@ pub struct SupervisorStatus {
     pub applies: u64,
     /// Failed applies.
     pub failures: u64,
+    /// Applies tried again after a failure that can pass (counted before they run).
+    pub apply_retries: u64,
     /// Sanitized reason of the latest failed apply.
     pub last_failure: Option<String>,
     /// True while the latest failure quarantined the sandbox.

@@ -19,7 +19,7 @@ use crate::error::SupervisorError;
 use crate::identity::Identity;
 use crate::local_policy::LocalPolicy;
 use crate::outbox::{Outbox, OutboxTask};
-use crate::poll::PollLoop;
+use crate::poll::{PollLoop, PollRetries};
 use crate::session::SessionRunner;
 use crate::status::SupervisorStatus;
 
@@ -61,6 +61,9 @@ pub struct SupervisorOptions {
     /// A session accepted for longer than this resets the reconnect backoff.
     pub backoff_reset_after: Duration,
     pub report_backoff: BackoffConfig,
+    /// Delays between attempts to apply a configuration that failed for a reason that can pass
+    /// (a full disk, say); see [`BackoffConfig::apply_retry`].
+    pub apply_retry_backoff: BackoffConfig,
 }
 
 impl SupervisorOptions {
@@ -83,6 +86,7 @@ impl SupervisorOptions {
             reconnect_backoff: BackoffConfig::default(),
             backoff_reset_after: Duration::from_secs(30),
             report_backoff: BackoffConfig::default(),
+            apply_retry_backoff: BackoffConfig::apply_retry(),
         }
     }
 
@@ -127,6 +131,7 @@ impl Supervisor {
             options.identity.credential.clone(),
             options.local_policy.clone(),
             options.poll_interval,
+            options.apply_retry_backoff,
             status.clone(),
         ));
         Self {
@@ -187,6 +192,11 @@ impl Supervisor {
             },
             stopped.clone(),
         );
+        let retries = PollRetries {
+            engine: self.engine.clone(),
+            outbox: outbox.clone(),
+        };
+        let retry_task = tokio::spawn(retries.run(stopped.clone()).in_current_span());
         let poll = PollLoop {
             client: client.clone(),
             identity: options.identity.clone(),
@@ -216,6 +226,7 @@ impl Supervisor {
         };
         let _ = stop.send(true);
         let _ = poll_task.await;
+        let _ = retry_task.await;
         let _ = outbox_task.await;
         result.map_err(|reason| SupervisorError::Rejected { reason })
     }

@@ -7,14 +7,15 @@ mod common;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
 use openshell_proto::v1::gateway_message::Message as Out;
 use openshell_proto::v1::{ConfigApplyStatus, Heartbeat, PolicyLoadStatus, SupervisorHello};
 use openshell_supervisor::{
-    LocalPolicy, MemoryApplier, SessionState, Supervisor, SupervisorError, SupervisorOptions,
-    run_session,
+    Applier, FileApplier, FileApplierConfig, LocalPolicy, MemoryApplier, SessionState, Supervisor,
+    SupervisorError, SupervisorOptions, SupervisorStatus, WriteFault, WriteStep, run_session,
 };
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -35,7 +36,7 @@ struct Running {
 }
 
 impl Running {
-    fn start(options: SupervisorOptions, applier: Arc<MemoryApplier>) -> Self {
+    fn start(options: SupervisorOptions, applier: Arc<dyn Applier>) -> Self {
         let supervisor = Supervisor::new(options, applier);
         let (stop, stopped) = oneshot::channel::<()>();
         let runner = supervisor.clone();
@@ -51,6 +52,15 @@ impl Running {
             task,
             supervisor,
         }
+    }
+
+    /// Waits until the supervisor's status satisfies `cond`; panics after a generous deadline.
+    async fn wait_status(&self, what: &str, cond: impl Fn(&SupervisorStatus) -> bool) {
+        let mut status = self.supervisor.status();
+        tokio::time::timeout(Duration::from_secs(20), status.wait_for(|s| cond(s)))
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for: {what}"))
+            .unwrap();
     }
 
     async fn stop(mut self) -> Result<(), SupervisorError> {
@@ -487,5 +497,192 @@ async fn gateway_heartbeat_interval_is_honoured() {
     gateway
         .wait_until("three heartbeats", |r| r.heartbeats() >= 3)
         .await;
+    running.stop().await.unwrap();
+}
+
+/// A state directory whose disk is full while `full` is set: writing a generation fails with
+/// ENOSPC, as on a real full file system. Counts the generations it was asked to write.
+struct Disk {
+    full: Arc<AtomicBool>,
+    attempts: Arc<AtomicUsize>,
+    applier: Arc<FileApplier>,
+    _dir: tempfile::TempDir,
+}
+
+impl Disk {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let full = Arc::new(AtomicBool::new(false));
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let mut config = FileApplierConfig::new(dir.path(), SANDBOX);
+        let (is_full, counted) = (full.clone(), attempts.clone());
+        config.write_fault = Some(WriteFault::new(move |step| {
+            if step == WriteStep::CreateGeneration {
+                counted.fetch_add(1, Ordering::SeqCst);
+                if is_full.load(Ordering::SeqCst) {
+                    return Err(std::io::Error::from_raw_os_error(nix::libc::ENOSPC));
+                }
+            }
+            Ok(())
+        }));
+        Self {
+            full,
+            attempts,
+            applier: Arc::new(FileApplier::new(config).unwrap()),
+            _dir: dir,
+        }
+    }
+
+    fn set_full(&self, full: bool) {
+        self.full.store(full, Ordering::SeqCst);
+    }
+
+    /// The policy revision `active/revisions.json` names.
+    fn active_policy_revision(&self) -> u64 {
+        let path = self.applier.state_dir().active_file("revisions.json");
+        let revisions: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        revisions["policy_revision"].as_u64().unwrap()
+    }
+}
+
+/// Defect: a change that failed on a full disk was acked FAILED, and once space was freed
+/// nothing applied it again: the gateway does not resend what was answered FAILED.
+#[tokio::test]
+async fn push_a_transient_apply_failure_is_retried_and_acked_applied() {
+    let gateway = FakeGateway::start(accept(true)).await;
+    let disk = Disk::new();
+    let running = Running::start(fast_options(&gateway), disk.applier.clone());
+    gateway
+        .wait_until("a bootstrap result", |r| !r.bootstrap_results().is_empty())
+        .await;
+    assert!(gateway.recorded(|r| r.bootstrap_results()[0].applied));
+    assert_eq!(disk.active_policy_revision(), 1);
+
+    disk.set_full(true);
+    let (config2, _) = snapshot_pair(2, "env-1");
+    gateway
+        .push(Out::ConfigUpdate(config_update(10, 3, config2)))
+        .await;
+    gateway
+        .wait_until("a FAILED ack", |r| !r.update_results().is_empty())
+        .await;
+    let failed = gateway.recorded(|r| r.update_results()[0].clone());
+    assert_eq!(failed.status(), ConfigApplyStatus::Failed);
+    assert!(
+        failed.reason.contains("No space left on device"),
+        "{}",
+        failed.reason
+    );
+    assert_eq!(disk.active_policy_revision(), 1, "last-known-good stays");
+
+    // It keeps trying while the disk is full, without acking each failure again.
+    let attempts = disk.attempts.load(Ordering::SeqCst);
+    running
+        .wait_status("two retries", |s| s.apply_retries >= 2)
+        .await;
+    assert!(disk.attempts.load(Ordering::SeqCst) > attempts);
+    assert_eq!(gateway.recorded(|r| r.update_results().len()), 1);
+
+    // Space is freed; the gateway sends nothing new.
+    disk.set_full(false);
+    gateway
+        .wait_until("an APPLIED ack for revision 2", |r| {
+            r.update_results().iter().any(|a| {
+                a.status() == ConfigApplyStatus::Applied
+                    && a.revisions.as_ref().unwrap().policy_revision == 2
+            })
+        })
+        .await;
+    let acks = gateway.recorded(|r| r.update_results());
+    assert_eq!(acks.len(), 2, "{acks:?}");
+    assert_eq!(
+        acks[1].delivery_id, 10,
+        "the failed delivery is answered again"
+    );
+    assert_eq!(acks[1].revisions, failed.revisions);
+    assert_eq!(disk.active_policy_revision(), 2);
+
+    // Applied now: the same snapshot again is a duplicate.
+    let (config2, _) = snapshot_pair(2, "env-1");
+    gateway
+        .push(Out::ConfigUpdate(config_update(11, 4, config2)))
+        .await;
+    gateway
+        .wait_until("a third ack", |r| r.update_results().len() >= 3)
+        .await;
+    assert_eq!(
+        gateway.recorded(|r| r.update_results()[2].status()),
+        ConfigApplyStatus::Duplicate
+    );
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn push_a_rejected_change_is_not_retried() {
+    let gateway = FakeGateway::start(accept(true)).await;
+    let applier = Arc::new(MemoryApplier::new());
+    let running = Running::start(fast_options(&gateway), applier.clone());
+    gateway
+        .wait_until("a bootstrap result", |r| !r.bootstrap_results().is_empty())
+        .await;
+    applier.set_failure(Some("on-apply hook exited with status 3".into()));
+    let (config2, _) = snapshot_pair(2, "env-1");
+    gateway
+        .push(Out::ConfigUpdate(config_update(10, 3, config2)))
+        .await;
+    gateway
+        .wait_until("a FAILED ack", |r| !r.update_results().is_empty())
+        .await;
+    // A hook that would accept it now changes nothing: the rejection is parked.
+    applier.set_failure(None);
+    let beats = gateway.recorded(|r| r.heartbeats());
+    gateway
+        .wait_until("twenty more heartbeats", |r| r.heartbeats() >= beats + 20)
+        .await;
+    assert_eq!(gateway.recorded(|r| r.update_results().len()), 1);
+    assert_eq!(applier.failure_count(), 1);
+    assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 1);
+    assert_eq!(running.supervisor.status().borrow().apply_retries, 0);
+    running.stop().await.unwrap();
+}
+
+/// The same defect in poll mode: the FAILED report was the last word, and polls of the same
+/// content are skipped.
+#[tokio::test]
+async fn poll_a_transient_apply_failure_is_retried_and_reported_loaded() {
+    let gateway = FakeGateway::start(accept(false)).await;
+    gateway.set_config(snapshot_pair(7, "env-a"));
+    let disk = Disk::new();
+    disk.set_full(true);
+    let running = Running::start(fast_options(&gateway), disk.applier.clone());
+    gateway
+        .wait_until("a FAILED report", |r| !r.reports.is_empty())
+        .await;
+    let failed = gateway.recorded(|r| r.reports[0].clone());
+    assert_eq!(failed.status(), PolicyLoadStatus::Failed);
+    assert!(
+        failed.reason.contains("No space left on device"),
+        "{}",
+        failed.reason
+    );
+    running
+        .wait_status("two retries", |s| s.apply_retries >= 2)
+        .await;
+    assert_eq!(gateway.recorded(|r| r.reports.len()), 1);
+
+    disk.set_full(false);
+    gateway
+        .wait_until("a LOADED report", |r| {
+            r.reports
+                .iter()
+                .any(|p| p.status() == PolicyLoadStatus::Loaded)
+        })
+        .await;
+    let reports = gateway.recorded(|r| r.reports.clone());
+    let loaded = reports.last().unwrap();
+    assert_eq!(loaded.revisions, failed.revisions, "the same revisions");
+    assert_eq!(loaded.revisions.as_ref().unwrap().policy_revision, 7);
+    assert_eq!(disk.active_policy_revision(), 7);
     running.stop().await.unwrap();
 }

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use tracing::{error, warn};
 
-use super::hook::run_hook;
+use super::hook::{HookFailure, run_hook};
 use super::stage::{
     POLICY_FILE, PROVIDER_ENV_FILE, QUARANTINE_FILE, REVISIONS_FILE, SETTINGS_FILE, Staged,
     StagedFile, quarantine_document,
 };
 use super::state_dir::StateDir;
-use crate::applier::{ApplyError, ApplyStage};
+use crate::applier::{ApplyError, ApplyErrorKind, ApplyStage};
 use crate::desired::DesiredConfig;
 
 /// Environment the hook (and the workload) use to find the active configuration.
@@ -42,11 +42,13 @@ pub async fn activate(
     let published = blocking(move || writer.publish(&files))
         .await
         .map_err(|err| {
+            // The content was fine; the disk was not (full, read-only, failing): that can pass.
             ApplyError::new(
                 ApplyStage::Activate,
                 &format!("writing the active configuration failed: {err}"),
                 desired,
             )
+            .with_kind(ApplyErrorKind::Transient)
         })?;
     let verdict = match hook {
         Some(hook) => run_hook(hook.command, &hook.env, hook.timeout).await,
@@ -63,13 +65,27 @@ pub async fn activate(
             Ok(())
         }
         Err(failure) => {
+            let kind = failure_kind(&failure);
             let mut reason = failure.to_string();
             let writer = dir.clone();
             if let Err(err) = blocking(move || writer.roll_back(published)).await {
                 error!(error = %err, "restoring the last-known-good configuration failed");
                 reason.push_str("; restoring the previous configuration failed too");
             }
-            Err(ApplyError::new(ApplyStage::Hook, &reason, desired))
+            Err(ApplyError::new(ApplyStage::Hook, &reason, desired).with_kind(kind))
+        }
+    }
+}
+
+/// A hook that answered with a failing exit status refused the configuration. One that
+/// could not be started gave no verdict: that can pass. One that did not answer in time, or
+/// was killed, counts as refusing: trying again would put the configuration it did not
+/// accept in front of the workload once more, for as long as the hook takes each time.
+fn failure_kind(failure: &HookFailure) -> ApplyErrorKind {
+    match failure {
+        HookFailure::Spawn(_) => ApplyErrorKind::Transient,
+        HookFailure::Exited { .. } | HookFailure::Killed { .. } | HookFailure::TimedOut { .. } => {
+            ApplyErrorKind::Rejected
         }
     }
 }

@@ -17,6 +17,7 @@ fn engine(applier: Arc<MemoryApplier>) -> Engine {
         Secret::new("cred-abcdef"),
         None,
         Duration::from_secs(10),
+        crate::BackoffConfig::apply_retry(),
         status,
     )
 }

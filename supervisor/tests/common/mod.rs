@@ -310,6 +310,8 @@ pub fn fast_options(gateway: &FakeGateway) -> SupervisorOptions {
         BackoffConfig::fast(Duration::from_millis(20), Duration::from_millis(200));
     options.report_backoff =
         BackoffConfig::fast(Duration::from_millis(20), Duration::from_millis(200));
+    options.apply_retry_backoff =
+        BackoffConfig::fast(Duration::from_millis(20), Duration::from_millis(200));
     options
 }
 
