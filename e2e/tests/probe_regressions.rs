@@ -497,3 +497,65 @@ async fn attach_and_detach_are_tracked_operations() {
         assert_eq!(state(&op), pb::OperationState::Inactive, "{mode:?}: {op:?}");
     }
 }
+
+/// Probe: a wait whose gateway stopped was told its wait timed out (the CLI exited 124)
+/// although its deadline was far off. Both waits, `WaitForApply` and `UpdateConfig`'s
+/// `WAIT_FOR_APPLY`, now end UNAVAILABLE naming the operation, which goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_cut_off_by_a_stopping_gateway_is_unavailable_not_timed_out() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (id, _) = create_sandbox(&mut api, "unsupervised", POLICY).await;
+    let op = set_policy(&api, &id, policy_with_port(8443)).await.unwrap();
+    let mut stream = api
+        .clone()
+        .wait_for_apply(pb::WaitForApplyRequest {
+            id: op.id.clone(),
+            wait: Some(pb::WaitOptions {
+                timeout: Some(prost_types::Duration {
+                    seconds: 60,
+                    nanos: 0,
+                }),
+                threshold: 0.0,
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = stream.message().await.unwrap().unwrap();
+    assert_eq!(first.id, op.id);
+    let mut waiting = api.clone();
+    let wait_request = pb::UpdateConfigRequest {
+        target: sandbox_target(&id),
+        policy: policy_with_port(9443),
+        mode: pb::UpdateMode::WaitForApply as i32,
+        ..Default::default()
+    };
+    let blocked = tokio::spawn(async move { waiting.update_config(wait_request).await });
+    eventually("the second write to be committed", DEADLINE, || async {
+        (get_sandbox(&api, &id).await.policy_revision == op.policy_revision + 1).then_some(())
+    })
+    .await;
+    gw.handle.shutdown().await;
+    let mut last = None;
+    let ended = loop {
+        match stream.message().await {
+            Ok(Some(op)) => last = Some(op),
+            Ok(None) => panic!("the stream ended without saying why: {last:?}"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(ended.code(), tonic::Code::Unavailable, "{ended:?}");
+    assert!(ended.message().contains(&op.id), "{}", ended.message());
+    assert!(
+        last.is_none_or(|op| !op.wait_timed_out),
+        "a stop is not a timeout"
+    );
+    let status = blocked.await.unwrap().unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert!(
+        status.message().contains("operation op-"),
+        "{}",
+        status.message()
+    );
+}

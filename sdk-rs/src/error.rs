@@ -142,6 +142,13 @@ impl From<Status> for SdkError {
             Code::FailedPrecondition => Self::FailedPrecondition(message),
             Code::Unauthenticated => Self::Unauthenticated(message),
             Code::Unavailable => Self::Unavailable(message),
+            // A stream or call cut by a broken connection (the gateway died mid-response)
+            // reaches tonic as UNKNOWN or CANCELLED carrying the transport error as its
+            // source; a status the gateway sent has none. It is the gateway going away, not
+            // an answer, so it is retried and reported as such.
+            Code::Unknown | Code::Cancelled if std::error::Error::source(&status).is_some() => {
+                Self::Unavailable(format!("the connection to the gateway broke: {message}"))
+            }
             Code::DeadlineExceeded => Self::DeadlineExceeded(message),
             other => Self::Other {
                 code: code_name(other).to_owned(),
@@ -278,6 +285,21 @@ mod tests {
 
     fn map(status: Status) -> SdkError {
         SdkError::from(status)
+    }
+
+    /// A wait whose gateway died surfaced as UNKNOWN "h2 protocol error", which the CLI
+    /// then reported like a failed apply.
+    #[test]
+    fn a_broken_connection_is_unavailable_but_a_sent_unknown_is_not() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+        let mut broken = Status::unknown("h2 protocol error: error reading a body from connection");
+        broken.set_source(std::sync::Arc::new(io));
+        let err = map(broken);
+        assert_eq!(err.code(), "UNAVAILABLE", "{err}");
+        assert!(err.is_retryable());
+        assert!(err.to_string().contains("connection to the gateway broke"));
+        let sent = map(Status::unknown("something the gateway said"));
+        assert_eq!(sent.code(), "UNKNOWN");
     }
 
     #[test]

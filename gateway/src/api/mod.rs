@@ -22,7 +22,9 @@ use crate::delivery::{Component, Publication, PublicationScope};
 use crate::error::GatewayError;
 use crate::lifecycle::{self, workspace_or_default};
 use crate::operations::resolve::settle_from_last_reports;
-use crate::operations::{OperationWatch, ended_by_deadline, wait_deadline, wait_for_terminal};
+use crate::operations::{
+    OperationWatch, ended_by_deadline, stopping_status, wait_deadline, wait_for_terminal,
+};
 use crate::providers::{self, ProviderInput};
 use crate::state::GatewayState;
 use crate::store::{Lifecycle, OperationFilter, SandboxRecord, TargetKind};
@@ -706,13 +708,23 @@ impl OpenShell for OpenShellApi {
             .until_stopping(self.state.stopping.clone());
         let metrics = self.state.metrics.clone();
         let waiting = std::time::Instant::now();
-        let stream = futures::stream::unfold(watch, move |mut watch| {
+        let stream = futures::stream::unfold((watch, false), move |(mut watch, told)| {
             let metrics = metrics.clone();
             async move {
-                let item = watch.next().await?;
+                if told {
+                    return None;
+                }
+                let Some(item) = watch.next().await else {
+                    // After the last state, a waiter cut off by a stopping gateway hears why.
+                    return watch
+                        .ended_by_stopping()
+                        .then(|| (Err(stopping_status(watch.id())), (watch, true)));
+                };
                 let item = item.map_err(Status::from).map(|op| {
                     let mut pb_op = convert::operation(&op);
-                    pb_op.wait_timed_out = watch.is_done() && ended_by_deadline(&op, threshold);
+                    pb_op.wait_timed_out = watch.is_done()
+                        && ended_by_deadline(&op, threshold)
+                        && !watch.ended_by_stopping();
                     if watch.is_done() {
                         metrics.observe_wait(
                             "WaitForApply",
@@ -722,7 +734,7 @@ impl OpenShell for OpenShellApi {
                     }
                     pb_op
                 });
-                Some((item, watch))
+                Some((item, (watch, false)))
             }
         });
         Ok(Response::new(Box::pin(stream)))

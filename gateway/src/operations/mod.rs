@@ -12,6 +12,6 @@ pub mod wait;
 pub use resolve::{ReportStatus, SupervisorReport};
 pub use resolver::ReportResolver;
 pub use wait::{
-    DEFAULT_WAIT, MAX_WAIT, OperationWatch, ended_by_deadline, threshold_reached, wait_deadline,
-    wait_for_terminal,
+    DEFAULT_WAIT, MAX_WAIT, OperationWatch, ended_by_deadline, stopping_status, threshold_reached,
+    wait_deadline, wait_for_terminal,
 };

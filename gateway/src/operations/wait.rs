@@ -111,9 +111,27 @@ impl OperationWatch {
         self.stopping.as_ref().is_some_and(|s| *s.borrow())
     }
 
+    /// The watched operation's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
     /// True once the watch has yielded its last item.
     pub fn is_done(&self) -> bool {
         self.done
+    }
+
+    /// True when the watch ended on a live operation because the gateway is stopping, not
+    /// because its deadline passed: the caller must hear that the gateway went away, not that
+    /// its wait timed out.
+    pub fn ended_by_stopping(&self) -> bool {
+        self.done
+            && self.is_stopping()
+            && Instant::now() < self.deadline
+            && self
+                .last
+                .as_ref()
+                .is_some_and(|op| ended_by_deadline(op, self.threshold))
     }
 
     /// The operation as it is now, when known without reading: nothing
@@ -190,6 +208,14 @@ impl OperationWatch {
     }
 }
 
+/// Said, as UNAVAILABLE, to a waiter whose gateway stops while its operation is still live.
+pub fn stopping_status(operation_id: &str) -> tonic::Status {
+    tonic::Status::unavailable(format!(
+        "the gateway is stopping; operation {operation_id} goes on: wait for it again \
+         (`openshell operations wait {operation_id}`) once a gateway serves"
+    ))
+}
+
 /// A wait ended on a live operation: its deadline passed first.
 pub fn ended_by_deadline(op: &OperationRecord, threshold: f64) -> bool {
     !op.state.is_terminal() && !threshold_reached(op, threshold)
@@ -198,14 +224,18 @@ pub fn ended_by_deadline(op: &OperationRecord, threshold: f64) -> bool {
 /// Follows `watch` until the operation is terminal (or reaches the
 /// threshold, or the deadline passes) and returns its last version and
 /// whether the deadline ended the wait.
+/// A wait cut short by the gateway stopping is an error, UNAVAILABLE, naming the operation.
 pub async fn wait_for_terminal(
     store: &Store,
     mut watch: OperationWatch,
-) -> Result<(OperationRecord, bool)> {
+) -> Result<(OperationRecord, bool), tonic::Status> {
     let (id, threshold) = (watch.id.clone(), watch.threshold);
     let mut last = None;
     while let Some(item) = watch.next().await {
         last = Some(item?);
+    }
+    if watch.ended_by_stopping() {
+        return Err(stopping_status(&id));
     }
     match last {
         Some(op) => {
