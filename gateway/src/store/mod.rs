@@ -10,6 +10,7 @@
 //! SQLITE_BUSY; PostgreSQL relies on row locks.
 
 mod build_inputs;
+pub mod data_migrations;
 mod events;
 mod fanout_intents;
 mod operations;
@@ -238,6 +239,7 @@ impl Store {
             .run(&pool)
             .await
             .map_err(|e| GatewayError::Store(sqlx::Error::Migrate(Box::new(e))))?;
+        data_migrations::convert_stored_policies(&writer).await?;
         let input_reads = InputReads::start(pool.clone(), backend);
         let writer_thread = match backend {
             Backend::Sqlite => Some(Arc::new(WriterThread::start().await?)),
