@@ -107,6 +107,9 @@ pub struct ComponentState {
     slot: Option<Built>,
     in_flight: Option<InFlight>,
     rejected_fingerprint: Option<String>,
+    /// Delivery and summary of the rejected snapshot: a supervisor that failed it for a
+    /// reason that can pass (a full disk) retries and acks that same delivery APPLIED later.
+    rejected_delivery: Option<(u64, String)>,
     applied_fingerprint: Option<String>,
     failed_last: bool,
     /// Provider environment revision of the latest build of this component.
@@ -485,7 +488,28 @@ fn process_acks(delivery: &SessionDelivery, metrics: &Metrics) {
             .in_flight
             .take_if(|f| f.delivery_id == ack.delivery_id)
         else {
-            // An ack for something no longer in flight (resent after a timeout): nothing held.
+            if ack.status == pb::ConfigApplyStatus::Applied
+                && let Some((_, summary)) = state
+                    .rejected_delivery
+                    .take_if(|(id, _)| *id == ack.delivery_id)
+            {
+                // The rejected delivery applied on a retry: it is in effect after all, and its
+                // content is no longer parked.
+                state.applied_fingerprint = state.rejected_fingerprint.take();
+                state.acked = summary;
+                state.ack_status = status_name.to_string();
+                state.acked_at_ms = Some(now_ms());
+                state.failed_last = false;
+                state.last_failure.clear();
+                let text = format!(
+                    "{} delivery {} applied on the supervisor's retry",
+                    ack.component.as_str(),
+                    ack.delivery_id
+                );
+                push_event(&mut inner, text);
+            }
+            // Otherwise an ack for something no longer in flight (resent after a timeout):
+            // nothing held.
             continue;
         };
         state.acked = in_flight.summary.clone();
@@ -497,10 +521,12 @@ fn process_acks(delivery: &SessionDelivery, metrics: &Metrics) {
             | pb::ConfigApplyStatus::RetainedLocalOverride => {
                 state.applied_fingerprint = Some(in_flight.fingerprint);
                 state.rejected_fingerprint = None;
+                state.rejected_delivery = None;
                 state.failed_last = false;
                 state.last_failure.clear();
             }
             pb::ConfigApplyStatus::Failed => {
+                state.rejected_delivery = Some((ack.delivery_id, in_flight.summary.clone()));
                 state.rejected_fingerprint = Some(in_flight.fingerprint);
                 state.failed_last = true;
                 state.last_failure = ack.reason.clone();

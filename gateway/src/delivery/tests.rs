@@ -253,6 +253,38 @@ async fn a_rejected_fingerprint_is_parked_until_the_content_changes() {
     assert_eq!(fp, "sb-8");
 }
 
+/// A supervisor that failed a delivery for a reason that can pass (a full disk) retries it
+/// and acks the same delivery APPLIED: the component is then in effect, not parked FAILED.
+#[tokio::test(start_paused = true)]
+async fn a_rejected_delivery_applied_on_a_retry_is_in_effect() {
+    let source = Arc::new(FakeSource::with_delay(Duration::from_millis(1)));
+    source.set_version("sb", 7);
+    let mut h = start(
+        source.clone(),
+        Arc::new(Permits::with_sizes(3, 1)),
+        "sb",
+        quiet_tuning(),
+    );
+    h.delivery.mark(config_mark(Lane::Sandbox), true);
+    let (id, _) = next_update(&mut h).await;
+    ack(&h, id, pb::ConfigApplyStatus::Failed);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    ack(&h, id, pb::ConfigApplyStatus::Applied);
+    h.delivery.mark(config_mark(Lane::Fanout), false);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (components, events) = h.delivery.diagnostics();
+    let config = &components[0].1;
+    assert_eq!(config.ack_status, "APPLIED", "{config:?}");
+    assert!(config.last_failure.is_empty(), "{config:?}");
+    assert!(
+        events
+            .iter()
+            .any(|(_, e)| e.contains("applied on the supervisor's retry"))
+    );
+    // In effect: the same content is not sent again.
+    assert!(h.out.try_recv().is_err());
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_unacked_snapshot_is_resent_after_the_ack_timeout() {
     let source = Arc::new(FakeSource::with_delay(Duration::from_millis(1)));
