@@ -96,7 +96,11 @@ fn failure_kind(failure: &HookFailure) -> ApplyErrorKind {
 ///
 /// No need to lift it: the next configuration that applies is a generation of its own,
 /// without the marker.
-pub async fn quarantine(dir: &StateDir, desired: &DesiredConfig, reason: &str) -> bool {
+pub async fn quarantine(
+    dir: &StateDir,
+    desired: &DesiredConfig,
+    reason: &str,
+) -> Result<(), std::io::Error> {
     let marker = quarantine_document(desired, reason);
     let writer = dir.clone();
     let published = blocking(move || {
@@ -129,13 +133,10 @@ pub async fn quarantine(dir: &StateDir, desired: &DesiredConfig, reason: &str) -
         Ok(())
     })
     .await;
-    match published {
-        Ok(()) => true,
-        Err(err) => {
-            error!(error = %err, "writing the quarantine marker failed; the sandbox is NOT quarantined");
-            false
-        }
+    if let Err(err) = &published {
+        error!(error = %err, "writing the quarantine marker failed; the sandbox is NOT quarantined");
     }
+    published
 }
 
 /// Environment naming the state directory, for the hook and the workload.

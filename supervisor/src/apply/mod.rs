@@ -32,7 +32,7 @@ use tracing::{info, warn};
 use self::activate::{Hook, activate, quarantine, state_env};
 use self::stage::{POLICY_FILE, PolicyMemo, REVISIONS_FILE, stage};
 use self::state_dir::{StateDir, WriteFault};
-use crate::applier::{Applier, ApplyError, ApplyReport, BoxFuture};
+use crate::applier::{Applier, ApplyError, ApplyErrorKind, ApplyReport, BoxFuture};
 use crate::desired::{DesiredConfig, FailureMode, RELOAD_SIGNAL_KEY};
 use crate::reload::{ReloadReceiver, ReloadSender, ReloadSignal, notify, reload_channel};
 
@@ -165,14 +165,25 @@ impl FileApplier {
         if desired.failure_mode() != FailureMode::FailClosed {
             return err;
         }
-        if quarantine(&self.dir, desired, &err.reason).await {
-            warn!(
-                "apply failed with policy_validation_failure_mode = fail_closed: sandbox quarantined"
-            );
-            notify(&self.reload, self.reload_signal_for(desired));
-            err.with_failed_closed(true)
-        } else {
-            err
+        match quarantine(&self.dir, desired, &err.reason).await {
+            Ok(()) => {
+                warn!(
+                    "apply failed with policy_validation_failure_mode = fail_closed: sandbox quarantined"
+                );
+                notify(&self.reload, self.reload_signal_for(desired));
+                err.with_failed_closed(true)
+            }
+            // The operator asked for fail_closed and did not get it: the report must say so,
+            // and the failure is one that can pass, so the apply (and quarantine) is retried.
+            Err(io) => {
+                let mut err = err.with_kind(ApplyErrorKind::Transient);
+                err.reason = format!(
+                    "{}; policy_validation_failure_mode = fail_closed, but the sandbox could not \
+                     be quarantined ({io}): it keeps its last-known-good configuration",
+                    err.reason
+                );
+                err
+            }
         }
     }
 }

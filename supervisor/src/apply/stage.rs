@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use openshell_core::policy::{SandboxPolicy, hash_of_canonical_json, parse_and_validate};
-use openshell_core::validate_env_name;
+use openshell_core::{validate_env_name, validate_env_value};
 use openshell_proto::v1::{SettingScope, setting_value};
 use serde_json::{Map, Value, json};
 
@@ -139,11 +139,10 @@ pub fn validate(
         if let Err(violation) = validate_env_name("provider_environment", &value.name) {
             return fail(format!("invalid provider value name: {violation}"));
         }
-        if value.value.contains('\0') {
-            return fail(format!(
-                "provider value {} contains a NUL byte and cannot be passed as environment",
-                value.name
-            ));
+        if let Err(violation) =
+            validate_env_value("provider_environment", &value.name, &value.value)
+        {
+            return fail(format!("invalid provider value: {}", violation.message));
         }
     }
     Ok(checked)

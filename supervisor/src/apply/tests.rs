@@ -504,3 +504,45 @@ async fn quarantine_is_a_generation_of_its_own() {
     a.apply(&sample(3, "e1")).await.unwrap();
     assert!(!a.state_dir().active_file(QUARANTINE_FILE).exists());
 }
+
+/// Probe: with `fail_closed` and a state directory that cannot be written, the operation said
+/// nothing of the quarantine that did not happen. The reason says so, the sandbox is not
+/// reported as failed closed, and the failure is retried once the disk allows.
+#[tokio::test]
+async fn a_quarantine_that_cannot_be_written_is_reported_and_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let read_only = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut config = FileApplierConfig::new(dir.path(), "sb-1");
+    let flag = read_only.clone();
+    config.write_fault = Some(WriteFault::new(move |_step: WriteStep<'_>| {
+        if flag.load(Ordering::SeqCst) {
+            return Err(std::io::Error::from_raw_os_error(30)); // EROFS
+        }
+        Ok(())
+    }));
+    let a = FileApplier::new(config).unwrap();
+    a.apply(&sample(1, "e1")).await.unwrap();
+    read_only.store(true, Ordering::SeqCst);
+    let mut bad = with_failure_mode(sample(2, "e1"), "fail_closed");
+    bad.sandbox_config.policy_json = "version: 9".into();
+    let err = a.apply(&bad).await.unwrap_err();
+    assert!(!err.failed_closed, "nothing was quarantined");
+    assert!(
+        err.reason.contains("could not be quarantined"),
+        "{}",
+        err.reason
+    );
+    assert!(
+        err.reason.contains("Read-only file system"),
+        "{}",
+        err.reason
+    );
+    assert!(
+        err.is_transient(),
+        "retried until the quarantine can be written"
+    );
+    read_only.store(false, Ordering::SeqCst);
+    let err = a.apply(&bad).await.unwrap_err();
+    assert!(err.failed_closed);
+    assert!(a.state_dir().active_file(QUARANTINE_FILE).exists());
+}
