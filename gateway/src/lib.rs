@@ -25,6 +25,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod operations;
 pub mod peers;
+pub mod policy_diff;
 pub mod policy_parse;
 pub mod providers;
 pub mod server;

@@ -77,8 +77,8 @@ pub async fn create_sandbox(
     let mut operation = None;
     if let Some(policy) = &policy {
         let op_id = new_id("op");
-        let revision = write_sandbox_policy(&mut tx, &sandbox, policy, &op_id).await?;
-        sandbox.policy_revision = revision.unwrap_or(0);
+        let written = write_sandbox_policy(&mut tx, &sandbox, policy, &op_id).await?;
+        sandbox.policy_revision = written.revision.unwrap_or(0);
         let inserted = tx
             .insert_operation(&NewOperation {
                 id: op_id,

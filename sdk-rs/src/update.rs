@@ -173,6 +173,7 @@ impl UpdateConfig {
             mode: self.mode.into(),
             idempotency_key: self.idempotency_key.clone().unwrap_or_default(),
             wait,
+            validate_only: false,
         })
     }
 }

@@ -243,6 +243,7 @@ impl OpenShell for Fake {
         Ok(Response::new(pb::UpdateConfigResponse {
             operation: Some(operation),
             idempotent_replay: false,
+            ..Default::default()
         }))
     }
 

@@ -17,7 +17,9 @@ use openshell_proto::v1::open_shell_server::OpenShell;
 use tonic::{Request, Response, Status};
 
 use crate::auth::caller_of;
-use crate::config_update::{ConfigTarget, ConfigUpdate, SettingChange, commit_update};
+use crate::config_update::{
+    ConfigTarget, ConfigUpdate, SettingChange, commit_update, dry_run_update,
+};
 use crate::delivery::{Component, Publication, PublicationScope};
 use crate::error::GatewayError;
 use crate::lifecycle::{self, workspace_or_default};
@@ -609,6 +611,16 @@ impl OpenShell for OpenShellApi {
             idempotency_key: Some(req.idempotency_key).filter(|k| !k.is_empty()),
             caller: caller.clone(),
         };
+        if req.validate_only {
+            let dry_run = dry_run_update(&self.state.store, &update).await?;
+            tracing::info!(
+                target_kind = ?update.target,
+                replay = dry_run.idempotent_replay,
+                %caller,
+                "configuration checked (validate only): nothing written"
+            );
+            return Ok(Response::new(convert::dry_run(&dry_run)));
+        }
         let retention = crate::store::duration_ms(self.state.config.idempotency_retention);
         let place = self.state.activity.write_place();
         // From here to its publication, writes made beside this one move to
@@ -676,6 +688,8 @@ impl OpenShell for OpenShellApi {
         Ok(Response::new(pb::UpdateConfigResponse {
             operation: Some(operation),
             idempotent_replay: committed.idempotent_replay,
+            kept_static_sections: committed.kept_static_sections,
+            ..Default::default()
         }))
     }
 

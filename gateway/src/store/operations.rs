@@ -2,6 +2,7 @@
 
 use std::sync::LazyLock;
 
+use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::policies::CURRENT_GLOBAL_POLICY_REVISION;
@@ -206,6 +207,42 @@ fn target_error(stopped: bool) -> &'static str {
     if stopped { STOPPED_TARGET_REASON } else { "" }
 }
 
+const FIND_IDEMPOTENT_SQL: &str = "SELECT id, request_fingerprint FROM operations \
+     WHERE target_kind = $1 AND target = $2 AND caller = $3 AND idempotency_key = $4";
+
+fn idempotent_match(row: Option<AnyRow>) -> Result<Option<IdempotentMatch>> {
+    row.map(|row| {
+        Ok(IdempotentMatch {
+            operation_id: row.try_get("id")?,
+            request_fingerprint: row
+                .try_get::<Option<String>, _>("request_fingerprint")?
+                .unwrap_or_default(),
+        })
+    })
+    .transpose()
+}
+
+impl Store {
+    /// The operation registered under an idempotency key, if any, read outside a write: a
+    /// dry run uses it to say what the write would do with the key, without taking it.
+    pub async fn find_idempotent(
+        &self,
+        target_kind: TargetKind,
+        target: &str,
+        caller: &str,
+        key: &str,
+    ) -> Result<Option<IdempotentMatch>> {
+        let row = sqlx::query(FIND_IDEMPOTENT_SQL)
+            .bind(target_kind.as_str())
+            .bind(target)
+            .bind(caller)
+            .bind(key)
+            .fetch_optional(self.pool())
+            .await?;
+        idempotent_match(row)
+    }
+}
+
 impl WriteTx {
     /// The live operation registered under an idempotency key, if any.
     pub async fn find_idempotent(
@@ -215,25 +252,14 @@ impl WriteTx {
         caller: &str,
         key: &str,
     ) -> Result<Option<IdempotentMatch>> {
-        let row = sqlx::query(
-            "SELECT id, request_fingerprint FROM operations WHERE target_kind = $1 AND target = $2 \
-             AND caller = $3 AND idempotency_key = $4",
-        )
-        .bind(target_kind.as_str())
-        .bind(target)
-        .bind(caller)
-        .bind(key)
-        .fetch_optional(self.conn())
-        .await?;
-        row.map(|row| {
-            Ok(IdempotentMatch {
-                operation_id: row.try_get("id")?,
-                request_fingerprint: row
-                    .try_get::<Option<String>, _>("request_fingerprint")?
-                    .unwrap_or_default(),
-            })
-        })
-        .transpose()
+        let row = sqlx::query(FIND_IDEMPOTENT_SQL)
+            .bind(target_kind.as_str())
+            .bind(target)
+            .bind(caller)
+            .bind(key)
+            .fetch_optional(self.conn())
+            .await?;
+        idempotent_match(row)
     }
 
     /// Inserts the operation `PENDING` and returns the row as stored.
