@@ -19,6 +19,9 @@ use openshell_proto::v1::gateway_peer_client::GatewayPeerClient;
 use tonic::transport::Channel;
 
 const PEER_SECRET: &str = "replicas-share-this";
+/// Replicas of one store must share the credential key: each one opens what another sealed.
+/// (32 bytes, base64.)
+const CREDENTIAL_KEY: &str = "cmVwbGljYXMtc2hhcmUtb25lLWNyZWRlbnRpYWwta2U=";
 const DEADLINE: Duration = Duration::from_secs(30);
 /// Long enough that only a hint, never a reconcile or replay pass, can
 /// deliver a change within a test's wait.
@@ -38,6 +41,7 @@ fn as_replica(id: &'static str) -> impl FnOnce(&mut GatewayConfig) {
     move |config| {
         config.replica_id = id.into();
         config.peer_secret = Some(PEER_SECRET.into());
+        config.credential_key = Some(CREDENTIAL_KEY.into());
         config.delivery.reconcile_interval = NOT_WITHIN_A_TEST;
         config.delivery.reconcile_first_min = NOT_WITHIN_A_TEST;
         config.delivery.intent_replay_interval = NOT_WITHIN_A_TEST;
@@ -542,4 +546,126 @@ async fn a_hint_to_a_stale_owner_is_sent_once_more_then_dropped() {
     })
     .await;
     assert_eq!(metric(&first, stale).await, 2.0);
+}
+
+/// Every kind of write made through one replica reaches a session the other replica owns by
+/// its fanout intent alone (no hints, no reconcile): sandbox policy and settings, workspace and
+/// global settings, provider attach, update and detach, and a sandbox stop and start. Before
+/// each write recorded the publication it made, a provider update's intent named only the
+/// provider environment and a stop or start recorded none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_write_reaches_the_other_replicas_session_by_its_intent() {
+    let (first, second) = two_replicas_configured(|config| {
+        config.peer_secret = None;
+        config.delivery.intent_replay_interval = Duration::from_millis(200);
+    })
+    .await;
+    let mut api = first.api().await;
+    let (id, supervisor, _) = supervised_by_second(&first, &second, &mut api).await;
+    let file_has = |name: &'static str, needle: String| {
+        let supervisor = &supervisor;
+        async move {
+            eventually(
+                &format!("{name} to contain {needle:?}"),
+                DEADLINE,
+                || async {
+                    supervisor
+                        .active_file(name)
+                        .filter(|text| text.contains(&needle))
+                        .map(|_| ())
+                },
+            )
+            .await;
+        }
+    };
+    let writer = api.clone();
+    let commit = |request: pb::UpdateConfigRequest| {
+        let mut api = writer.clone();
+        async move { api.update_config(request).await.unwrap() }
+    };
+
+    commit(policy_write(&id, 8443)).await;
+    file_has("policy.json", "8443".into()).await;
+    commit(pb::UpdateConfigRequest {
+        target: sandbox_target(&id),
+        settings: vec![raw_setting("environment_label", "sandbox-scope")],
+        ..Default::default()
+    })
+    .await;
+    file_has("settings.json", "sandbox-scope".into()).await;
+    commit(pb::UpdateConfigRequest {
+        target: Some(pb::ConfigTarget {
+            target: Some(pb::config_target::Target::Workspace("default".into())),
+        }),
+        settings: vec![raw_setting("log_rate_limit_per_second", "4321")],
+        ..Default::default()
+    })
+    .await;
+    file_has("settings.json", "4321".into()).await;
+    commit(global_setting("ocsf_schema_version", "1.3.0-global")).await;
+    file_has("settings.json", "1.3.0-global".into()).await;
+
+    let value = |org: &str| pb::ProviderValueInput {
+        name: "GITHUB_ORG".into(),
+        value: org.into(),
+        class: pb::ValueClass::NonSecret as i32,
+    };
+    api.create_provider(pb::CreateProviderRequest {
+        name: "github".into(),
+        r#type: "github".into(),
+        values: vec![value("acme-org")],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    api.attach_provider(pb::AttachProviderRequest {
+        sandbox: openshell_e2e::sandbox_ref(&id),
+        provider: "github".into(),
+    })
+    .await
+    .unwrap();
+    file_has("provider-env.json", "acme-org".into()).await;
+    api.update_provider(pb::UpdateProviderRequest {
+        provider: "github".into(),
+        values: vec![value("beta-org")],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    file_has("provider-env.json", "beta-org".into()).await;
+    api.detach_provider(pb::DetachProviderRequest {
+        sandbox: openshell_e2e::sandbox_ref(&id),
+        provider: "github".into(),
+    })
+    .await
+    .unwrap();
+    eventually("the detached provider's value to go", DEADLINE, || async {
+        supervisor
+            .active_file("provider-env.json")
+            .filter(|text| !text.contains("beta-org"))
+            .map(|_| ())
+    })
+    .await;
+
+    let lifecycle = |wanted: pb::SandboxLifecycle| pb::SetSandboxLifecycleRequest {
+        sandbox: openshell_e2e::sandbox_ref(&id),
+        lifecycle: wanted as i32,
+    };
+    api.set_sandbox_lifecycle(lifecycle(pb::SandboxLifecycle::Stopped))
+        .await
+        .unwrap();
+    commit(policy_write(&id, 9443)).await;
+    api.set_sandbox_lifecycle(lifecycle(pb::SandboxLifecycle::Pending))
+        .await
+        .unwrap();
+    file_has("policy.json", "9443".into()).await;
+    assert_eq!(
+        metric(
+            &second,
+            "openshell_peer_notifies_total{result=\"delivered\"}"
+        )
+        .await,
+        0.0,
+        "no hint was sent"
+    );
 }

@@ -18,6 +18,7 @@ use openshell_core::policy::{PolicyError, SandboxPolicy};
 use openshell_core::settings::{self, Scope, SettingValue};
 use sha2::{Digest, Sha256};
 
+use crate::delivery::{Component, Publication, PublicationScope};
 use crate::error::{GatewayError, Result};
 use crate::operations::fleet_targets;
 use crate::policy_diff::{self, PolicyDiff};
@@ -73,6 +74,9 @@ pub struct Committed {
     /// Subscribed before the commit, so no change of the new operation is
     /// missed by a waiter that starts from `operation`; None for a replay.
     pub signal: Option<Arc<OperationSignal>>,
+    /// What the write changed, recorded as its fanout intent in the same transaction and
+    /// published locally after the commit; None for a replay, which wrote nothing.
+    pub publication: Option<Publication>,
     /// Static sections the sandbox policy omitted and that were kept from
     /// the sandbox's latest revision (see [`prepare_sandbox_policy`]).
     pub kept_static_sections: Vec<String>,
@@ -368,6 +372,7 @@ async fn try_commit(
                 operation,
                 idempotent_replay: true,
                 signal: None,
+                publication: None,
                 kept_static_sections,
             });
         }
@@ -400,6 +405,7 @@ async fn try_commit(
     // Set for a fleet write: the workspace whose live sandboxes it targets,
     // or None for all of them.
     let mut fleet_of: Option<Option<&str>> = None;
+    let publication;
     match &update.target {
         ConfigTarget::Sandbox(sandbox_id) => {
             let current = tx.lock_sandbox(sandbox_id).await?;
@@ -431,13 +437,7 @@ async fn try_commit(
                 op.settings_revision = revision;
                 op.no_op = false;
             }
-            tx.insert_fanout_intent(
-                "sandbox",
-                &current.id,
-                &["sandbox_config"],
-                Some(&operation_id),
-            )
-            .await?;
+            publication = Publication::sandbox(&current.id, &[Component::SandboxConfig]);
         }
         ConfigTarget::Workspace(workspace) => {
             if !tx.workspace_exists(workspace).await? {
@@ -455,13 +455,10 @@ async fn try_commit(
                 op.no_op = false;
             }
             fleet_of = Some(Some(workspace.as_str()));
-            tx.insert_fanout_intent(
-                "workspace",
-                workspace,
-                &["sandbox_config"],
-                Some(&operation_id),
-            )
-            .await?;
+            publication = Publication {
+                scope: PublicationScope::Workspace(workspace.clone()),
+                components: vec![Component::SandboxConfig],
+            };
         }
         ConfigTarget::Global => {
             let (global_revision, current_global) = tx.global_policy().await?;
@@ -495,10 +492,13 @@ async fn try_commit(
                 op.no_op = false;
             }
             fleet_of = Some(None);
-            tx.insert_fanout_intent("global", "", &["sandbox_config"], Some(&operation_id))
-                .await?;
+            publication = Publication {
+                scope: PublicationScope::Global,
+                components: vec![Component::SandboxConfig],
+            };
         }
     }
+    publication.record(&mut tx, Some(&operation_id)).await?;
     let mut operation = tx.insert_operation(&op).await?;
     let signal = tx.subscribe(&operation_id);
     // A sandbox write's operation is returned as inserted; ending it at once
@@ -532,6 +532,7 @@ async fn try_commit(
         operation,
         idempotent_replay: false,
         signal: Some(signal),
+        publication: Some(publication),
         kept_static_sections,
     })
 }

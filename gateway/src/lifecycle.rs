@@ -6,6 +6,7 @@ use openshell_core::names::validate_name;
 
 use crate::config_update::write_sandbox_policy;
 use crate::crypto::{hash_credential, new_supervisor_credential};
+use crate::delivery::{Component, Publication};
 use crate::error::{GatewayError, Result};
 use crate::store::{
     Lifecycle, NewOperation, OperationRecord, OperationState, SandboxRecord, Store, TargetKind,
@@ -138,7 +139,7 @@ pub async fn set_lifecycle(
     store: &Store,
     sandbox: &SandboxRecord,
     wanted: Lifecycle,
-) -> Result<SandboxRecord> {
+) -> Result<LifecycleChange> {
     if !matches!(wanted, Lifecycle::Stopped | Lifecycle::Pending) {
         return Err(GatewayError::invalid(
             "lifecycle",
@@ -155,7 +156,9 @@ pub async fn set_lifecycle(
     }
     let unchanged = current.lifecycle == wanted
         || (wanted == Lifecycle::Pending && current.lifecycle == Lifecycle::Running);
-    if !unchanged {
+    // A stop or start changes what the sandbox's session may be sent: its owner rebuilds.
+    let publication = (!unchanged).then(|| Publication::sandbox(&sandbox.id, &Component::ALL));
+    if let Some(publication) = &publication {
         tx.set_lifecycle(&sandbox.id, wanted).await?;
         if wanted == Lifecycle::Stopped {
             tx.resolve_live_operations_for_lifecycle(
@@ -165,7 +168,18 @@ pub async fn set_lifecycle(
             )
             .await?;
         }
+        publication.record(&mut tx, None).await?;
     }
     tx.commit().await?;
-    store.get_sandbox(&sandbox.id).await
+    Ok(LifecycleChange {
+        sandbox: store.get_sandbox(&sandbox.id).await?,
+        publication,
+    })
+}
+
+/// A sandbox after a stop or start, and the publication the change made (None: unchanged).
+#[derive(Debug)]
+pub struct LifecycleChange {
+    pub sandbox: SandboxRecord,
+    pub publication: Option<Publication>,
 }

@@ -8,6 +8,7 @@ use openshell_core::{
     validate_provider_type,
 };
 
+use crate::delivery::{Component, Publication, PublicationScope};
 use crate::error::{GatewayError, Result};
 use crate::snapshot::provider_env_revision_of;
 use crate::store::{
@@ -125,7 +126,7 @@ pub async fn update_provider(
     store: &Store,
     existing: &ProviderRecord,
     input: ProviderInput,
-) -> Result<ProviderRecord> {
+) -> Result<ProviderChange> {
     let mut violations = Vec::new();
     input.validate(&mut violations);
     if !violations.is_empty() {
@@ -146,12 +147,35 @@ pub async fn update_provider(
     let beside = tx.co_attached_providers(&existing.id).await?;
     refuse_shadowing(&existing.name, &names, &beside)?;
     tx.update_provider(&existing.id, &values, &sealed).await?;
-    tx.insert_fanout_intent("provider", &existing.id, &["provider_environment"], None)
-        .await?;
+    // The sandbox config carries the provider environment revision it expects, so both
+    // components of every attaching sandbox are rebuilt.
+    let publication = Publication {
+        scope: PublicationScope::Provider(existing.id.clone()),
+        components: Component::ALL.to_vec(),
+    };
+    publication.record(&mut tx, None).await?;
     tx.commit().await?;
-    store
+    let provider = store
         .resolve_provider(&existing.id, &existing.workspace)
-        .await
+        .await?;
+    Ok(ProviderChange {
+        provider,
+        publication,
+    })
+}
+
+/// A committed provider update and the publication it made.
+#[derive(Debug)]
+pub struct ProviderChange {
+    pub provider: ProviderRecord,
+    pub publication: Publication,
+}
+
+/// Deletes a provider; the store refuses while a sandbox attaches it, so no session is affected.
+pub async fn delete_provider(store: &Store, existing: &ProviderRecord) -> Result<()> {
+    let mut tx = store.begin_write().await?;
+    tx.delete_provider(&existing.id).await?;
+    tx.commit().await
 }
 
 /// A sandbox's environment holds one value per variable: a provider whose variable another
@@ -184,6 +208,8 @@ fn refuse_shadowing(provider: &str, names: &[&str], beside: &[ProviderRecord]) -
 pub struct AttachmentChange {
     pub sandbox: SandboxRecord,
     pub operation: OperationRecord,
+    /// None for a repeat, which changed nothing.
+    pub publication: Option<Publication>,
 }
 
 /// Attaches (`attach` true) or detaches a provider; a repeat writes nothing and returns an
@@ -219,14 +245,10 @@ pub async fn attach(
         tx.detach(&sandbox.id, &provider.id).await?
     };
     let operation_id = new_id("op");
-    if epoch.is_some() {
-        tx.insert_fanout_intent(
-            "sandbox",
-            &sandbox.id,
-            &["provider_environment"],
-            Some(&operation_id),
-        )
-        .await?;
+    // Both components: the sandbox config names the provider environment revision it expects.
+    let publication = epoch.map(|_| Publication::sandbox(&sandbox.id, &Component::ALL));
+    if let Some(publication) = &publication {
+        publication.record(&mut tx, Some(&operation_id)).await?;
     }
     let mut attached: Vec<(String, u64)> = tx
         .attached_providers(&sandbox.id)
@@ -269,5 +291,6 @@ pub async fn attach(
     Ok(AttachmentChange {
         sandbox: store.get_sandbox(&sandbox.id).await?,
         operation,
+        publication,
     })
 }

@@ -20,7 +20,6 @@ use crate::auth::caller_of;
 use crate::config_update::{
     ConfigTarget, ConfigUpdate, SettingChange, commit_update, dry_run_update,
 };
-use crate::delivery::{Component, Publication, PublicationScope};
 use crate::error::GatewayError;
 use crate::lifecycle::{self, workspace_or_default};
 use crate::operations::resolve::settle_from_last_reports;
@@ -29,7 +28,7 @@ use crate::operations::{
 };
 use crate::providers::{self, ProviderInput};
 use crate::state::GatewayState;
-use crate::store::{Lifecycle, OperationFilter, SandboxRecord, TargetKind};
+use crate::store::{Lifecycle, OperationFilter, SandboxRecord};
 
 /// Most items one list call returns.
 const MAX_PAGE: u32 = 1000;
@@ -70,13 +69,12 @@ impl OpenShellApi {
         change: providers::AttachmentChange,
     ) -> Result<Response<pb::AttachmentResponse>, Status> {
         let mut operation = change.operation;
-        if operation.no_op {
-            settle_from_last_reports(&self.state.store, &operation).await?;
-            operation = self.state.store.get_operation(&operation.id).await?;
-        } else {
-            self.state
-                .publish(Publication::sandbox(&change.sandbox.id, &Component::ALL))
-                .await;
+        match change.publication {
+            Some(publication) => self.state.publish(publication).await,
+            None => {
+                settle_from_last_reports(&self.state.store, &operation).await?;
+                operation = self.state.store.get_operation(&operation.id).await?;
+            }
         }
         Ok(Response::new(pb::AttachmentResponse {
             sandbox: Some(convert::sandbox(&change.sandbox)),
@@ -267,7 +265,8 @@ impl OpenShell for OpenShellApi {
             }
         };
         let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
-        let updated = lifecycle::set_lifecycle(&self.state.store, &sandbox, wanted).await?;
+        let change = lifecycle::set_lifecycle(&self.state.store, &sandbox, wanted).await?;
+        let updated = change.sandbox;
         if updated.lifecycle == Lifecycle::Stopped {
             // Its supervisor learns why it gets nothing more; it reconnects, and is refused
             // until the sandbox starts again.
@@ -275,12 +274,9 @@ impl OpenShell for OpenShellApi {
                 .sessions
                 .close(&updated.id, crate::snapshot::STOPPED_SANDBOX_REASON);
         }
-        self.state
-            .publish(Publication::sandbox(
-                &updated.id,
-                &[Component::SandboxConfig],
-            ))
-            .await;
+        if let Some(publication) = change.publication {
+            self.state.publish(publication).await;
+        }
         Ok(Response::new(convert::sandbox(&updated)))
     }
 
@@ -316,13 +312,9 @@ impl OpenShell for OpenShellApi {
             .resolve_provider(&req.provider, workspace_or_default(&req.workspace))
             .await?;
         let input = provider_input(&req.values, req.expires_at.as_ref());
-        let record = providers::update_provider(&self.state.store, &existing, input).await?;
-        self.state
-            .publish(Publication {
-                scope: PublicationScope::Provider(record.id.clone()),
-                components: vec![Component::SandboxConfig, Component::ProviderEnvironment],
-            })
-            .await;
+        let change = providers::update_provider(&self.state.store, &existing, input).await?;
+        self.state.publish(change.publication).await;
+        let record = change.provider;
         tracing::info!(provider = %record.id, revision = record.revision, "provider updated");
         Ok(Response::new(pb::ProviderWriteResponse {
             provider: Some(convert::provider(&record)),
@@ -340,9 +332,7 @@ impl OpenShell for OpenShellApi {
             .store
             .resolve_provider(&req.provider, workspace_or_default(&req.workspace))
             .await?;
-        let mut tx = self.state.store.begin_write().await?;
-        tx.delete_provider(&existing.id).await?;
-        tx.commit().await?;
+        providers::delete_provider(&self.state.store, &existing).await?;
         Ok(Response::new(pb::DeleteProviderResponse {}))
     }
 
@@ -638,20 +628,7 @@ impl OpenShell for OpenShellApi {
             %caller,
             "configuration committed"
         );
-        if !committed.idempotent_replay {
-            let publication = match &committed.operation.target_kind {
-                TargetKind::Sandbox => {
-                    Publication::sandbox(&committed.operation.target, &[Component::SandboxConfig])
-                }
-                TargetKind::Workspace => Publication {
-                    scope: PublicationScope::Workspace(committed.operation.target.clone()),
-                    components: vec![Component::SandboxConfig],
-                },
-                TargetKind::Global | TargetKind::Provider => Publication {
-                    scope: PublicationScope::Global,
-                    components: vec![Component::SandboxConfig],
-                },
-            };
+        if let Some(publication) = committed.publication.clone() {
             self.state.publish(publication).await;
         }
         drop(fleet_write);

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::marks::{Component, Lane, Mark};
 use super::task::SessionDelivery;
-use crate::store::Store;
+use crate::error::Result;
+use crate::store::{FanoutIntent, Store, WriteTx};
 
 /// Which sessions a committed write affects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +33,39 @@ impl Publication {
             scope: PublicationScope::Sandbox(id.to_string()),
             components: components.to_vec(),
         }
+    }
+
+    /// Records this publication as the write's durable fanout intent, inside its transaction,
+    /// so the other replicas replay exactly what this one publishes locally after the commit.
+    /// One typed value serves both: they cannot disagree.
+    pub async fn record(&self, tx: &mut WriteTx, operation_id: Option<&str>) -> Result<()> {
+        let (scope, scope_id) = match &self.scope {
+            PublicationScope::Sandbox(id) => ("sandbox", id.as_str()),
+            PublicationScope::Workspace(name) => ("workspace", name.as_str()),
+            PublicationScope::Global => ("global", ""),
+            PublicationScope::Provider(id) => ("provider", id.as_str()),
+        };
+        let components: Vec<&str> = self.components.iter().map(|c| c.as_str()).collect();
+        tx.insert_fanout_intent(scope, scope_id, &components, operation_id)
+            .await
+    }
+
+    /// The publication an intent records; None for one this replica does not understand
+    /// (written by a newer one).
+    pub fn from_intent(intent: &FanoutIntent) -> Option<Self> {
+        let scope = match intent.scope.as_str() {
+            "sandbox" => PublicationScope::Sandbox(intent.scope_id.clone()),
+            "workspace" => PublicationScope::Workspace(intent.scope_id.clone()),
+            "provider" => PublicationScope::Provider(intent.scope_id.clone()),
+            "global" => PublicationScope::Global,
+            _ => return None,
+        };
+        let components = intent
+            .components
+            .split(',')
+            .map(|name| Component::ALL.into_iter().find(|c| c.as_str() == name))
+            .collect::<Option<Vec<_>>>()?;
+        (!components.is_empty()).then_some(Self { scope, components })
     }
 }
 

@@ -9,9 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::delivery::{Component, Publication, PublicationScope};
+use crate::delivery::Publication;
 use crate::state::GatewayState;
-use crate::store::{FanoutIntent, duration_ms, now_ms};
+use crate::store::{duration_ms, now_ms};
 
 /// Intents younger than this wait for the next pass: ids are taken at
 /// insert and rows become visible at commit, so a younger intent may still
@@ -21,24 +21,6 @@ pub const REPLAY_LAG: Duration = Duration::from_secs(1);
 pub const INTENT_RETENTION: Duration = Duration::from_secs(10 * 60);
 /// Intents read per statement.
 const REPLAY_BATCH: i64 = 1000;
-
-/// The publication an intent stands for; None for one this replica does
-/// not understand (written by a newer one).
-pub fn publication_of(intent: &FanoutIntent) -> Option<Publication> {
-    let scope = match intent.scope.as_str() {
-        "sandbox" => PublicationScope::Sandbox(intent.scope_id.clone()),
-        "workspace" => PublicationScope::Workspace(intent.scope_id.clone()),
-        "provider" => PublicationScope::Provider(intent.scope_id.clone()),
-        "global" => PublicationScope::Global,
-        _ => return None,
-    };
-    let components = intent
-        .components
-        .split(',')
-        .map(|name| Component::ALL.into_iter().find(|c| c.as_str() == name))
-        .collect::<Option<Vec<_>>>()?;
-    (!components.is_empty()).then_some(Publication { scope, components })
-}
 
 /// Replays intents from the newest at start on, until the task is dropped.
 pub async fn run(state: Arc<GatewayState>) {
@@ -79,7 +61,7 @@ async fn replay_from(state: &GatewayState, mut watermark: i64) -> crate::error::
             if intent.replica_id == state.config.replica_id {
                 continue;
             }
-            match publication_of(intent) {
+            match Publication::from_intent(intent) {
                 Some(publication) => {
                     state.publisher.publish(&state.store, &publication).await;
                 }
@@ -111,6 +93,8 @@ pub async fn remove_old_intents(state: &GatewayState) {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::delivery::{Component, PublicationScope};
+    use crate::store::FanoutIntent;
 
     fn intent(scope: &str, scope_id: &str, components: &str) -> FanoutIntent {
         FanoutIntent {
@@ -124,10 +108,11 @@ mod tests {
 
     #[test]
     fn intents_read_back_as_the_publications_they_record() {
-        let sandbox = publication_of(&intent("sandbox", "sb-1", "sandbox_config")).unwrap();
+        let sandbox =
+            Publication::from_intent(&intent("sandbox", "sb-1", "sandbox_config")).unwrap();
         assert_eq!(sandbox.scope, PublicationScope::Sandbox("sb-1".into()));
         assert_eq!(sandbox.components, vec![Component::SandboxConfig]);
-        let provider = publication_of(&intent(
+        let provider = Publication::from_intent(&intent(
             "provider",
             "pr-1",
             "provider_environment,sandbox_config",
@@ -139,13 +124,15 @@ mod tests {
             vec![Component::ProviderEnvironment, Component::SandboxConfig]
         );
         assert_eq!(
-            publication_of(&intent("global", "", "sandbox_config"))
+            Publication::from_intent(&intent("global", "", "sandbox_config"))
                 .unwrap()
                 .scope,
             PublicationScope::Global
         );
-        assert!(publication_of(&intent("cluster", "", "sandbox_config")).is_none());
-        assert!(publication_of(&intent("sandbox", "sb-1", "sandbox_config,policy")).is_none());
-        assert!(publication_of(&intent("workspace", "default", "")).is_none());
+        assert!(Publication::from_intent(&intent("cluster", "", "sandbox_config")).is_none());
+        assert!(
+            Publication::from_intent(&intent("sandbox", "sb-1", "sandbox_config,policy")).is_none()
+        );
+        assert!(Publication::from_intent(&intent("workspace", "default", "")).is_none());
     }
 }
