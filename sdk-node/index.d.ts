@@ -28,7 +28,7 @@ import type {
   SessionSummary,
   SettingDefinition,
   UpdateConfigOptions,
-  UpdateResult,
+  UpdateResult as NativeUpdateResult,
   WatchOptions,
 } from './native'
 
@@ -48,6 +48,8 @@ export type {
   ListSandboxesOptions,
   Operation,
   OperationState,
+  PolicyChange,
+  PolicyDiff,
   PolicyRevision,
   PolicySource,
   Provider,
@@ -62,13 +64,26 @@ export type {
   SessionSummary,
   Setting,
   SettingDefinition,
+  SettingDiff,
   SettingScope,
   TargetKind,
   UpdateConfigOptions,
   UpdateMode,
-  UpdateResult,
   WatchOptions,
 } from './native'
+
+/** What a write (`updateConfig` without `validateOnly`) resolves to: always with its operation. */
+export interface UpdateResult extends Omit<NativeUpdateResult, 'operation'> {
+  operation: Operation
+}
+
+/**
+ * What `updateConfig({ validateOnly: true })` resolves to: nothing was written, so there is
+ * no operation; `policyDiff`, `settingChanges` and `keptStaticSections` say what would change.
+ */
+export interface DryRunResult extends Omit<NativeUpdateResult, 'operation'> {
+  operation?: undefined
+}
 
 /** Where a configuration change applies. */
 export type ConfigTarget = { sandbox: string } | { workspace: string } | { global: true }
@@ -128,8 +143,16 @@ export declare class Client {
    * the operation is terminal, or when `waitTimeoutMs` passes: then the
    * operation comes back still live with `waitTimedOut: true` (not an error).
    * A change the supervisor rejected resolves too, with state `FAILED`.
+   * `keptStaticSections` names the static sections a sandbox policy omitted
+   * and that the sandbox keeps from its current policy.
+   *
+   * With `validateOnly: true` nothing is written: the gateway runs every check
+   * of the write against what is stored and resolves with what would change
+   * (a DryRunResult, without an operation).
    */
-  updateConfig(options: UpdateConfigOptions): Promise<UpdateResult>
+  updateConfig(options: UpdateConfigOptions & { validateOnly: true }): Promise<DryRunResult>
+  updateConfig(options: UpdateConfigOptions & { validateOnly?: false }): Promise<UpdateResult>
+  updateConfig(options: UpdateConfigOptions): Promise<UpdateResult | DryRunResult>
   /** Rejects with NotFoundError for an unknown id. */
   getOperation(id: string): Promise<Operation>
   /** Newest first; one page. */

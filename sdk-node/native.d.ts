@@ -236,6 +236,38 @@ export interface Operation {
  */
 export type OperationState = 'UNSPECIFIED' | 'PENDING' | 'DELIVERED' | 'APPLIED' | 'FAILED' | 'SUPERSEDED' | 'INACTIVE' | 'CANCELLED'
 
+/**
+ * One network policy on both sides with different content. Endpoints are named by host,
+ * ports and path (`api.example.com:443/v1/**`), or `endpoints[i]` when they have no host.
+ */
+export interface PolicyChange {
+  name: string
+  addedEndpoints: Array<string>
+  removedEndpoints: Array<string>
+  changedEndpoints: Array<string>
+  /** Fields other than `endpoints` that differ, e.g. `binaries`. */
+  changedFields: Array<string>
+}
+
+/** What a policy would change compared with the target's current policy, rule by rule. */
+export interface PolicyDiff {
+  /** Network policies (by map key) only in the new policy. */
+  addedPolicies: Array<string>
+  /** Network policies only in the current policy. */
+  removedPolicies: Array<string>
+  /** Network policies on both sides whose content differs. */
+  changedPolicies: Array<PolicyChange>
+  /** Static sections whose content would change (a sandbox's first policy, or the global one). */
+  changedStaticSections: Array<string>
+  /** Other top-level sections that differ, e.g. `network_middlewares`. */
+  changedSections: Array<string>
+  /** The revision compared against; 0 when the target has no policy yet. */
+  currentRevision: number
+  currentPolicyHash?: string
+  /** The hash the stored policy would have, kept sections included. */
+  newPolicyHash: string
+}
+
 /** One stored policy revision. */
 export interface PolicyRevision {
   /** Sandbox id; absent for the global policy. */
@@ -407,6 +439,15 @@ export interface SettingDefinition {
   description: string
 }
 
+/** One setting a `validateOnly` update would change at the target's scope. */
+export interface SettingDiff {
+  key: string
+  /** Stored at the scope now; absent when the key is not set there. */
+  oldValue?: boolean | number | string
+  /** What it would be; absent when the change deletes it. */
+  newValue?: boolean | number | string
+}
+
 /** Scope a setting value belongs to or comes from. */
 export type SettingScope = 'UNSPECIFIED' | 'GLOBAL' | 'WORKSPACE' | 'SANDBOX' | 'DEFAULT'
 
@@ -431,6 +472,12 @@ export interface UpdateConfigOptions {
   waitTimeoutMs?: number
   /** Fleet targets: finish the wait once this fraction (0, 1] of targets applied. */
   threshold?: number
+  /**
+   * Dry run: the gateway runs every check of the write against what is stored and resolves
+   * with what would change (`policyDiff`, `settingChanges`, `keptStaticSections`) and no
+   * operation, writing nothing. `mode`, `waitTimeoutMs` and `threshold` are ignored.
+   */
+  validateOnly?: boolean
 }
 
 /**
@@ -441,9 +488,21 @@ export type UpdateMode = 'COMMIT_ONLY' | 'WAIT_FOR_APPLY'
 
 /** What `updateConfig` resolves to. */
 export interface UpdateResult {
-  operation: Operation
+  /** The durable operation of the write; absent only for a `validateOnly` request. */
+  operation?: Operation
   /** An earlier request with the same idempotency key was found; nothing was written. */
   idempotentReplay: boolean
+  /**
+   * Static sections (`filesystem_policy`, `landlock`, `process`) the sandbox policy omitted
+   * and that were kept from the sandbox's latest revision (would be, for `validateOnly`).
+   */
+  keptStaticSections: Array<string>
+  /** The request was validate-only: checked, nothing written. */
+  validateOnly: boolean
+  /** `validateOnly` with a policy: how it differs from the target's current policy. */
+  policyDiff?: PolicyDiff
+  /** `validateOnly`: the settings that would change at the target's scope. */
+  settingChanges: Array<SettingDiff>
 }
 
 export interface WatchEvent {

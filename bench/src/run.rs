@@ -1079,7 +1079,10 @@ impl Bench {
             let got = swarm.collect("fanout", Duration::from_secs(60)).await?;
             fanouts += 1;
             let finished = match &result {
-                Ok(r) => r.operation.state.is_terminal(),
+                Ok(r) => r
+                    .operation
+                    .as_ref()
+                    .is_some_and(|op| op.state.is_terminal()),
                 Err(e) => {
                     self.notes
                         .push(format!("no starvation: a fanout failed: {e}"));
@@ -1400,7 +1403,7 @@ async fn setting_write(client: &Client, sandbox: &BenchSandbox, value: u64) -> O
 }
 
 fn is_applied(result: &Result<UpdateResult, openshell_sdk::SdkError>) -> bool {
-    matches!(result, Ok(r) if r.operation.state == OperationState::Applied)
+    matches!(result, Ok(r) if r.operation.as_ref().is_some_and(|op| op.state == OperationState::Applied))
 }
 
 /// One global change: arms the swarm, writes, collects.
@@ -1426,8 +1429,10 @@ async fn fleet_round(
         .await?;
     let per: Vec<f64> = got.reached.iter().map(|t| ms_between(t0, *t)).collect();
     let (state, fleet, server_ms) = match &result {
-        Ok(r) => {
-            let op = &r.operation;
+        Ok(UpdateResult {
+            operation: Some(op),
+            ..
+        }) => {
             let server_ms = match (&op.created_at, &op.completed_at) {
                 (Some(c), Some(d)) => match (
                     humantime::parse_rfc3339_weak(c),
@@ -1444,6 +1449,7 @@ async fn fleet_round(
                 server_ms,
             )
         }
+        Ok(_) => ("no operation".to_owned(), Default::default(), None),
         Err(e) => (format!("error: {e}"), Default::default(), None),
     };
     Ok(FleetRound {

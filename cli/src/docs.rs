@@ -447,10 +447,10 @@ An `UpdateResult` of `policy set SB -f p.yaml --wait --idempotency-key deploy-42
 
 ",
     );
-    out.push_str(&json_block(&UpdateResult {
-        operation: example_operation(),
-        idempotent_replay: false,
-    }));
+    out.push_str(&json_block(&UpdateResult::committed(
+        example_operation(),
+        false,
+    )));
     out.push_str(
         "A fleet `Operation` (global or workspace target) carries per-sandbox counts in `fleet`; here a\n\
          `settings set --global … --wait --timeout 30s` that timed out with one sandbox still pending:\n\n",

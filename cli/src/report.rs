@@ -54,18 +54,21 @@ pub async fn apply_update(ctx: &Ctx, client: &Client, update: UpdateConfig) -> a
         ..update
     };
     let result = client.update_config(commit).await?;
+    let Some(operation) = result.operation.clone() else {
+        anyhow::bail!("the gateway answered the write without its operation");
+    };
     let replay = result.idempotent_replay;
     if replay {
         ctx.note(format!(
             "the idempotency key matched an earlier request: nothing new was written; operation {} is the original",
-            result.operation.id
+            operation.id
         ));
     }
     match mode {
         UpdateMode::CommitOnly => {
             ctx.out
                 .print(&result, |o| views::update_result(o, &result))?;
-            let op = &result.operation;
+            let op = &operation;
             if !op.is_terminal() {
                 ctx.note(format!(
                     "committed as operation {id} ({state}); follow it with: openshell operations wait {id}",
@@ -76,11 +79,11 @@ pub async fn apply_update(ctx: &Ctx, client: &Client, update: UpdateConfig) -> a
             Ok(exit::SUCCESS)
         }
         UpdateMode::WaitForApply => {
-            let waited = follow(ctx, client, result.operation, timeout, threshold, started).await?;
+            let waited = follow(ctx, client, operation, timeout, threshold, started).await?;
             finish_wait(ctx, waited, threshold, |op| {
                 let result = UpdateResult {
-                    operation: op.clone(),
-                    idempotent_replay: replay,
+                    operation: Some(op.clone()),
+                    ..result.clone()
                 };
                 ctx.out.print(&result, |o| views::update_result(o, &result))
             })

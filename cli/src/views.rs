@@ -112,7 +112,11 @@ pub fn operation(out: &Output, op: &Operation) -> String {
 }
 
 pub fn update_result(out: &Output, result: &UpdateResult) -> String {
-    let mut rows = operation_rows(&result.operation);
+    let mut rows = result
+        .operation
+        .as_ref()
+        .map(operation_rows)
+        .unwrap_or_default();
     if result.idempotent_replay {
         rows.push(("idempotent replay", yes_no(true)));
     }

@@ -26,7 +26,7 @@ async fn set_policy_and_wait(
                 .wait_timeout(Duration::from_secs(120)),
         )
         .await?;
-    Ok(result.operation)
+    result.into_operation()
 }
 
 async fn commit_then_follow(client: &Client, policy: &str) -> Result<Operation, SdkError> {
@@ -34,21 +34,54 @@ async fn commit_then_follow(client: &Client, policy: &str) -> Result<Operation, 
         .policy(policy)
         .mode(UpdateMode::CommitOnly)
         .idempotency_key("deploy-2026-11-29-1");
-    let first = client.update_config(change.clone()).await?;
+    let first = client
+        .update_config(change.clone())
+        .await?
+        .into_operation()?;
     let retry = client.update_config(change).await?;
     assert!(retry.idempotent_replay);
-    assert_eq!(retry.operation.id, first.operation.id);
+    assert_eq!(retry.into_operation()?.id, first.id);
     let mut states = Vec::new();
     let done = client
-        .wait_for_apply_final(
-            &first.operation.id,
-            Some(Duration::from_secs(120)),
-            None,
-            |op| states.push(op.state),
-        )
+        .wait_for_apply_final(&first.id, Some(Duration::from_secs(120)), None, |op| {
+            states.push(op.state)
+        })
         .await?;
     println!("seen: {states:?}");
     Ok(done)
+}
+
+async fn preview_policy(client: &Client, policy: &str) -> Result<Vec<String>, SdkError> {
+    let checked = client
+        .update_config(
+            UpdateConfig::new(Target::Sandbox("web".into()))
+                .policy(policy)
+                .validate_only(),
+        )
+        .await?;
+    assert!(checked.operation.is_none(), "a dry run writes nothing");
+    let mut lines = Vec::new();
+    if let Some(diff) = &checked.policy_diff {
+        for name in &diff.added_policies {
+            lines.push(format!("+ network policy {name}"));
+        }
+        for name in &diff.removed_policies {
+            lines.push(format!("- network policy {name}"));
+        }
+        for change in &diff.changed_policies {
+            for endpoint in &change.added_endpoints {
+                lines.push(format!("~ {}: + endpoint {endpoint}", change.name));
+            }
+            for endpoint in &change.removed_endpoints {
+                lines.push(format!("~ {}: - endpoint {endpoint}", change.name));
+            }
+        }
+    }
+    println!(
+        "kept from the current policy: {:?}",
+        checked.kept_static_sections
+    );
+    Ok(lines)
 }
 
 async fn show_errors(client: &Client) {
@@ -101,6 +134,29 @@ async fn the_rust_sdk_guide_examples_work() {
         .await
         .unwrap();
     assert_eq!(done.state, OperationState::Applied);
+    let revision = client
+        .get_sandbox(&"web".into())
+        .await
+        .unwrap()
+        .policy_revision;
+    let preview = preview_policy(&client, &policy.replacen("port: 443", "port: 7443", 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        preview,
+        [
+            "~ github: + endpoint api.github.com:7443",
+            "~ github: - endpoint api.github.com:9443"
+        ]
+    );
+    assert_eq!(
+        client
+            .get_sandbox(&"web".into())
+            .await
+            .unwrap()
+            .policy_revision,
+        revision
+    );
     show_errors(&client).await;
 }
 
@@ -129,5 +185,5 @@ fn the_guide_quotes_this_file() {
             None => {}
         }
     }
-    assert_eq!(blocks, 3);
+    assert_eq!(blocks, 4);
 }

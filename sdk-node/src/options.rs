@@ -126,6 +126,10 @@ pub struct UpdateConfigOptions {
     pub wait_timeout_ms: Option<f64>,
     /// Fleet targets: finish the wait once this fraction (0, 1] of targets applied.
     pub threshold: Option<f64>,
+    /// Dry run: the gateway runs every check of the write against what is stored and resolves
+    /// with what would change (`policyDiff`, `settingChanges`, `keptStaticSections`) and no
+    /// operation, writing nothing. `mode`, `waitTimeoutMs` and `threshold` are ignored.
+    pub validate_only: Option<bool>,
 }
 
 impl UpdateConfigOptions {
@@ -145,6 +149,7 @@ impl UpdateConfigOptions {
         update.idempotency_key = self.idempotency_key;
         update.wait_timeout = millis("waitTimeoutMs", self.wait_timeout_ms)?;
         update.threshold = self.threshold;
+        update.validate_only = self.validate_only.unwrap_or(false);
         Ok(update)
     }
 }
@@ -321,6 +326,7 @@ mod tests {
             idempotency_key: Some("k".to_owned()),
             wait_timeout_ms: Some(300.0),
             threshold: None,
+            validate_only: Some(true),
         }
         .into_sdk()
         .unwrap();
@@ -334,6 +340,7 @@ mod tests {
         );
         assert_eq!(update.mode, sdk::UpdateMode::WaitForApply);
         assert_eq!(update.wait_timeout, Some(Duration::from_millis(300)));
+        assert!(update.validate_only);
     }
 
     #[test]

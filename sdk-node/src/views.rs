@@ -108,16 +108,109 @@ impl From<sdk::Operation> for Operation {
 /// What `updateConfig` resolves to.
 #[napi(object)]
 pub struct UpdateResult {
-    pub operation: Operation,
+    /// The durable operation of the write; absent only for a `validateOnly` request.
+    pub operation: Option<Operation>,
     /// An earlier request with the same idempotency key was found; nothing was written.
     pub idempotent_replay: bool,
+    /// Static sections (`filesystem_policy`, `landlock`, `process`) the sandbox policy omitted
+    /// and that were kept from the sandbox's latest revision (would be, for `validateOnly`).
+    pub kept_static_sections: Vec<String>,
+    /// The request was validate-only: checked, nothing written.
+    pub validate_only: bool,
+    /// `validateOnly` with a policy: how it differs from the target's current policy.
+    pub policy_diff: Option<PolicyDiff>,
+    /// `validateOnly`: the settings that would change at the target's scope.
+    pub setting_changes: Vec<SettingDiff>,
 }
 
 impl From<sdk::UpdateResult> for UpdateResult {
     fn from(r: sdk::UpdateResult) -> Self {
         Self {
-            operation: r.operation.into(),
+            operation: r.operation.map(Into::into),
             idempotent_replay: r.idempotent_replay,
+            kept_static_sections: r.kept_static_sections,
+            validate_only: r.validate_only,
+            policy_diff: r.policy_diff.map(Into::into),
+            setting_changes: r.setting_changes.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// What a policy would change compared with the target's current policy, rule by rule.
+#[napi(object)]
+pub struct PolicyDiff {
+    /// Network policies (by map key) only in the new policy.
+    pub added_policies: Vec<String>,
+    /// Network policies only in the current policy.
+    pub removed_policies: Vec<String>,
+    /// Network policies on both sides whose content differs.
+    pub changed_policies: Vec<PolicyChange>,
+    /// Static sections whose content would change (a sandbox's first policy, or the global one).
+    pub changed_static_sections: Vec<String>,
+    /// Other top-level sections that differ, e.g. `network_middlewares`.
+    pub changed_sections: Vec<String>,
+    /// The revision compared against; 0 when the target has no policy yet.
+    pub current_revision: i64,
+    pub current_policy_hash: Option<String>,
+    /// The hash the stored policy would have, kept sections included.
+    pub new_policy_hash: String,
+}
+
+impl From<sdk::PolicyDiff> for PolicyDiff {
+    fn from(d: sdk::PolicyDiff) -> Self {
+        Self {
+            added_policies: d.added_policies,
+            removed_policies: d.removed_policies,
+            changed_policies: d.changed_policies.into_iter().map(Into::into).collect(),
+            changed_static_sections: d.changed_static_sections,
+            changed_sections: d.changed_sections,
+            current_revision: js_int(d.current_revision),
+            current_policy_hash: d.current_policy_hash,
+            new_policy_hash: d.new_policy_hash,
+        }
+    }
+}
+
+/// One network policy on both sides with different content. Endpoints are named by host,
+/// ports and path (`api.example.com:443/v1/**`), or `endpoints[i]` when they have no host.
+#[napi(object)]
+pub struct PolicyChange {
+    pub name: String,
+    pub added_endpoints: Vec<String>,
+    pub removed_endpoints: Vec<String>,
+    pub changed_endpoints: Vec<String>,
+    /// Fields other than `endpoints` that differ, e.g. `binaries`.
+    pub changed_fields: Vec<String>,
+}
+
+impl From<sdk::PolicyChange> for PolicyChange {
+    fn from(c: sdk::PolicyChange) -> Self {
+        Self {
+            name: c.name,
+            added_endpoints: c.added_endpoints,
+            removed_endpoints: c.removed_endpoints,
+            changed_endpoints: c.changed_endpoints,
+            changed_fields: c.changed_fields,
+        }
+    }
+}
+
+/// One setting a `validateOnly` update would change at the target's scope.
+#[napi(object)]
+pub struct SettingDiff {
+    pub key: String,
+    /// Stored at the scope now; absent when the key is not set there.
+    pub old_value: Option<Either3<bool, i64, String>>,
+    /// What it would be; absent when the change deletes it.
+    pub new_value: Option<Either3<bool, i64, String>>,
+}
+
+impl From<sdk::SettingDiff> for SettingDiff {
+    fn from(d: sdk::SettingDiff) -> Self {
+        Self {
+            key: d.key,
+            old_value: d.old_value.map(setting_value),
+            new_value: d.new_value.map(setting_value),
         }
     }
 }

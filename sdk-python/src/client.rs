@@ -136,6 +136,7 @@ macro_rules! client_surface {
                 idempotency_key=None,
                 wait_timeout=None,
                 threshold=None,
+                validate_only=false,
             ))]
             #[allow(clippy::too_many_arguments)] // one per Python keyword argument
             fn update_config(
@@ -150,6 +151,7 @@ macro_rules! client_surface {
                 idempotency_key: Option<String>,
                 wait_timeout: Option<f64>,
                 threshold: Option<f64>,
+                validate_only: bool,
             ) -> PyResult<Py<PyAny>> {
                 let mut update = UpdateConfig::new(args::target(&target)?);
                 update.policy = policy;
@@ -170,6 +172,7 @@ macro_rules! client_surface {
                 update.idempotency_key = idempotency_key;
                 update.wait_timeout = args::seconds(py, wait_timeout, "wait_timeout")?;
                 update.threshold = threshold;
+                update.validate_only = validate_only;
                 $run(py, calls::update_config(&self.inner, update))
             }
 

@@ -10,6 +10,7 @@ import openshell
 from openshell import (
     AsyncClient,
     Client,
+    DryRunResult,
     FleetProgress,
     InvalidArgument,
     Operation,
@@ -17,6 +18,9 @@ from openshell import (
     OperationState,
     Target,
     UpdateMode,
+    PolicyChange,
+    PolicyDiff,
+    SettingDiff,
     UpdateResult,
     WaitTimeout,
 )
@@ -42,6 +46,16 @@ def blocking(client: Client, policy: str) -> OperationState:
             print(violation.field, violation.message)
         raise
     op = result.operation
+    kept: list[str] = result.kept_static_sections
+    checked: DryRunResult = client.update_config(
+        "team/demo", policy=policy, settings={"log_level": "debug"}, validate_only=True
+    )
+    diff: PolicyDiff | None = checked.policy_diff
+    if diff is not None and not diff.is_empty():
+        changes: list[PolicyChange] = diff.changed_policies
+        print(diff.added_policies, [(c.name, c.added_endpoints) for c in changes], kept)
+    settings: list[SettingDiff] = checked.setting_changes
+    print([(s.key, s.old_value, s.new_value) for s in settings], checked.operation)
     if op.wait_timed_out:
         try:
             op = client.wait_for_apply(op.id, timeout=60, on_progress=lambda o: print(o.state))
@@ -79,6 +93,8 @@ async def coroutines(client: AsyncClient) -> int:
     result = await client.update_config(
         "demo", settings={"log_level": "debug"}, mode="commit-only"
     )
+    preview = await client.update_config("demo", settings={"log_level": "info"}, validate_only=True)
+    print(preview.setting_changes, preview.kept_static_sections)
     task = asyncio.create_task(client.wait_for_apply(result.operation.id, on_progress=on_progress))
     final: Operation = await task
     again: Operation = await final.result_async(timeout=1.0)

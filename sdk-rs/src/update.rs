@@ -96,6 +96,9 @@ pub struct UpdateConfig {
     pub wait_timeout: Option<Duration>,
     /// Fleet targets: finish the wait once this fraction (0, 1] of targets applied.
     pub threshold: Option<f64>,
+    /// Check only: the gateway runs every check of the write and reports
+    /// what it would change, writing nothing (see [`UpdateConfig::validate_only`]).
+    pub validate_only: bool,
 }
 
 impl UpdateConfig {
@@ -110,6 +113,7 @@ impl UpdateConfig {
             idempotency_key: None,
             wait_timeout: None,
             threshold: None,
+            validate_only: false,
         }
     }
 
@@ -153,11 +157,26 @@ impl UpdateConfig {
         self
     }
 
-    /// True when a repeat of this request cannot write twice.
+    /// A dry run, like `kubectl apply --dry-run=server`: the gateway parses
+    /// and validates the policy, applies the static-section rule against the
+    /// stored policy (keeping sections the policy omits), checks setting keys
+    /// and types, and answers with what would change, committing nothing: no
+    /// revision, no operation, no settings change, and the idempotency key
+    /// stays unused. `mode`, `wait_timeout` and `threshold` are ignored.
+    #[doc(alias = "dry_run")]
+    pub fn validate_only(mut self) -> Self {
+        self.validate_only = true;
+        self
+    }
+
+    /// True when a repeat of this request cannot write twice: it carries a
+    /// key, or writes nothing at all.
     pub(crate) fn is_idempotent(&self) -> bool {
-        self.idempotency_key
-            .as_deref()
-            .is_some_and(|k| !k.is_empty())
+        self.validate_only
+            || self
+                .idempotency_key
+                .as_deref()
+                .is_some_and(|k| !k.is_empty())
     }
 
     pub(crate) fn to_proto(&self) -> Result<pb::UpdateConfigRequest, SdkError> {
@@ -173,7 +192,7 @@ impl UpdateConfig {
             mode: self.mode.into(),
             idempotency_key: self.idempotency_key.clone().unwrap_or_default(),
             wait,
-            validate_only: false,
+            validate_only: self.validate_only,
         })
     }
 }
@@ -292,6 +311,19 @@ mod tests {
                 .to_proto()
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn validate_only_is_sent_and_safe_to_retry() {
+        let update = UpdateConfig::new(Target::Sandbox(SandboxRef::from("demo")))
+            .policy("version: 1")
+            .validate_only();
+        let req = update.to_proto().unwrap();
+        assert!(req.validate_only);
+        assert!(update.is_idempotent());
+        let write =
+            UpdateConfig::new(Target::Sandbox(SandboxRef::from("demo"))).policy("version: 1");
+        assert!(!write.to_proto().unwrap().validate_only);
     }
 
     #[test]

@@ -233,6 +233,22 @@ impl OpenShell for Fake {
                 "2 problems found\nnetwork_policies.gh.endpoints[0].port: must be 1-65535\nversion: must be 1",
             ));
         }
+        if req.validate_only {
+            return Ok(Response::new(pb::UpdateConfigResponse {
+                kept_static_sections: vec!["process".into()],
+                policy_diff: Some(pb::PolicyDiff {
+                    added_policies: vec!["github".into()],
+                    changed_policies: vec![pb::PolicyChange {
+                        name: "pypi".into(),
+                        removed_endpoints: vec!["pypi.org:443".into()],
+                        ..Default::default()
+                    }],
+                    current_revision: 2,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }));
+        }
         let state = if req.mode == pb::UpdateMode::WaitForApply as i32 {
             pb::OperationState::Applied
         } else {
@@ -425,11 +441,29 @@ async fn keyed_updates_retry_and_wait_mode_is_sent() {
         .idempotency_key("deploy-1");
     let result = client.update_config(update).await.unwrap();
     assert_eq!(fake.calls("update_config"), 2);
-    assert_eq!(result.operation.state, OperationState::Applied);
-    assert_eq!(
-        result.operation.idempotency_key.as_deref(),
-        Some("deploy-1")
-    );
+    let operation = result.operation.unwrap();
+    assert_eq!(operation.state, OperationState::Applied);
+    assert_eq!(operation.idempotency_key.as_deref(), Some("deploy-1"));
+}
+
+#[tokio::test]
+async fn a_validate_only_update_comes_back_without_an_operation_and_is_retried() {
+    let (fake, endpoint) = start().await;
+    let client = client(&endpoint).await;
+    // No idempotency key, yet retried: a dry run writes nothing.
+    fake.fail_next("update_config", 1);
+    let update = UpdateConfig::new(Target::Sandbox("demo".into()))
+        .policy("version: 1")
+        .validate_only();
+    let result = client.update_config(update).await.unwrap();
+    assert_eq!(fake.calls("update_config"), 2);
+    assert!(result.validate_only);
+    assert_eq!(result.operation, None);
+    assert_eq!(result.kept_static_sections, ["process"]);
+    let diff = result.policy_diff.unwrap();
+    assert_eq!(diff.added_policies, ["github"]);
+    assert_eq!(diff.changed_policies[0].removed_endpoints, ["pypi.org:443"]);
+    assert_eq!(diff.current_policy_hash, None);
 }
 
 #[tokio::test]

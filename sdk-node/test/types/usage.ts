@@ -6,6 +6,7 @@ import {
   AbortError,
   Client,
   type ConfigTarget,
+  type DryRunResult,
   InvalidArgumentError,
   NotFoundError,
   type Operation,
@@ -40,6 +41,23 @@ export async function usage(): Promise<void> {
   const timedOut: boolean = result.operation.waitTimedOut
   const fleetApplied: number | undefined = result.operation.fleet?.applied
   const replay: boolean = result.idempotentReplay
+  const kept: string[] = result.keptStaticSections
+
+  // A dry run resolves without an operation, with what would change.
+  const checked: DryRunResult = await client.updateConfig({
+    target,
+    policy: 'version: 1',
+    settings: { log_level: 'debug' },
+    mode: 'COMMIT_ONLY',
+    validateOnly: true,
+  })
+  const noOperation: undefined = checked.operation
+  const added: string[] | undefined = checked.policyDiff?.addedPolicies
+  const endpoints: string[] | undefined = checked.policyDiff?.changedPolicies[0]?.addedEndpoints
+  const from: boolean | number | string | undefined = checked.settingChanges[0]?.oldValue
+  const either = await client.updateConfig({ target, mode: 'COMMIT_ONLY', validateOnly: Math.random() > 0.5 })
+  const maybe: Operation | undefined = either.operation
+  void [kept, noOperation, added, endpoints, from, maybe]
 
   const final: Operation = await client.waitForApply(result.operation.id, {
     timeoutMs: 1_000,
@@ -84,6 +102,10 @@ export async function usage(): Promise<void> {
   await client.updateConfig({ target: { cluster: 'x' }, mode: 'COMMIT_ONLY' })
   // @ts-expect-error modes are a closed set
   await client.updateConfig({ target: { global: true }, mode: 'EVENTUALLY' })
+  // @ts-expect-error a dry run has no operation to read
+  void checked.operation.id
+  // @ts-expect-error a result that may be a dry run may have no operation
+  void either.operation.id
   // @ts-expect-error states are a closed set
   const bogus: OperationState = 'DONE'
   // @ts-expect-error operations are not `any`

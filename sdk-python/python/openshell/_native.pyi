@@ -3,7 +3,7 @@
 # over code that uses every name here.
 
 from datetime import datetime
-from typing import Any, Callable, Mapping, Sequence, final
+from typing import Any, Callable, Literal, Mapping, Sequence, final, overload
 
 from openshell._enums import (
     ApplyOutcome,
@@ -143,13 +143,108 @@ class Operation:
 
 @final
 class UpdateResult:
-    """What ``update_config`` returns."""
+    """What ``update_config`` returns for a write."""
 
     @property
     def operation(self) -> Operation: ...
     @property
     def idempotent_replay(self) -> bool:
         """An earlier request with the same idempotency key was found; nothing was written."""
+    @property
+    def kept_static_sections(self) -> list[str]:
+        """Static sections (``filesystem_policy``, ``landlock``, ``process``) the sandbox
+        policy omitted, kept from the sandbox's latest revision."""
+    @property
+    def validate_only(self) -> Literal[False]: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class DryRunResult:
+    """What ``update_config(..., validate_only=True)`` returns: nothing was written."""
+
+    @property
+    def operation(self) -> None:
+        """Always ``None``: a dry run creates no operation."""
+    @property
+    def idempotent_replay(self) -> bool:
+        """The idempotency key matches an earlier, equal request: the write would change nothing."""
+    @property
+    def kept_static_sections(self) -> list[str]:
+        """Static sections the sandbox policy omits that the write would keep."""
+    @property
+    def validate_only(self) -> Literal[True]: ...
+    @property
+    def policy_diff(self) -> PolicyDiff | None:
+        """How the policy differs from the target's current one; ``None`` without a policy."""
+    @property
+    def setting_changes(self) -> list[SettingDiff]:
+        """The settings that would change at the target's scope."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class PolicyDiff:
+    """What a policy would change compared with the target's current policy, rule by rule."""
+
+    @property
+    def added_policies(self) -> list[str]:
+        """Network policies (by map key) only in the new policy."""
+    @property
+    def removed_policies(self) -> list[str]:
+        """Network policies only in the current policy."""
+    @property
+    def changed_policies(self) -> list[PolicyChange]:
+        """Network policies on both sides whose content differs."""
+    @property
+    def changed_static_sections(self) -> list[str]:
+        """Static sections whose content would change (a first policy, or the global one)."""
+    @property
+    def changed_sections(self) -> list[str]:
+        """Other top-level sections that differ, e.g. ``network_middlewares``."""
+    @property
+    def current_revision(self) -> int:
+        """The revision compared against; 0 when the target has no policy yet."""
+    @property
+    def current_policy_hash(self) -> str | None: ...
+    @property
+    def new_policy_hash(self) -> str:
+        """The hash the stored policy would have, kept sections included."""
+    def is_empty(self) -> bool:
+        """True when the policy would change nothing."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class PolicyChange:
+    """One network policy on both sides with different content.
+
+    Endpoints are named by host, ports and path (``api.example.com:443/v1/**``),
+    or ``endpoints[i]`` when they have no host.
+    """
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def added_endpoints(self) -> list[str]: ...
+    @property
+    def removed_endpoints(self) -> list[str]: ...
+    @property
+    def changed_endpoints(self) -> list[str]: ...
+    @property
+    def changed_fields(self) -> list[str]:
+        """Fields other than ``endpoints`` that differ, e.g. ``binaries``."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class SettingDiff:
+    """One setting a validate-only update would change at the target's scope."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def old_value(self) -> SettingValue | None:
+        """Stored at the scope now; ``None`` when the key is not set there."""
+    @property
+    def new_value(self) -> SettingValue | None:
+        """What it would be; ``None`` when the change deletes it."""
     def to_dict(self) -> dict[str, Any]: ...
 
 @final
@@ -430,6 +525,7 @@ class Client:
         expires_at: datetime | None = None,
     ) -> ProviderWrite: ...
     def attach_provider(self, sandbox: str, provider: str) -> Attachment: ...
+    @overload
     def update_config(
         self,
         target: Target | str,
@@ -442,6 +538,7 @@ class Client:
         idempotency_key: str | None = None,
         wait_timeout: float | None = None,
         threshold: float | None = None,
+        validate_only: Literal[False] = False,
     ) -> UpdateResult:
         """Writes policy and/or settings as one durable operation.
 
@@ -452,7 +549,44 @@ class Client:
         is not an error either; inspect ``operation.state`` or call
         ``operation.result()``. With an ``idempotency_key`` a retry returns
         the original operation (``idempotent_replay``) and writes nothing.
+        A sandbox policy that omits ``filesystem_policy``, ``landlock`` or
+        ``process`` keeps the sandbox's current section
+        (``kept_static_sections``).
+
+        With ``validate_only=True`` nothing is written: the gateway runs every
+        check of the write against what is stored and returns a
+        :class:`DryRunResult` with what would change, and no operation.
         """
+    @overload
+    def update_config(
+        self,
+        target: Target | str,
+        *,
+        policy: str | None = None,
+        settings: Mapping[str, SettingValue] | None = None,
+        delete_settings: Sequence[str] | None = None,
+        clear_global_policy: bool = False,
+        mode: UpdateMode | str = UpdateMode.COMMIT_ONLY,
+        idempotency_key: str | None = None,
+        wait_timeout: float | None = None,
+        threshold: float | None = None,
+        validate_only: Literal[True],
+    ) -> DryRunResult: ...
+    @overload
+    def update_config(
+        self,
+        target: Target | str,
+        *,
+        policy: str | None = None,
+        settings: Mapping[str, SettingValue] | None = None,
+        delete_settings: Sequence[str] | None = None,
+        clear_global_policy: bool = False,
+        mode: UpdateMode | str = UpdateMode.COMMIT_ONLY,
+        idempotency_key: str | None = None,
+        wait_timeout: float | None = None,
+        threshold: float | None = None,
+        validate_only: bool = False,
+    ) -> UpdateResult | DryRunResult: ...
     def get_operation(self, id: str) -> Operation: ...
     def wait_for_apply(
         self,
@@ -515,6 +649,7 @@ class AsyncClient:
         expires_at: datetime | None = None,
     ) -> ProviderWrite: ...
     async def attach_provider(self, sandbox: str, provider: str) -> Attachment: ...
+    @overload
     async def update_config(
         self,
         target: Target | str,
@@ -527,7 +662,38 @@ class AsyncClient:
         idempotency_key: str | None = None,
         wait_timeout: float | None = None,
         threshold: float | None = None,
+        validate_only: Literal[False] = False,
     ) -> UpdateResult: ...
+    @overload
+    async def update_config(
+        self,
+        target: Target | str,
+        *,
+        policy: str | None = None,
+        settings: Mapping[str, SettingValue] | None = None,
+        delete_settings: Sequence[str] | None = None,
+        clear_global_policy: bool = False,
+        mode: UpdateMode | str = UpdateMode.COMMIT_ONLY,
+        idempotency_key: str | None = None,
+        wait_timeout: float | None = None,
+        threshold: float | None = None,
+        validate_only: Literal[True],
+    ) -> DryRunResult: ...
+    @overload
+    async def update_config(
+        self,
+        target: Target | str,
+        *,
+        policy: str | None = None,
+        settings: Mapping[str, SettingValue] | None = None,
+        delete_settings: Sequence[str] | None = None,
+        clear_global_policy: bool = False,
+        mode: UpdateMode | str = UpdateMode.COMMIT_ONLY,
+        idempotency_key: str | None = None,
+        wait_timeout: float | None = None,
+        threshold: float | None = None,
+        validate_only: bool = False,
+    ) -> UpdateResult | DryRunResult: ...
     async def get_operation(self, id: str) -> Operation: ...
     async def wait_for_apply(
         self,

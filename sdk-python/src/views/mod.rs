@@ -88,6 +88,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<operation::Operation>()?;
     m.add_class::<operation::FleetProgress>()?;
     m.add_class::<operation::UpdateResult>()?;
+    m.add_class::<operation::DryRunResult>()?;
+    m.add_class::<operation::PolicyDiff>()?;
+    m.add_class::<operation::PolicyChange>()?;
+    m.add_class::<operation::SettingDiff>()?;
     m.add_class::<sandbox::Sandbox>()?;
     m.add_class::<sandbox::CreatedSandbox>()?;
     m.add_class::<sandbox::DeletedSandbox>()?;

@@ -241,14 +241,35 @@ impl FleetProgress {
     }
 }
 
-/// What `update_config` returns.
+/// What `update_config` returns for a write.
 #[pyclass(frozen, module = "openshell")]
 pub(crate) struct UpdateResult {
     inner: openshell_sdk::UpdateResult,
     client: openshell_sdk::Client,
 }
 
-client_view!(openshell_sdk::UpdateResult => UpdateResult);
+/// A validate-only result gets a class of its own, without an operation, so
+/// that `UpdateResult.operation` stays an `Operation` for every write.
+impl IntoView for openshell_sdk::UpdateResult {
+    fn into_view(self, py: Python<'_>, client: &openshell_sdk::Client) -> PyResult<Py<PyAny>> {
+        if self.validate_only {
+            Ok(Py::new(py, DryRunResult { inner: self })?.into_any())
+        } else {
+            Ok(Py::new(
+                py,
+                UpdateResult {
+                    inner: self,
+                    client: client.clone(),
+                },
+            )?
+            .into_any())
+        }
+    }
+}
+
+fn py_bool(value: bool) -> &'static str {
+    if value { "True" } else { "False" }
+}
 
 #[pymethods]
 impl UpdateResult {
@@ -263,19 +284,303 @@ impl UpdateResult {
         self.inner.idempotent_replay
     }
 
+    /// Static sections the sandbox policy omitted, kept from the sandbox's latest revision.
+    #[getter]
+    fn kept_static_sections(&self) -> Vec<String> {
+        self.inner.kept_static_sections.clone()
+    }
+
+    /// Always False: a write.
+    #[getter]
+    fn validate_only(&self) -> bool {
+        self.inner.validate_only
+    }
+
+    fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_dict(py, &self.inner)
+    }
+
+    fn __repr__(&self) -> String {
+        let operation = self
+            .inner
+            .operation
+            .as_ref()
+            .map_or_else(|| "None".to_owned(), repr);
+        let mut text = format!(
+            "UpdateResult(operation={operation}, idempotent_replay={}",
+            py_bool(self.inner.idempotent_replay)
+        );
+        if !self.inner.kept_static_sections.is_empty() {
+            text.push_str(&format!(
+                ", kept_static_sections={}",
+                list_repr(&self.inner.kept_static_sections)
+            ));
+        }
+        text.push(')');
+        text
+    }
+}
+
+fn list_repr(items: &[String]) -> String {
+    format!(
+        "[{}]",
+        items
+            .iter()
+            .map(|s| quote(s))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// What `update_config(..., validate_only=True)` returns: nothing was written.
+#[pyclass(frozen, module = "openshell")]
+pub(crate) struct DryRunResult {
+    inner: openshell_sdk::UpdateResult,
+}
+
+#[pymethods]
+impl DryRunResult {
+    /// Always None: a dry run creates no operation.
+    #[getter]
+    fn operation(&self) -> Option<Operation> {
+        None
+    }
+
+    /// The idempotency key matches an earlier, equal request: the write would change nothing.
+    #[getter]
+    fn idempotent_replay(&self) -> bool {
+        self.inner.idempotent_replay
+    }
+
+    /// Static sections the sandbox policy omits that the write would keep.
+    #[getter]
+    fn kept_static_sections(&self) -> Vec<String> {
+        self.inner.kept_static_sections.clone()
+    }
+
+    /// Always True.
+    #[getter]
+    fn validate_only(&self) -> bool {
+        self.inner.validate_only
+    }
+
+    /// How the policy differs from the target's current one; None without a policy.
+    #[getter]
+    fn policy_diff(&self) -> Option<PolicyDiff> {
+        self.inner
+            .policy_diff
+            .clone()
+            .map(|inner| PolicyDiff { inner })
+    }
+
+    /// The settings that would change at the target's scope.
+    #[getter]
+    fn setting_changes(&self) -> Vec<SettingDiff> {
+        self.inner
+            .setting_changes
+            .iter()
+            .cloned()
+            .map(|inner| SettingDiff { inner })
+            .collect()
+    }
+
+    fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_dict(py, &self.inner)
+    }
+
+    fn __repr__(&self) -> String {
+        let diff = self.inner.policy_diff.clone().map_or_else(
+            || "None".to_owned(),
+            |inner| PolicyDiff { inner }.__repr__(),
+        );
+        format!(
+            "DryRunResult(policy_diff={diff}, setting_changes={}, kept_static_sections={}, idempotent_replay={})",
+            self.inner.setting_changes.len(),
+            list_repr(&self.inner.kept_static_sections),
+            py_bool(self.inner.idempotent_replay)
+        )
+    }
+}
+
+/// What a policy would change compared with the target's current policy, rule by rule.
+#[pyclass(frozen, module = "openshell")]
+pub(crate) struct PolicyDiff {
+    inner: openshell_sdk::PolicyDiff,
+}
+
+#[pymethods]
+impl PolicyDiff {
+    /// Network policies (by map key) only in the new policy.
+    #[getter]
+    fn added_policies(&self) -> Vec<String> {
+        self.inner.added_policies.clone()
+    }
+
+    /// Network policies only in the current policy.
+    #[getter]
+    fn removed_policies(&self) -> Vec<String> {
+        self.inner.removed_policies.clone()
+    }
+
+    /// Network policies on both sides whose content differs.
+    #[getter]
+    fn changed_policies(&self) -> Vec<PolicyChange> {
+        self.inner
+            .changed_policies
+            .iter()
+            .cloned()
+            .map(|inner| PolicyChange { inner })
+            .collect()
+    }
+
+    /// Static sections whose content would change (a first policy, or the global one).
+    #[getter]
+    fn changed_static_sections(&self) -> Vec<String> {
+        self.inner.changed_static_sections.clone()
+    }
+
+    /// Other top-level sections that differ, e.g. ``network_middlewares``.
+    #[getter]
+    fn changed_sections(&self) -> Vec<String> {
+        self.inner.changed_sections.clone()
+    }
+
+    /// The revision compared against; 0 when the target has no policy yet.
+    #[getter]
+    fn current_revision(&self) -> u64 {
+        self.inner.current_revision
+    }
+
+    #[getter]
+    fn current_policy_hash(&self) -> Option<String> {
+        self.inner.current_policy_hash.clone()
+    }
+
+    /// The hash the stored policy would have, kept sections included.
+    #[getter]
+    fn new_policy_hash(&self) -> String {
+        self.inner.new_policy_hash.clone()
+    }
+
+    /// True when the policy would change nothing.
+    fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
     fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         to_dict(py, &self.inner)
     }
 
     fn __repr__(&self) -> String {
         format!(
-            "UpdateResult(operation={}, idempotent_replay={})",
-            repr(&self.inner.operation),
-            if self.inner.idempotent_replay {
-                "True"
-            } else {
-                "False"
-            }
+            "PolicyDiff(added_policies={}, removed_policies={}, changed_policies={}, current_revision={})",
+            list_repr(&self.inner.added_policies),
+            list_repr(&self.inner.removed_policies),
+            list_repr(
+                &self
+                    .inner
+                    .changed_policies
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .collect::<Vec<_>>()
+            ),
+            self.inner.current_revision
+        )
+    }
+}
+
+/// One network policy on both sides with different content. Endpoints are named by host,
+/// ports and path (``api.example.com:443/v1/**``), or ``endpoints[i]`` when they have no host.
+#[pyclass(frozen, module = "openshell")]
+pub(crate) struct PolicyChange {
+    inner: openshell_sdk::PolicyChange,
+}
+
+#[pymethods]
+impl PolicyChange {
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    #[getter]
+    fn added_endpoints(&self) -> Vec<String> {
+        self.inner.added_endpoints.clone()
+    }
+
+    #[getter]
+    fn removed_endpoints(&self) -> Vec<String> {
+        self.inner.removed_endpoints.clone()
+    }
+
+    #[getter]
+    fn changed_endpoints(&self) -> Vec<String> {
+        self.inner.changed_endpoints.clone()
+    }
+
+    /// Fields other than ``endpoints`` that differ, e.g. ``binaries``.
+    #[getter]
+    fn changed_fields(&self) -> Vec<String> {
+        self.inner.changed_fields.clone()
+    }
+
+    fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_dict(py, &self.inner)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "PolicyChange(name={}, added_endpoints={}, removed_endpoints={}, changed_endpoints={}, changed_fields={})",
+            quote(&self.inner.name),
+            list_repr(&self.inner.added_endpoints),
+            list_repr(&self.inner.removed_endpoints),
+            list_repr(&self.inner.changed_endpoints),
+            list_repr(&self.inner.changed_fields)
+        )
+    }
+}
+
+/// One setting a validate-only update would change at the target's scope.
+#[pyclass(frozen, module = "openshell")]
+pub(crate) struct SettingDiff {
+    inner: openshell_sdk::SettingDiff,
+}
+
+#[pymethods]
+impl SettingDiff {
+    #[getter]
+    fn key(&self) -> &str {
+        &self.inner.key
+    }
+
+    /// Stored at the scope now; None when the key is not set there.
+    #[getter]
+    fn old_value(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_dict(py, &self.inner.old_value)
+    }
+
+    /// What it would be; None when the change deletes it.
+    #[getter]
+    fn new_value(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_dict(py, &self.inner.new_value)
+    }
+
+    fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_dict(py, &self.inner)
+    }
+
+    fn __repr__(&self) -> String {
+        let show = |v: &Option<openshell_sdk::SettingValue>| match v {
+            None => "None".to_owned(),
+            Some(openshell_sdk::SettingValue::Bool(b)) => py_bool(*b).to_owned(),
+            Some(openshell_sdk::SettingValue::Int(i)) => i.to_string(),
+            Some(openshell_sdk::SettingValue::String(s)) => quote(s),
+        };
+        format!(
+            "SettingDiff(key={}, old_value={}, new_value={})",
+            quote(&self.inner.key),
+            show(&self.inner.old_value),
+            show(&self.inner.new_value)
         )
     }
 }

@@ -120,6 +120,16 @@ impl Client {
     /// The request is retried on UNAVAILABLE only when it carries an
     /// idempotency key, because only then can the gateway recognise a repeat.
     ///
+    /// With [`UpdateConfig::validate_only`] nothing is written: the gateway
+    /// runs every check of the write against what is stored and answers with
+    /// no operation, the policy's rule-level diff and the settings that would
+    /// change (`policy_diff`, `setting_changes`). Such a request is always
+    /// safe to retry.
+    ///
+    /// A sandbox policy that omits `filesystem_policy`, `landlock` or
+    /// `process` keeps the sandbox's current section; `kept_static_sections`
+    /// names them.
+    ///
     /// ```no_run
     /// use std::time::Duration;
     /// use openshell_sdk::{Client, OperationState, SandboxRef, Target, UpdateConfig, UpdateMode};
@@ -135,10 +145,13 @@ impl Client {
     ///             .idempotency_key("deploy-42"),
     ///     )
     ///     .await?;
-    /// match result.operation.state {
+    /// let Some(operation) = result.operation else {
+    ///     unreachable!("only a validate-only request comes back without an operation");
+    /// };
+    /// match operation.state {
     ///     OperationState::Applied => println!("in effect"),
     ///     state if !state.is_terminal() => println!("still {state}; wait again later"),
-    ///     state => println!("ended {state}: {:?}", result.operation.error),
+    ///     state => println!("ended {state}: {:?}", operation.error),
     /// }
     /// # Ok(())
     /// # }
@@ -163,12 +176,6 @@ impl Client {
                 c.update_config(r).await
             })
             .await?;
-        Ok(UpdateResult {
-            operation: response
-                .operation
-                .ok_or_else(|| SdkError::missing("operation"))?
-                .into(),
-            idempotent_replay: response.idempotent_replay,
-        })
+        UpdateResult::from_proto(response, update.validate_only)
     }
 }

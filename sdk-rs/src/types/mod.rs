@@ -19,7 +19,9 @@ pub use enums::{
     SettingScope, TargetKind, UpdateMode,
 };
 pub use gateway::GatewayInfo;
-pub use operation::{FleetProgress, Operation, UpdateResult};
+pub use operation::{
+    FleetProgress, Operation, PolicyChange, PolicyDiff, SettingDiff, UpdateResult,
+};
 pub use policy::{PolicyRevision, SandboxPolicy};
 pub use provider::{Provider, ProviderWrite};
 pub use sandbox::{

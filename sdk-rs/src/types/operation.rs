@@ -4,7 +4,7 @@
 use openshell_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 
-use super::{ApplyOutcome, OperationState, TargetKind, non_empty};
+use super::{ApplyOutcome, OperationState, SettingValue, TargetKind, non_empty};
 use crate::timefmt;
 
 /// Per-target counts of a fleet operation (workspace, global or provider writes).
@@ -110,9 +110,172 @@ impl From<pb::Operation> for Operation {
 /// What `update_config` returns.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UpdateResult {
-    pub operation: Operation,
+    /// The durable operation of the write; `None` only for a validate-only
+    /// request ([`crate::UpdateConfig::validate_only`]), which writes nothing.
+    pub operation: Option<Operation>,
     /// An earlier request with the same idempotency key was found; nothing was written.
     pub idempotent_replay: bool,
+    /// Static sections (`filesystem_policy`, `landlock`, `process`) the
+    /// sandbox policy omitted and that were kept from the sandbox's latest
+    /// revision (would be kept, for a validate-only request).
+    #[serde(default)]
+    pub kept_static_sections: Vec<String>,
+    /// The request was validate-only: checked, nothing written.
+    #[serde(default)]
+    pub validate_only: bool,
+    /// Validate-only with a policy: how it differs from the target's current policy.
+    #[serde(default)]
+    pub policy_diff: Option<PolicyDiff>,
+    /// Validate-only: the settings that would change at the target's scope.
+    #[serde(default)]
+    pub setting_changes: Vec<SettingDiff>,
+}
+
+impl UpdateResult {
+    /// A result of a committed write, for callers that build one from an
+    /// operation they followed.
+    pub fn committed(operation: Operation, idempotent_replay: bool) -> Self {
+        Self {
+            operation: Some(operation),
+            idempotent_replay,
+            kept_static_sections: Vec::new(),
+            validate_only: false,
+            policy_diff: None,
+            setting_changes: Vec::new(),
+        }
+    }
+
+    /// The operation of a committed write. A validate-only result has none,
+    /// which is an error here, so code that only writes can use `?`.
+    pub fn into_operation(self) -> Result<Operation, crate::SdkError> {
+        self.operation
+            .ok_or_else(|| crate::SdkError::InvalidArgument {
+                message: "a validate-only update writes nothing and has no operation".to_owned(),
+                violations: Vec::new(),
+            })
+    }
+
+    pub(crate) fn from_proto(
+        p: pb::UpdateConfigResponse,
+        validate_only: bool,
+    ) -> Result<Self, crate::SdkError> {
+        let operation = match p.operation {
+            Some(op) => Some(Operation::from(op)),
+            None if validate_only => None,
+            None => return Err(crate::SdkError::missing("operation")),
+        };
+        Ok(Self {
+            operation,
+            idempotent_replay: p.idempotent_replay,
+            kept_static_sections: p.kept_static_sections,
+            validate_only,
+            policy_diff: p.policy_diff.map(PolicyDiff::from),
+            setting_changes: p
+                .setting_changes
+                .into_iter()
+                .map(SettingDiff::from)
+                .collect(),
+        })
+    }
+}
+
+/// What a policy would change compared with the target's current policy,
+/// rule by rule (a validate-only `update_config`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyDiff {
+    /// Network policies (by map key) only in the new policy.
+    pub added_policies: Vec<String>,
+    /// Network policies only in the current policy.
+    pub removed_policies: Vec<String>,
+    /// Network policies on both sides whose content differs.
+    pub changed_policies: Vec<PolicyChange>,
+    /// Static sections whose content would change (a sandbox's first policy,
+    /// or the global policy; a sandbox update that changes one is refused).
+    pub changed_static_sections: Vec<String>,
+    /// Other top-level sections that differ, e.g. `network_middlewares`.
+    pub changed_sections: Vec<String>,
+    /// The sandbox's latest policy revision or the global policy revision
+    /// compared against; 0 when the target has no policy yet.
+    pub current_revision: u64,
+    pub current_policy_hash: Option<String>,
+    /// The hash the stored policy would have, kept sections included.
+    pub new_policy_hash: String,
+}
+
+impl PolicyDiff {
+    /// True when the policy would change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.added_policies.is_empty()
+            && self.removed_policies.is_empty()
+            && self.changed_policies.is_empty()
+            && self.changed_static_sections.is_empty()
+            && self.changed_sections.is_empty()
+    }
+}
+
+impl From<pb::PolicyDiff> for PolicyDiff {
+    fn from(p: pb::PolicyDiff) -> Self {
+        Self {
+            added_policies: p.added_policies,
+            removed_policies: p.removed_policies,
+            changed_policies: p
+                .changed_policies
+                .into_iter()
+                .map(PolicyChange::from)
+                .collect(),
+            changed_static_sections: p.changed_static_sections,
+            changed_sections: p.changed_sections,
+            current_revision: p.current_revision,
+            current_policy_hash: non_empty(p.current_policy_hash),
+            new_policy_hash: p.new_policy_hash,
+        }
+    }
+}
+
+/// One network policy on both sides with different content. Endpoints are
+/// named by host, ports and path (`api.example.com:443/v1/**`), or by
+/// position (`endpoints[2]`) when they have no host.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyChange {
+    pub name: String,
+    pub added_endpoints: Vec<String>,
+    pub removed_endpoints: Vec<String>,
+    pub changed_endpoints: Vec<String>,
+    /// Fields other than `endpoints` that differ, e.g. `binaries`;
+    /// `endpoints` itself when only their order changed.
+    pub changed_fields: Vec<String>,
+}
+
+impl From<pb::PolicyChange> for PolicyChange {
+    fn from(p: pb::PolicyChange) -> Self {
+        Self {
+            name: p.name,
+            added_endpoints: p.added_endpoints,
+            removed_endpoints: p.removed_endpoints,
+            changed_endpoints: p.changed_endpoints,
+            changed_fields: p.changed_fields,
+        }
+    }
+}
+
+/// One setting a validate-only update would change at the target's scope.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettingDiff {
+    pub key: String,
+    /// Stored at the scope now; `None` when the key is not set there.
+    pub old_value: Option<SettingValue>,
+    /// What it would be; `None` when the change deletes it.
+    pub new_value: Option<SettingValue>,
+}
+
+impl From<pb::SettingDiff> for SettingDiff {
+    fn from(p: pb::SettingDiff) -> Self {
+        Self {
+            key: p.key,
+            old_value: SettingValue::from_proto(p.old_value),
+            new_value: SettingValue::from_proto(p.new_value),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -146,6 +309,57 @@ mod tests {
         assert_eq!(op.created_at.as_deref(), Some("2023-11-14T22:13:20.000Z"));
         assert_eq!(op.completed_at, None);
         assert!(!op.is_terminal());
+    }
+
+    #[test]
+    fn a_write_needs_its_operation_and_a_dry_run_has_none() {
+        let written = pb::UpdateConfigResponse {
+            operation: Some(wire()),
+            kept_static_sections: vec!["process".into()],
+            ..Default::default()
+        };
+        let result = UpdateResult::from_proto(written, false).unwrap();
+        assert_eq!(result.kept_static_sections, ["process"]);
+        assert_eq!(result.into_operation().unwrap().id, "op-1");
+
+        let err = UpdateResult::from_proto(pb::UpdateConfigResponse::default(), false).unwrap_err();
+        assert!(err.to_string().contains("missing operation"), "{err}");
+
+        let checked = pb::UpdateConfigResponse {
+            policy_diff: Some(pb::PolicyDiff {
+                removed_policies: vec!["pypi".into()],
+                current_revision: 3,
+                current_policy_hash: "abc".into(),
+                ..Default::default()
+            }),
+            setting_changes: vec![pb::SettingDiff {
+                key: "log_level".into(),
+                old_value: None,
+                new_value: Some(pb::SettingValue {
+                    kind: Some(pb::setting_value::Kind::StringValue("debug".into())),
+                }),
+            }],
+            ..Default::default()
+        };
+        let result = UpdateResult::from_proto(checked, true).unwrap();
+        assert!(result.validate_only);
+        let diff = result.policy_diff.clone().unwrap();
+        assert_eq!(diff.removed_policies, ["pypi"]);
+        assert_eq!(diff.current_policy_hash.as_deref(), Some("abc"));
+        assert!(!diff.is_empty());
+        assert_eq!(result.setting_changes[0].old_value, None);
+        assert_eq!(
+            result.setting_changes[0].new_value,
+            Some(SettingValue::String("debug".into()))
+        );
+        let value = serde_json::to_value(&result).unwrap();
+        assert!(value["operation"].is_null());
+        assert_eq!(value["validate_only"], true);
+        assert_eq!(value["setting_changes"][0]["new_value"], "debug");
+        assert_eq!(
+            result.into_operation().unwrap_err().code(),
+            "INVALID_ARGUMENT"
+        );
     }
 
     #[test]
