@@ -180,9 +180,15 @@ pub struct WaitArgs {
 pub enum PolicyCommand {
     /// Set a sandbox's policy, or the global policy with --global.
     ///
-    /// Asks to confirm a global policy, and a policy that removes network
-    /// access the sandbox has now; --yes confirms in advance (required when
-    /// not on a terminal).
+    /// A sandbox policy that omits filesystem_policy, landlock or process
+    /// keeps the sandbox's current section (they are fixed at its first
+    /// revision); the CLI names the sections it kept. Asks to confirm a global
+    /// policy, and a policy that removes network access the sandbox has now;
+    /// --yes confirms in advance (required when not on a terminal).
+    ///
+    /// --dry-run has the gateway check the policy exactly as a write would,
+    /// against the stored policy, and print what would change, writing
+    /// nothing: no revision, no operation, no confirmation asked.
     Set {
         #[arg(
             value_name = "SB",
@@ -197,8 +203,23 @@ pub enum PolicyCommand {
         /// Policy file, YAML or JSON; `-` reads stdin.
         #[arg(short = 'f', long = "file", value_name = "FILE")]
         file: String,
+        /// Check the policy at the gateway and print what would change
+        /// (network policies and endpoints added, removed, changed); write nothing.
+        #[arg(long, conflicts_with_all = ["wait", "timeout", "threshold"])]
+        dry_run: bool,
         #[command(flatten)]
         wait: WaitArgs,
+    },
+    /// Check a policy file offline, with the validation the gateway runs; no gateway needed.
+    ///
+    /// Prints `valid` and exits 0, or lists every problem as `field: message`,
+    /// one per line, and exits 1. `-o json` gives {valid, violations: [{field, message}]}.
+    /// The static-section rule, which needs the sandbox's stored policy, is
+    /// checked by `policy set --dry-run`.
+    Validate {
+        /// Policy file, YAML or JSON; `-` reads stdin.
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: String,
     },
     /// Remove the global policy so sandbox policies apply again (asks to confirm).
     ClearGlobal {
@@ -215,8 +236,10 @@ pub enum PolicyCommand {
     },
     /// Compare a sandbox's current policy with a file; exits 0 when equal, 1 when different.
     ///
-    /// Both are normalized first, so comments and layout are not differences.
-    /// `-o json` gives {changed, removed_network_access, diff}.
+    /// Both are normalized first, so comments and layout are not differences,
+    /// and static sections the file omits are the current ones, as `policy
+    /// set` keeps them. `-o json` gives {changed, removed_network_access, diff,
+    /// kept_static_sections}.
     Diff {
         #[arg(value_name = "SB", help = SANDBOX_HELP)]
         sandbox: String,
@@ -258,6 +281,10 @@ pub enum SettingsCommand {
         /// Settings to set; values are typed by the registry (see `settings keys`).
         #[arg(required = true, value_name = "KEY=VALUE", value_parser = parse::key_value)]
         pairs: Vec<(String, String)>,
+        /// Check keys and values at the gateway and print which would change,
+        /// from what to what; write nothing.
+        #[arg(long, conflicts_with_all = ["wait", "timeout", "threshold"])]
+        dry_run: bool,
         #[command(flatten)]
         wait: WaitArgs,
     },
@@ -268,6 +295,9 @@ pub enum SettingsCommand {
         /// Setting keys to remove from the scope.
         #[arg(required = true, value_name = "KEY")]
         keys: Vec<String>,
+        /// Check the keys at the gateway and print which would change; write nothing.
+        #[arg(long, conflicts_with_all = ["wait", "timeout", "threshold"])]
+        dry_run: bool,
         #[command(flatten)]
         wait: WaitArgs,
     },
@@ -466,6 +496,7 @@ mod tests {
             sandbox,
             global,
             file,
+            dry_run,
             wait,
         }) = cli.command
         else {
@@ -473,6 +504,7 @@ mod tests {
         };
         assert_eq!(sandbox.as_deref(), Some("team/demo"));
         assert!(!global);
+        assert!(!dry_run);
         assert_eq!(file, "p.yaml");
         assert!(wait.commit_only);
         assert_eq!(wait.idempotency_key.as_deref(), Some("k1"));
@@ -493,6 +525,34 @@ mod tests {
         };
         assert!(wait.wait);
         assert_eq!(wait.timeout, Some(Duration::from_secs(120)));
+    }
+
+    #[test]
+    fn policy_dry_run_and_validate_flags() {
+        let cli = parse(&["policy", "set", "sb", "-f", "p.yaml", "--dry-run"]).unwrap();
+        let Command::Policy(PolicyCommand::Set { dry_run, .. }) = cli.command else {
+            panic!("wrong command");
+        };
+        assert!(dry_run);
+        assert!(parse(&["policy", "set", "--global", "-f", "p", "--dry-run"]).is_ok());
+        // A dry run waits for nothing.
+        for flag in [
+            &["--wait"][..],
+            &["--timeout", "30s"],
+            &["--threshold", "0.5"],
+        ] {
+            let mut args = vec!["policy", "set", "sb", "-f", "p", "--dry-run"];
+            args.extend_from_slice(flag);
+            let err = parse(&args).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::ArgumentConflict, "{flag:?}");
+        }
+        let cli = parse(&["policy", "validate", "-f", "p.yaml", "-o", "json"]).unwrap();
+        let Command::Policy(PolicyCommand::Validate { file }) = cli.command else {
+            panic!("wrong command");
+        };
+        assert_eq!(file, "p.yaml");
+        let err = parse(&["policy", "validate"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument);
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub struct PolicyDiff {
     pub removed_network_access: Vec<String>,
     /// Unified diff of the two normalized policies; empty when unchanged.
     pub diff: String,
+    /// Static sections the file omits, which `policy set` keeps from the
+    /// current policy and the comparison therefore takes from it too.
+    pub kept_static_sections: Vec<String>,
 }
 
 /// Parses policy text the way the gateway reads it; a bad file is the
@@ -33,12 +36,20 @@ pub fn parse(text: &str, source: &str) -> Result<PolicyDoc, UsageError> {
 }
 
 /// Compares `current` (none when the sandbox has no policy yet) with `new`.
+///
+/// Static sections `new` omits are taken from `current` first, as the
+/// gateway does when the file is set, so leaving them out is no difference.
 pub fn compare(
     current: Option<&PolicyDoc>,
     new: &PolicyDoc,
     current_label: &str,
     new_label: &str,
 ) -> PolicyDiff {
+    let (new, kept_static_sections) = match current {
+        Some(current) => keep_static_sections(current, new),
+        None => (new.clone(), Vec::new()),
+    };
+    let new = &new;
     let old_text = current.map(PolicyDoc::to_yaml).unwrap_or_default();
     let new_text = new.to_yaml();
     let changed = current != Some(new);
@@ -52,7 +63,29 @@ pub fn compare(
         } else {
             String::new()
         },
+        kept_static_sections,
     }
+}
+
+/// `new` with the static sections it omits taken from `current`, and their names.
+fn keep_static_sections(current: &PolicyDoc, new: &PolicyDoc) -> (PolicyDoc, Vec<String>) {
+    let mut merged = new.clone();
+    let mut kept = Vec::new();
+    if merged.filesystem_policy.is_none() && current.filesystem_policy.is_some() {
+        merged
+            .filesystem_policy
+            .clone_from(&current.filesystem_policy);
+        kept.push("filesystem_policy".to_owned());
+    }
+    if merged.landlock.is_none() && current.landlock.is_some() {
+        merged.landlock.clone_from(&current.landlock);
+        kept.push("landlock".to_owned());
+    }
+    if merged.process.is_none() && current.process.is_some() {
+        merged.process.clone_from(&current.process);
+        kept.push("process".to_owned());
+    }
+    (merged, kept)
 }
 
 /// A unified diff with three lines of context, like `diff -u`.
@@ -164,6 +197,27 @@ network_policies:
     }
 
     #[test]
+    fn omitted_static_sections_are_the_current_ones() {
+        let with_process =
+            format!("{BASE}process:\n  run_as_user: sandbox\n  run_as_group: sandbox\n");
+        let a = parse(&with_process, "a").unwrap();
+        let b = parse(BASE, "b").unwrap();
+        let d = compare(Some(&a), &b, "current", "file");
+        assert!(!d.changed, "{}", d.diff);
+        assert_eq!(d.kept_static_sections, ["process"]);
+        // Given with other content, it is a difference.
+        let c = parse(
+            &with_process.replace("run_as_user: sandbox", "run_as_user: '1500'"),
+            "c",
+        )
+        .unwrap();
+        let d = compare(Some(&a), &c, "current", "file");
+        assert!(d.changed);
+        assert!(d.kept_static_sections.is_empty());
+        assert!(d.diff.contains("1500"), "{}", d.diff);
+    }
+
+    #[test]
     fn no_current_policy_is_all_additions() {
         let b = parse(BASE, "b").unwrap();
         let d = compare(None, &b, "current", "file");
@@ -197,6 +251,7 @@ network_policies:
             changed: true,
             removed_network_access: vec!["github".into()],
             diff: "--- a\n+++ b\n".into(),
+            kept_static_sections: vec![],
         };
         let value = serde_json::to_value(&d).unwrap();
         assert_eq!(value["changed"], true);

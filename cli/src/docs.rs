@@ -11,10 +11,12 @@ use std::fmt::Write as _;
 
 use clap::{Arg, ArgAction, Command, CommandFactory};
 use openshell_sdk::{
-    ApplyOutcome, FleetProgress, Operation, OperationState, TargetKind, UpdateResult,
+    ApplyOutcome, FleetProgress, Operation, OperationState, PolicyChange, SettingDiff,
+    SettingValue, TargetKind, UpdateResult,
 };
 
 use crate::cli::Cli;
+use crate::commands::policy::Validation;
 use crate::diff::PolicyDiff;
 use crate::exit;
 
@@ -406,6 +408,35 @@ fn example_fleet_operation() -> Operation {
     }
 }
 
+fn example_dry_run() -> UpdateResult {
+    UpdateResult {
+        operation: None,
+        idempotent_replay: false,
+        kept_static_sections: vec!["filesystem_policy".into(), "process".into()],
+        validate_only: true,
+        policy_diff: Some(openshell_sdk::PolicyDiff {
+            added_policies: vec!["npm".into()],
+            removed_policies: vec![],
+            changed_policies: vec![PolicyChange {
+                name: "github".into(),
+                added_endpoints: vec!["uploads.github.com:443".into()],
+                removed_endpoints: vec![],
+                changed_endpoints: vec!["api.github.com:443".into()],
+                changed_fields: vec![],
+            }],
+            changed_static_sections: vec![],
+            changed_sections: vec![],
+            current_revision: 2,
+            current_policy_hash: Some(
+                "3b1f0c9e5d8a7f6e4c2b1a09f8e7d6c5b4a39281706f5e4d3c2b1a0f9e8d7c6b".into(),
+            ),
+            new_policy_hash: "9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a29180f7e6d5c4b3a2918f0e1d2c3b4"
+                .into(),
+        }),
+        setting_changes: vec![],
+    }
+}
+
 fn json_block(value: &impl serde::Serialize) -> String {
     let text = serde_json::to_string_pretty(value).unwrap_or_default();
     format!("```json\n{text}\n```\n\n")
@@ -426,10 +457,12 @@ RFC 3339 strings in UTC; absent values are `null`; enums are upper-case strings
 | `sandbox get`, `stop`, `start` | `Sandbox`: `{id, name, workspace, lifecycle, policy_revision, settings_revision, attachment_epoch, providers, created_at, updated_at}` |
 | `sandbox list` | array of `Sandbox` |
 | `sandbox delete` | `{sandbox, cancelled_operations}` |
-| `policy set`, `policy clear-global`, `settings set`, `settings delete` | `UpdateResult`: `{operation, idempotent_replay}` |
+| `policy set`, `policy clear-global`, `settings set`, `settings delete` | `UpdateResult`: `{operation, idempotent_replay, kept_static_sections, validate_only, policy_diff, setting_changes}` (the last two are set only by `--dry-run`) |
+| `policy set --dry-run` | `UpdateResult` with `operation: null`, `validate_only: true`, `policy_diff: {added_policies, removed_policies, changed_policies: [{name, added_endpoints, removed_endpoints, changed_endpoints, changed_fields}], changed_static_sections, changed_sections, current_revision, current_policy_hash, new_policy_hash}` |
+| `policy validate` | `{valid, violations: [{field, message}]}` |
 | `policy get` | `{policy: {sandbox_id, revision, policy_hash, policy_yaml, created_at, operation_id}, effective_source, global_policy_revision}`; with `-o yaml` the policy document itself |
 | `policy history` | array of `{sandbox_id, revision, policy_hash, policy_yaml: null, created_at, operation_id}` |
-| `policy diff` | `{changed, removed_network_access, diff}` |
+| `policy diff` | `{changed, removed_network_access, diff, kept_static_sections}` |
 | `settings get` | `{scope, values, revision, effective}`, each setting `{key, value, scope}` |
 | `settings keys` | array of `{key, kind, default_value, allowed_values, description}` |
 | `provider create`, `update` | `{provider, operation}` |
@@ -447,9 +480,40 @@ An `UpdateResult` of `policy set SB -f p.yaml --wait --idempotency-key deploy-42
 
 ",
     );
-    out.push_str(&json_block(&UpdateResult::committed(
-        example_operation(),
-        false,
+    out.push_str(&json_block(&UpdateResult {
+        kept_static_sections: vec!["filesystem_policy".into(), "process".into()],
+        ..UpdateResult::committed(example_operation(), false)
+    }));
+    out.push_str(
+        "`kept_static_sections` names the static sections the file left out, which the sandbox keeps\n\
+         from its current policy.\n\n\
+         `policy set SB -f p.yaml --dry-run -o json`: nothing is written, so there is no operation;\n\
+         endpoints are named by host, ports and path, or `endpoints[i]` when they have no host:\n\n",
+    );
+    out.push_str(&json_block(&example_dry_run()));
+    out.push_str(
+        "`settings set --sandbox SB log_level=debug --dry-run -o json` lists the keys that would change\n\
+         in `setting_changes` (`old_value` is `null` when the key is not set at that scope, `new_value`\n\
+         is `null` for a delete):\n\n",
+    );
+    out.push_str(&json_block(&UpdateResult {
+        operation: None,
+        idempotent_replay: false,
+        kept_static_sections: vec![],
+        validate_only: true,
+        policy_diff: None,
+        setting_changes: vec![SettingDiff {
+            key: "log_level".into(),
+            old_value: Some(SettingValue::String("info".into())),
+            new_value: Some(SettingValue::String("debug".into())),
+        }],
+    }));
+    out.push_str(
+        "`policy validate -f p.yaml -o json` of an invalid file (exit 1); a valid one gives\n\
+         `{\"valid\": true, \"violations\": []}` (exit 0):\n\n",
+    );
+    out.push_str(&json_block(&Validation::of(
+        "version: 1\nnetwork_policies:\n  api:\n    endpoints:\n      - { host: '*.com', port: 443 }\n",
     )));
     out.push_str(
         "A fleet `Operation` (global or workspace target) carries per-sandbox counts in `fleet`; here a\n\
@@ -464,6 +528,7 @@ An `UpdateResult` of `policy set SB -f p.yaml --wait --idempotency-key deploy-42
         changed: true,
         removed_network_access: vec!["github".into()],
         diff: "--- demo (revision 2)\n+++ p.yaml\n@@ -6,7 +6,7 @@\n   github:\n     endpoints:\n     - host: api.github.com\n-      port: 443\n+      port: 8443\n".into(),
+        kept_static_sections: vec![],
     }));
     out
 }

@@ -11,6 +11,8 @@ pub const SUCCESS: u8 = 0;
 pub const FAILURE: u8 = 1;
 /// `policy diff` found differences, as diff(1) reports them.
 pub const DIFFERENT: u8 = 1;
+/// `policy validate` found the policy invalid.
+pub const INVALID: u8 = 1;
 /// Bad usage; clap uses the same code for its own errors.
 pub const USAGE: u8 = 2;
 /// The change is not in effect: INACTIVE or CANCELLED.
@@ -29,7 +31,8 @@ pub const INTERRUPTED: u8 = 130;
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0    applied or unchanged; superseded (with a warning); committed with --commit-only
-  1    error, or the change failed to apply (FAILED); `policy diff`: the policies differ
+  1    error, or the change failed to apply (FAILED); `policy diff`: the policies differ;
+       `policy validate`: the policy is invalid
   2    usage error
   3    the change is not in effect: INACTIVE (sandbox stopped, local policy) or CANCELLED
   69   gateway unavailable while waiting; the operation may still complete (`openshell operations get ID`)

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use openshell_sdk::{Client, Operation, OperationState, UpdateConfig, UpdateMode, UpdateResult};
 
-use crate::cli::WaitArgs;
+use crate::cli::{OutputFormat, WaitArgs};
 use crate::context::Ctx;
 use crate::exit;
 use crate::follow::{Waited, follow, interrupted_hint, lost_hint};
@@ -57,23 +57,22 @@ pub async fn apply_update(ctx: &Ctx, client: &Client, update: UpdateConfig) -> a
     let Some(operation) = result.operation.clone() else {
         anyhow::bail!("the gateway answered the write without its operation");
     };
-    let replay = result.idempotent_replay;
-    if replay {
+    if result.idempotent_replay {
         ctx.note(format!(
             "the idempotency key matched an earlier request: nothing new was written; operation {} is the original",
             operation.id
         ));
     }
+    note_kept_sections(ctx, &result);
     match mode {
         UpdateMode::CommitOnly => {
             ctx.out
                 .print(&result, |o| views::update_result(o, &result))?;
-            let op = &operation;
-            if !op.is_terminal() {
+            if !operation.is_terminal() {
                 ctx.note(format!(
                     "committed as operation {id} ({state}); follow it with: openshell operations wait {id}",
-                    id = op.id,
-                    state = op.state
+                    id = operation.id,
+                    state = operation.state
                 ));
             }
             Ok(exit::SUCCESS)
@@ -88,6 +87,27 @@ pub async fn apply_update(ctx: &Ctx, client: &Client, update: UpdateConfig) -> a
                 ctx.out.print(&result, |o| views::update_result(o, &result))
             })
         }
+    }
+}
+
+/// Sends an update as a dry run, prints what it would change and returns
+/// the exit code: 0 when the gateway accepted it (whether or not it changes
+/// anything); a refusal is an error like a refused write's.
+pub async fn dry_run(ctx: &Ctx, client: &Client, update: UpdateConfig) -> anyhow::Result<u8> {
+    let result = client.update_config(update.validate_only()).await?;
+    note_kept_sections(ctx, &result);
+    ctx.out.print(&result, |o| views::dry_run(o, &result))?;
+    Ok(exit::SUCCESS)
+}
+
+/// Which static sections came from the sandbox's current policy: a note on
+/// stderr for people; `-o json|yaml` carry them as `kept_static_sections`.
+fn note_kept_sections(ctx: &Ctx, result: &UpdateResult) {
+    if ctx.out.format == OutputFormat::Table && !result.kept_static_sections.is_empty() {
+        ctx.note(format!(
+            "kept from the current policy: {}",
+            result.kept_static_sections.join(", ")
+        ));
     }
 }
 

@@ -1,6 +1,8 @@
 //! Table layouts of the SDK view types. JSON and YAML need none: they
 //! serialize the view types directly, so their shape is the SDK's.
 
+use std::fmt::Write as _;
+
 use openshell_sdk::{
     FleetProgress, GatewayInfo, Operation, PolicyRevision, Provider, Sandbox, SandboxPolicy,
     ScopeSettings, SessionInspection, SessionSummary, Setting, SettingDefinition, SettingScope,
@@ -112,15 +114,109 @@ pub fn operation(out: &Output, op: &Operation) -> String {
 }
 
 pub fn update_result(out: &Output, result: &UpdateResult) -> String {
-    let mut rows = result
-        .operation
-        .as_ref()
-        .map(operation_rows)
-        .unwrap_or_default();
+    let Some(operation) = &result.operation else {
+        return dry_run(out, result);
+    };
+    let mut rows = operation_rows(operation);
     if result.idempotent_replay {
         rows.push(("idempotent replay", yes_no(true)));
     }
     finish(out.kv(rows))
+}
+
+/// A dry run's changes, one per line: `+ network policy github`,
+/// `~ network policy api: - endpoint old.example.com:443`, `~ setting
+/// log_level: info -> debug`. Colored like a diff when color is on.
+pub fn dry_run(out: &Output, result: &UpdateResult) -> String {
+    let mut text = String::new();
+    if result.idempotent_replay {
+        text.push_str(
+            "dry run: the idempotency key matches an earlier, equal request; the write would change nothing\n",
+        );
+        return crate::diff::colorize(&text, out.color);
+    }
+    let lines = dry_run_lines(result);
+    text.push_str("dry run: nothing was written\n");
+    if let Some(diff) = &result.policy_diff {
+        let against = if diff.current_revision == 0 {
+            "no policy yet".to_owned()
+        } else {
+            format!("revision {}", diff.current_revision)
+        };
+        let _ = writeln!(text, "policy compared with: {against}");
+    }
+    if lines.is_empty() {
+        text.push_str("no changes\n");
+    }
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    crate::diff::colorize(&text, out.color)
+}
+
+fn dry_run_lines(result: &UpdateResult) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(diff) = &result.policy_diff {
+        for section in &diff.changed_static_sections {
+            lines.push(format!("~ static section {section}"));
+        }
+        for section in &diff.changed_sections {
+            lines.push(format!("~ {section}"));
+        }
+        for name in &diff.added_policies {
+            lines.push(format!("+ network policy {name}"));
+        }
+        for name in &diff.removed_policies {
+            lines.push(format!("- network policy {name}"));
+        }
+        for change in &diff.changed_policies {
+            let mut details = Vec::new();
+            details.extend(
+                change
+                    .added_endpoints
+                    .iter()
+                    .map(|e| format!("+ endpoint {e}")),
+            );
+            details.extend(
+                change
+                    .removed_endpoints
+                    .iter()
+                    .map(|e| format!("- endpoint {e}")),
+            );
+            details.extend(
+                change
+                    .changed_endpoints
+                    .iter()
+                    .map(|e| format!("~ endpoint {e}")),
+            );
+            details.extend(change.changed_fields.iter().map(|f| format!("~ {f}")));
+            if details.is_empty() {
+                lines.push(format!("~ network policy {}", change.name));
+            }
+            for detail in details {
+                lines.push(format!("~ network policy {}: {detail}", change.name));
+            }
+        }
+    }
+    for setting in &result.setting_changes {
+        let show = |v: &Option<SettingValue>| {
+            v.as_ref()
+                .map_or_else(|| "(unset)".to_owned(), ToString::to_string)
+        };
+        let sign = match (&setting.old_value, &setting.new_value) {
+            (None, Some(_)) => '+',
+            (Some(_), None) => '-',
+            _ => '~',
+        };
+        lines.push(format!(
+            "{sign} setting {}: {} -> {}",
+            setting.key,
+            show(&setting.old_value),
+            show(&setting.new_value)
+        ));
+    }
+    lines
 }
 
 pub fn operations(out: &Output, list: &[Operation]) -> String {

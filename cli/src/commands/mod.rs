@@ -3,7 +3,7 @@
 
 mod gateway;
 mod operations;
-mod policy;
+pub(crate) mod policy;
 mod provider;
 mod sandbox;
 mod sessions;

@@ -1,10 +1,13 @@
 //! `openshell policy …`: sandbox and global policies.
 
-use openshell_core::policy::SandboxPolicy as PolicyDoc;
-use openshell_sdk::{Client, PolicySource, SandboxRef, SdkError, Target, UpdateConfig};
+use openshell_core::policy::{SandboxPolicy as PolicyDoc, parse_and_validate};
+use openshell_sdk::{
+    Client, FieldViolation, PolicySource, SandboxRef, SdkError, Target, UpdateConfig,
+};
+use serde::Serialize;
 
 use crate::cli::{OutputFormat, PolicyCommand};
-use crate::commands::{read_policy, sandbox_count, source_label};
+use crate::commands::{read_input, read_policy, sandbox_count, source_label};
 use crate::context::Ctx;
 use crate::diff::{self, PolicyDiff};
 use crate::output::{Output, no_color, sanitize, write_stdout};
@@ -16,11 +19,22 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             sandbox,
             global: _,
             file,
+            dry_run,
             wait,
         } => {
             // Read before connecting so a bad path fails without touching the gateway.
             let text = read_policy(ctx, &file)?;
             let client = ctx.client().await?;
+            if dry_run {
+                // Nothing is written, so there is nothing to confirm.
+                let target = match sandbox {
+                    Some(sb) => Target::Sandbox(SandboxRef::from(sb)),
+                    None => Target::Global,
+                };
+                let mut update = UpdateConfig::new(target).policy(text);
+                update.idempotency_key = wait.idempotency_key.filter(|k| !k.is_empty());
+                return report::dry_run(ctx, &client, update).await;
+            }
             let target = match sandbox {
                 Some(sb) => {
                     let sb = SandboxRef::from(sb);
@@ -54,6 +68,7 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             );
             report::apply_update(ctx, &client, update).await
         }
+        PolicyCommand::Validate { file } => validate(ctx, &file),
         PolicyCommand::ClearGlobal { wait } => {
             let client = ctx.client().await?;
             let details = async {
@@ -127,6 +142,12 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             let result = diff::compare(doc, &new, &label, &source);
             ctx.out
                 .print(&result, |o| diff_table(o, &result, &source, &label))?;
+            if ctx.out.format == OutputFormat::Table && !result.kept_static_sections.is_empty() {
+                ctx.note(format!(
+                    "kept from the current policy: {} (the file omits them)",
+                    result.kept_static_sections.join(", ")
+                ));
+            }
             if let Some((_, _, PolicySource::Global)) = current {
                 ctx.note(
                     "note: a global policy is in effect; this sandbox's own policy applies once it is cleared",
@@ -140,6 +161,69 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             })
         }
     }
+}
+
+/// The result of `policy validate`, also its JSON and YAML shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Validation {
+    pub valid: bool,
+    /// Every problem, each with the field path to edit (empty when it
+    /// concerns the whole document).
+    pub violations: Vec<FieldViolation>,
+}
+
+impl Validation {
+    /// Checks policy text with `openshell-core`, the code the gateway runs.
+    pub fn of(text: &str) -> Self {
+        match parse_and_validate(text) {
+            Ok(_) => Self {
+                valid: true,
+                violations: Vec::new(),
+            },
+            Err(err) => Self {
+                valid: false,
+                violations: err
+                    .violations()
+                    .into_iter()
+                    .map(|v| FieldViolation {
+                        field: v.field,
+                        message: v.message,
+                    })
+                    .collect(),
+            },
+        }
+    }
+}
+
+/// `policy validate`: offline, so CI can check a file before any gateway sees it.
+fn validate(ctx: &Ctx, file: &str) -> anyhow::Result<u8> {
+    // An empty file is read, not refused: "empty" is one of the problems to report.
+    let text = read_input(file, "policy")?;
+    let result = Validation::of(&text);
+    ctx.out.print(&result, |_| validation_text(&result))?;
+    Ok(if result.valid {
+        exit::SUCCESS
+    } else {
+        exit::INVALID
+    })
+}
+
+/// `valid`, or one `field: message` line per problem, for people and for
+/// `grep` alike.
+fn validation_text(result: &Validation) -> String {
+    if result.valid {
+        return "valid\n".to_owned();
+    }
+    let mut text = String::new();
+    for v in &result.violations {
+        if v.field.is_empty() {
+            text.push_str(&v.message);
+        } else {
+            text.push_str(&format!("{}: {}", v.field, v.message));
+        }
+        text.push('\n');
+    }
+    sanitize(&text).into_owned()
 }
 
 /// The sandbox's own latest policy, its revision and where the effective

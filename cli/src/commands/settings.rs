@@ -2,7 +2,7 @@
 
 use openshell_sdk::{Client, SandboxRef, Setting, Target, UpdateConfig};
 
-use crate::cli::{ScopeArgs, SettingsCommand};
+use crate::cli::{ScopeArgs, SettingsCommand, WaitArgs};
 use crate::commands::sandbox_count;
 use crate::context::Ctx;
 use crate::output::sanitize;
@@ -17,10 +17,28 @@ fn target(scope: ScopeArgs) -> Target {
     }
 }
 
+/// A dry run carries the write's idempotency key, so it can say whether the
+/// write would be a replay; nothing else of the wait flags applies.
+fn keyed(mut update: UpdateConfig, wait: &WaitArgs) -> UpdateConfig {
+    update.idempotency_key = wait.idempotency_key.clone().filter(|k| !k.is_empty());
+    update
+}
+
 pub async fn run(ctx: &Ctx, cmd: SettingsCommand) -> anyhow::Result<u8> {
     let client = ctx.client().await?;
     match cmd {
-        SettingsCommand::Set { scope, pairs, wait } => {
+        SettingsCommand::Set {
+            scope,
+            pairs,
+            dry_run,
+            wait,
+        } => {
+            if dry_run {
+                let update = pairs
+                    .into_iter()
+                    .fold(UpdateConfig::new(target(scope)), |u, (k, v)| u.set(k, v));
+                return report::dry_run(ctx, &client, keyed(update, &wait)).await;
+            }
             if scope.global {
                 let changes: Vec<(&str, Option<&str>)> = pairs
                     .iter()
@@ -36,7 +54,18 @@ pub async fn run(ctx: &Ctx, cmd: SettingsCommand) -> anyhow::Result<u8> {
             let update = report::configure(update, &wait, ctx.stdout_is_terminal());
             report::apply_update(ctx, &client, update).await
         }
-        SettingsCommand::Delete { scope, keys, wait } => {
+        SettingsCommand::Delete {
+            scope,
+            keys,
+            dry_run,
+            wait,
+        } => {
+            if dry_run {
+                let update = keys
+                    .into_iter()
+                    .fold(UpdateConfig::new(target(scope)), UpdateConfig::delete);
+                return report::dry_run(ctx, &client, keyed(update, &wait)).await;
+            }
             if scope.global {
                 let changes: Vec<(&str, Option<&str>)> =
                     keys.iter().map(|k| (k.as_str(), None)).collect();
