@@ -102,7 +102,8 @@ test('a change the supervisor rejects resolves with state FAILED (not an excepti
   })
   const op = result.operation
   assert.equal(op.state, 'FAILED', h.logs())
-  assert.equal(op.outcome, 'FAILED_RETAINED_LAST_KNOWN_GOOD')
+  // The default policy_validation_failure_mode is fail_closed, as upstream OpenShell's.
+  assert.equal(op.outcome, 'FAILED_CLOSED')
   assert.equal(op.waitTimedOut, false)
   assert.ok(op.error, 'a failed operation carries the supervisor error')
 

@@ -97,7 +97,8 @@ def test_rejected_change_fails_and_result_raises(gateway: Gateway) -> None:
     assert err.value.operation_id == op.id
     assert err.value.code == "OPERATION_FAILED"
     assert failed.state == OperationState.FAILED
-    assert failed.outcome == ApplyOutcome.FAILED_RETAINED_LAST_KNOWN_GOOD
+    # The default policy_validation_failure_mode is fail_closed, as upstream OpenShell's.
+    assert failed.outcome == ApplyOutcome.FAILED_CLOSED
     assert failed.error is not None and "on-apply" in failed.error
 
     # wait_for_apply reports any final state without raising.
