@@ -32,6 +32,7 @@ macro_rules! in_both_modes {
 in_both_modes!(
     a_committed_change_is_applied_signalled_and_resolved,
     a_rejected_apply_keeps_last_known_good,
+    a_rejected_revision_never_cuts_a_sandbox_off,
     a_local_policy_file_keeps_precedence_but_settings_apply,
     provider_environment_reaches_the_workload_and_credentials_stay_private,
 );
@@ -234,8 +235,13 @@ async fn a_rejected_apply_keeps_last_known_good(mode: DeliveryMode) {
             (metric(&gw, "openshell_config_suppressed_resends_total").await >= 2.0).then_some(())
         })
         .await;
+        // Its settings and provider environment were in effect already; its policy is not.
         assert_eq!(
-            metric(&gw, "openshell_config_acks_total{status=\"FAILED\"}").await,
+            metric(
+                &gw,
+                "openshell_config_acks_total{status=\"RETAINED_LAST_KNOWN_GOOD_POLICY\"}"
+            )
+            .await,
             1.0
         );
     }
@@ -249,6 +255,149 @@ async fn a_rejected_apply_keeps_last_known_good(mode: DeliveryMode) {
             .active_file("policy.json")
             .unwrap()
             .contains("8443")
+    );
+}
+
+async fn inspect_hints(api: &Api, sandbox: &str) -> Vec<String> {
+    api.clone()
+        .inspect_session(pb::InspectSessionRequest {
+            sandbox: Some(pb::SandboxRef {
+                id_or_name: sandbox.to_string(),
+                workspace: String::new(),
+            }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .hints
+}
+
+/// Defect: a sandbox whose policy revision was rejected by its on-apply hook was fine until the
+/// gateway restarted; then every reconnect's bootstrap carried the rejected revision, the
+/// supervisor refused it, the gateway closed the session ("bootstrap failed on the
+/// supervisor"), and the supervisor reconnected in a loop; an unrelated settings write then
+/// ended FAILED with the policy's error. Now the session stays on last-known-good, settings
+/// still apply, and inspect names the rejected revision.
+async fn a_rejected_revision_never_cuts_a_sandbox_off(mode: DeliveryMode) {
+    let gw = TestGateway::start_for_delivery(mode).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "cutoff", POLICY).await;
+    let dir = gw.store.dir.path().join("cutoff");
+    let supervisor = spawn_supervisor(
+        &gw.endpoint(),
+        &id,
+        &credential,
+        &dir,
+        &[
+            "--on-apply",
+            "if grep -q 9999 \"$OPENSHELL_POLICY_FILE\"; then echo 'port 9999 is forbidden here' >&2; exit 3; fi",
+        ],
+    );
+    wait_started(&supervisor).await;
+    wait_running(&api, &id).await;
+    let retain = commit_setting(
+        &mut api,
+        &id,
+        "policy_validation_failure_mode",
+        "retain_last_valid",
+    )
+    .await;
+    terminal_operation(&api, &retain.id).await;
+    let good = supervisor.active_file("policy.json").unwrap();
+
+    let bad = commit_policy(&mut api, &id, &policy_with_port(9999)).await;
+    let rejected = bad.policy_revision;
+    let done = terminal_operation(&api, &bad.id).await;
+    assert_eq!(state(&done), pb::OperationState::Failed, "{done:?}");
+    let named = format!("policy revision {rejected} was rejected: ");
+    assert!(done.error.contains(&named), "{}", done.error);
+    assert!(done.error.contains("on-apply"), "{}", done.error);
+
+    // The gateway restarts: every session reconnects and gets a fresh bootstrap, which
+    // carries the rejected revision.
+    let gw = gw.restart().await;
+    let api = gw.api().await;
+    session_mode(&api, &id).await;
+    // Long enough for several rounds of a reject loop (the supervisor reconnects within
+    // about a second).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let log = std::fs::read_to_string(dir.join("supervisor.log")).unwrap();
+    assert!(
+        !log.contains("bootstrap failed on the supervisor"),
+        "the session was cut off:\n{log}"
+    );
+    assert_eq!(
+        metric(&gw, "openshell_config_bootstraps_total{outcome=\"failed\"}").await,
+        0.0
+    );
+    if mode == DeliveryMode::Push {
+        assert_eq!(
+            metric(
+                &gw,
+                "openshell_config_bootstraps_total{outcome=\"policy_rejected\"}"
+            )
+            .await,
+            1.0,
+            "one bootstrap, refused once, and the session kept"
+        );
+    }
+    let listed = api
+        .clone()
+        .list_sessions(pb::ListSessionsRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        listed.sessions.iter().any(|s| s.sandbox_id == id),
+        "the sandbox dropped out of the session list: {listed:?}"
+    );
+    let hints = inspect_hints(&api, &id).await;
+    assert!(
+        hints
+            .iter()
+            .any(|h| h.contains(&named) && h.contains("on-apply") && h.contains("fix it first")),
+        "{hints:?}"
+    );
+
+    // An unrelated settings write applies, with the last-known-good policy.
+    let mut api = api;
+    let op = commit_setting(&mut api, &id, "log_level", "debug").await;
+    let done = terminal_operation(&api, &op.id).await;
+    assert_eq!(state(&done), pb::OperationState::Applied, "{done:?}");
+    assert!(
+        supervisor
+            .active_file("settings.json")
+            .unwrap()
+            .contains("debug")
+    );
+    assert_eq!(
+        supervisor.active_file("policy.json").unwrap(),
+        good,
+        "last-known-good policy stays in effect"
+    );
+    let starts = supervisor
+        .workload_lines()
+        .iter()
+        .filter(|l| l.starts_with("started"))
+        .count();
+    assert_eq!(starts, 1, "the workload was not restarted");
+    let hints = inspect_hints(&api, &id).await;
+    assert!(hints.iter().any(|h| h.contains(&named)), "{hints:?}");
+
+    // A fix applies, and the hint is gone.
+    let fixed = commit_policy(&mut api, &id, &policy_with_port(8443)).await;
+    let done = terminal_operation(&api, &fixed.id).await;
+    assert_eq!(state(&done), pb::OperationState::Applied, "{done:?}");
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("8443")
+    );
+    let hints = inspect_hints(&api, &id).await;
+    assert!(
+        !hints.iter().any(|h| h.contains("was rejected")),
+        "{hints:?}"
     );
 }
 

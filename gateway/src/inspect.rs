@@ -84,6 +84,19 @@ pub async fn inspect(
         }
     }
     if let Some(report) = &last_report
+        && report.status == "RETAINED_LAST_KNOWN_GOOD_POLICY"
+    {
+        // The supervisor's reason reads "policy revision N was rejected: REASON; fix it first".
+        hints.push(format!(
+            "{}; settings and provider changes still apply, with the last-known-good policy",
+            if report.reason.is_empty() {
+                "the gateway's policy was rejected; fix it first"
+            } else {
+                report.reason.as_str()
+            },
+        ));
+    }
+    if let Some(report) = &last_report
         && report.status == "RETAINED_LOCAL_OVERRIDE"
         && !hints.iter().any(|h| h.starts_with("local policy override"))
     {

@@ -54,6 +54,46 @@ pub(crate) enum Verdict {
     RetainedLocalOverride,
     /// The previous configuration stays active (or the sandbox is quarantined).
     Failed { reason: String, failed_closed: bool },
+    /// Settings and provider environment are in effect; the gateway's policy is not, because
+    /// this supervisor rejected it: the last-known-good policy stays in effect with them. The
+    /// reason names the rejected revision ([`RejectedPolicy::message`]).
+    RetainedRejectedPolicy { reason: String },
+}
+
+/// A gateway policy the supervisor rejected while it had a last-known-good one, which stays
+/// in effect. Later configurations bringing the same policy (a settings or provider change
+/// while it is rejected) apply with the last-known-good policy instead of being refused
+/// whole; a different policy ends it.
+#[derive(Debug, Clone)]
+struct RejectedPolicy {
+    id: GatewayPolicyId,
+    reason: String,
+}
+
+impl RejectedPolicy {
+    /// "policy revision N was rejected: REASON; fix it first", what every answer says while
+    /// the policy stays rejected.
+    fn message(&self) -> String {
+        let which = if self.id.global_policy_revision > 0 && self.id.policy_revision == 0 {
+            format!("global policy revision {}", self.id.global_policy_revision)
+        } else {
+            format!("policy revision {}", self.id.policy_revision)
+        };
+        format!("{which} was rejected: {}; fix it first", self.reason)
+    }
+}
+
+/// `gateway` with the policy of `active` in place of its own: what a configuration whose
+/// policy is rejected applies instead.
+fn with_policy_of(gateway: &DesiredConfig, active: &DesiredConfig) -> DesiredConfig {
+    let mut merged = gateway.clone();
+    let (to, from) = (&mut merged.sandbox_config, &active.sandbox_config);
+    to.policy_json.clone_from(&from.policy_json);
+    to.policy_source = from.policy_source;
+    to.policy_revision = from.policy_revision;
+    to.policy_hash.clone_from(&from.policy_hash);
+    to.global_policy_revision = from.global_policy_revision;
+    merged
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -91,6 +131,9 @@ struct EngineState {
     last_retained: bool,
     seen_policy: Option<GatewayPolicyId>,
     retry: Option<Retry>,
+    /// The configuration in effect (after any local override): the last-known-good.
+    active: Option<Arc<DesiredConfig>>,
+    rejected_policy: Option<RejectedPolicy>,
 }
 
 /// The last gateway configuration failed to apply for a reason that can pass: when to try
@@ -191,32 +234,135 @@ impl Engine {
             return outcome(Verdict::Unchanged);
         }
         let fingerprint = gateway.fingerprint();
+        let policy_id = GatewayPolicyId::of(&gateway.sandbox_config);
+        let rejected = state
+            .rejected_policy
+            .clone()
+            .filter(|r| r.id == policy_id && state.local.is_none());
         let seen_before = state.last_gateway_fingerprint.as_deref() == Some(fingerprint.as_str());
-        if seen_before && !(state.last_failed && origin == Origin::Push) {
+        // A push session (a bootstrap after a reconnect, say) is told again that the policy
+        // stays rejected; the rejected policy itself is not tried again.
+        let push_again = origin == Origin::Push && (state.last_failed || rejected.is_some());
+        if seen_before && !push_again {
             return outcome(Verdict::Unchanged);
         }
-        let policy_id = GatewayPolicyId::of(&gateway.sandbox_config);
         let retained = state.local.is_some()
             && gateway_policy_retained(state.seen_policy.as_ref(), &policy_id);
         let gateway = Arc::new(gateway);
-        let (effective, effective_fingerprint) = effective(&state, &gateway, &fingerprint);
-        let result = self
-            .activate(&mut state, effective, effective_fingerprint)
-            .await;
-        state.last_failed = result.is_err();
+        let verdict = match rejected {
+            Some(rejected) => {
+                self.apply_without_policy(&mut state, &gateway, rejected)
+                    .await
+            }
+            None => {
+                let (effective, effective_fingerprint) = effective(&state, &gateway, &fingerprint);
+                let result = self
+                    .activate(&mut state, effective, effective_fingerprint)
+                    .await;
+                match result {
+                    Ok(()) => {
+                        state.rejected_policy = None;
+                        if retained {
+                            Verdict::RetainedLocalOverride
+                        } else {
+                            Verdict::Applied
+                        }
+                    }
+                    Err(err) => {
+                        let verdict = self.after_rejection(&mut state, &gateway, &err).await;
+                        self.settle_retry(&mut state, &Err(err), &fingerprint);
+                        verdict
+                    }
+                }
+            }
+        };
+        if !matches!(verdict, Verdict::Failed { .. }) {
+            self.settle_retry(&mut state, &Ok(()), &fingerprint);
+        }
+        state.last_failed = matches!(verdict, Verdict::Failed { .. });
         state.last_retained = retained;
-        self.settle_retry(&mut state, &result, &fingerprint);
         state.last_gateway_fingerprint = Some(fingerprint);
         state.last_gateway = Some(gateway);
         state.seen_policy = Some(policy_id);
-        outcome(match result {
-            Ok(()) if retained => Verdict::RetainedLocalOverride,
-            Ok(()) => Verdict::Applied,
+        outcome(verdict)
+    }
+
+    /// After `gateway` was refused with `err`: when the content was rejected (not a failure
+    /// that can pass, not a fail_closed quarantine), a last-known-good configuration is
+    /// active, no local policy overrides the gateway's and the gateway's policy differs from
+    /// the one in effect, the same configuration is applied with the policy in effect. If that
+    /// applies, the policy was what the supervisor refused: it is parked as rejected, and
+    /// settings and provider environment are in effect. Otherwise the failure stands.
+    async fn after_rejection(
+        &self,
+        state: &mut EngineState,
+        gateway: &Arc<DesiredConfig>,
+        err: &ApplyError,
+    ) -> Verdict {
+        let failed = Verdict::Failed {
+            reason: err.reason.clone(),
+            failed_closed: err.failed_closed,
+        };
+        let Some(active) = state.active.clone() else {
+            return failed;
+        };
+        let policy_id = GatewayPolicyId::of(&gateway.sandbox_config);
+        if err.is_transient()
+            || err.failed_closed
+            || state.local.is_some()
+            || GatewayPolicyId::of(&active.sandbox_config) == policy_id
+        {
+            return failed;
+        }
+        let fallback = Arc::new(with_policy_of(gateway, &active));
+        let fallback_fingerprint = fallback.fingerprint();
+        match self.activate(state, fallback, fallback_fingerprint).await {
+            Ok(()) => {
+                let rejected = RejectedPolicy {
+                    id: policy_id,
+                    reason: err.reason.clone(),
+                };
+                let reason = rejected.message();
+                warn!(%reason, "the gateway's policy was rejected; its settings and provider environment apply with the last-known-good policy");
+                state.rejected_policy = Some(rejected);
+                Verdict::RetainedRejectedPolicy { reason }
+            }
+            Err(_) => failed,
+        }
+    }
+
+    /// Applies `gateway`, whose policy is `rejected`, with the policy in effect.
+    async fn apply_without_policy(
+        &self,
+        state: &mut EngineState,
+        gateway: &Arc<DesiredConfig>,
+        rejected: RejectedPolicy,
+    ) -> Verdict {
+        let reason = rejected.message();
+        let Some(active) = state.active.clone() else {
+            return Verdict::Failed {
+                reason,
+                failed_closed: false,
+            };
+        };
+        let fallback = Arc::new(with_policy_of(gateway, &active));
+        let fallback_fingerprint = fallback.fingerprint();
+        match self.activate(state, fallback, fallback_fingerprint).await {
+            Ok(()) => Verdict::RetainedRejectedPolicy { reason },
             Err(err) => Verdict::Failed {
-                reason: err.reason,
+                reason: format!(
+                    "{reason} (with the last-known-good policy this change failed too: {})",
+                    err.reason
+                ),
                 failed_closed: err.failed_closed,
             },
-        })
+        }
+    }
+
+    /// Whether a configuration is in effect: the last-known-good a failed bootstrap leaves
+    /// running.
+    pub async fn has_active(&self) -> bool {
+        self.state.lock().await.active.is_some()
     }
 
     /// Replaces the local policy (the file was edited) and re-applies the last gateway
@@ -393,6 +539,7 @@ impl Engine {
                     "configuration applied"
                 );
                 state.active_fingerprint = Some(fingerprint);
+                state.active = Some(effective.clone());
                 self.status.send_modify(|s| {
                     s.active = Some(effective);
                     s.applies += 1;
@@ -629,9 +776,10 @@ mod tests {
         e.offer(sample(1, "e1"), Origin::Poll).await;
         let mut bad = sample(2, "e1");
         bad.sandbox_config.policy_json = "version: 9".into();
+        // Only its policy differs from what is in effect: the policy is parked as rejected.
         assert!(matches!(
             e.offer(bad.clone(), Origin::Poll).await.verdict,
-            Verdict::Failed { .. }
+            Verdict::RetainedRejectedPolicy { .. }
         ));
         // A hook (here: the memory applier's) refusing the content.
         let refusing = Arc::new(MemoryApplier::failing("on-apply hook exited with status 3"));

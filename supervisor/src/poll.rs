@@ -147,6 +147,9 @@ fn status_report(outcome: Outcome) -> Option<StatusReport> {
             crate::LOCAL_OVERRIDE_REASON.to_string(),
             false,
         ),
+        Verdict::RetainedRejectedPolicy { reason } => {
+            (PolicyLoadStatus::RetainedLastKnownGoodPolicy, reason, false)
+        }
         Verdict::Failed {
             reason,
             failed_closed,

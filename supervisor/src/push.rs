@@ -197,11 +197,15 @@ impl PushState {
         component: ConfigComponent,
         outcome: Outcome,
     ) -> ConfigUpdateResult {
-        if matches!(outcome.verdict, Verdict::Failed { .. }) {
-            self.remember_failure(delivery_id, component);
-        } else {
-            self.mark_active();
-            self.failed = None;
+        match outcome.verdict {
+            Verdict::Failed { .. } => self.remember_failure(delivery_id, component),
+            // Not marked active: the same snapshot again must not be answered DUPLICATE (that
+            // reads as applied); the engine answers it with the rejected policy again.
+            Verdict::RetainedRejectedPolicy { .. } => self.failed = None,
+            _ => {
+                self.mark_active();
+                self.failed = None;
+            }
         }
         let (status, reason, failed_closed) = answer(outcome.verdict);
         result(
@@ -285,27 +289,36 @@ pub(crate) async fn apply_bootstrap(
                     applied: false,
                     revisions: Some(revisions),
                     reason,
+                    kept_last_known_good: engine.has_active().await,
+                    policy_rejected: false,
                 },
             );
         }
     };
     let outcome = engine.offer(desired, Origin::Push).await;
-    let (applied, reason) = match outcome.verdict {
-        Verdict::Applied | Verdict::Unchanged => (true, String::new()),
-        Verdict::RetainedLocalOverride => (true, crate::LOCAL_OVERRIDE_REASON.to_string()),
-        Verdict::Failed { reason, .. } => (false, reason),
+    let (applied, reason, policy_rejected) = match outcome.verdict {
+        Verdict::Applied | Verdict::Unchanged => (true, String::new(), false),
+        Verdict::RetainedLocalOverride => (true, crate::LOCAL_OVERRIDE_REASON.to_string(), false),
+        Verdict::RetainedRejectedPolicy { reason } => (false, reason, true),
+        Verdict::Failed { reason, .. } => (false, reason, false),
     };
     if applied {
         state.bootstrap_applied();
-    } else if let Some(config) = config {
+    } else if !policy_rejected && let Some(config) = config {
         state.bootstrap_failed(config.delivery_id);
     }
+    // A refused bootstrap does not end the session when a configuration from before (the
+    // last-known-good, or a quarantine) keeps running: the gateway keeps the session and
+    // does not resend what was refused. With nothing to run, the gateway ends it.
+    let kept_last_known_good = !applied && engine.has_active().await;
     (
         state,
         BootstrapResult {
             applied,
             revisions: Some(outcome.revisions),
             reason,
+            kept_last_known_good,
+            policy_rejected,
         },
     )
 }
@@ -317,6 +330,11 @@ fn answer(verdict: Verdict) -> (ConfigApplyStatus, String, bool) {
         Verdict::RetainedLocalOverride => (
             ConfigApplyStatus::RetainedLocalOverride,
             crate::LOCAL_OVERRIDE_REASON.to_string(),
+            false,
+        ),
+        Verdict::RetainedRejectedPolicy { reason } => (
+            ConfigApplyStatus::RetainedLastKnownGoodPolicy,
+            reason,
             false,
         ),
         Verdict::Failed {

@@ -242,6 +242,47 @@ impl SessionDelivery {
         push_event(&mut inner, "bootstrap applied".into());
     }
 
+    /// Records a bootstrap the supervisor refused while it keeps running what it had: its
+    /// `sandbox_config` is parked like a rejected delivery, so it is not sent again until a
+    /// build yields different content. With `policy_rejected` only its policy was refused
+    /// and the provider environment is in effect; otherwise that is parked too.
+    pub fn record_refused_bootstrap(
+        &self,
+        config: &Built,
+        provider_env: &Built,
+        policy_rejected: bool,
+        reason: &str,
+    ) {
+        let mut inner = self.lock();
+        for built in [config, provider_env] {
+            let in_effect = policy_rejected && built.component == Component::ProviderEnvironment;
+            let state = &mut inner.components[built.component.index()];
+            state.built_env_revision = built.provider_env_revision.clone();
+            state.desired = built.summary.clone();
+            state.sent = built.summary.clone();
+            state.sent_at_ms = Some(now_ms());
+            state.acked = built.summary.clone();
+            state.acked_at_ms = Some(now_ms());
+            if in_effect {
+                state.ack_status = "APPLIED (bootstrap)".into();
+                state.applied_fingerprint = Some(built.fingerprint.clone());
+            } else {
+                state.ack_status = if policy_rejected {
+                    "RETAINED_LAST_KNOWN_GOOD_POLICY (bootstrap)".into()
+                } else {
+                    "FAILED (bootstrap)".into()
+                };
+                state.rejected_fingerprint = Some(built.fingerprint.clone());
+                state.failed_last = true;
+                state.last_failure = reason.to_string();
+            }
+        }
+        push_event(
+            &mut inner,
+            format!("bootstrap refused; the supervisor keeps its last-known-good: {reason}"),
+        );
+    }
+
     /// A copy of the per-component state and recent events, for diagnostics.
     pub fn diagnostics(&self) -> Diagnostics {
         let inner = self.lock();
@@ -525,6 +566,14 @@ fn process_acks(delivery: &SessionDelivery, metrics: &Metrics) {
                 state.failed_last = false;
                 state.last_failure.clear();
             }
+            pb::ConfigApplyStatus::RetainedLastKnownGoodPolicy => {
+                // Its settings and provider environment are in effect, its policy was
+                // refused: parked like a rejection, so it is not sent again until it changes.
+                state.rejected_fingerprint = Some(in_flight.fingerprint);
+                state.rejected_delivery = None;
+                state.failed_last = true;
+                state.last_failure = ack.reason.clone();
+            }
             pb::ConfigApplyStatus::Failed => {
                 state.rejected_delivery = Some((ack.delivery_id, in_flight.summary.clone()));
                 state.rejected_fingerprint = Some(in_flight.fingerprint);
@@ -552,6 +601,7 @@ fn static_status(status: pb::ConfigApplyStatus) -> &'static str {
         pb::ConfigApplyStatus::Applied => "APPLIED",
         pb::ConfigApplyStatus::Failed => "FAILED",
         pb::ConfigApplyStatus::RetainedLocalOverride => "RETAINED_LOCAL_OVERRIDE",
+        pb::ConfigApplyStatus::RetainedLastKnownGoodPolicy => "RETAINED_LAST_KNOWN_GOOD_POLICY",
         pb::ConfigApplyStatus::AwaitingComponent => "AWAITING_COMPONENT",
         pb::ConfigApplyStatus::Duplicate => "DUPLICATE",
         pb::ConfigApplyStatus::Stale => "STALE",

@@ -29,6 +29,10 @@ pub enum ReportStatus {
     Failed { failed_closed: bool },
     /// Settings and provider environment are active; a local policy file keeps precedence.
     RetainedLocalOverride,
+    /// Settings and provider environment are active; the policy of the reported revisions
+    /// was rejected and the last-known-good policy stays in effect (the reason says which
+    /// revision was rejected and why).
+    RetainedRejectedPolicy,
 }
 
 impl ReportStatus {
@@ -43,6 +47,7 @@ impl ReportStatus {
                 failed_closed: true,
             },
             "RETAINED_LOCAL_OVERRIDE" => Self::RetainedLocalOverride,
+            "RETAINED_LAST_KNOWN_GOOD_POLICY" => Self::RetainedRejectedPolicy,
             _ => return None,
         })
     }
@@ -57,6 +62,7 @@ impl ReportStatus {
                 failed_closed: true,
             } => "FAILED_CLOSED",
             Self::RetainedLocalOverride => "RETAINED_LOCAL_OVERRIDE",
+            Self::RetainedRejectedPolicy => "RETAINED_LAST_KNOWN_GOOD_POLICY",
         }
     }
 }
@@ -339,7 +345,9 @@ async fn resolve_round(
             lifecycles.get(&reports[i].sandbox_id) == Some(&Lifecycle::Pending)
                 && matches!(
                     reports[i].status,
-                    ReportStatus::Applied | ReportStatus::RetainedLocalOverride
+                    ReportStatus::Applied
+                        | ReportStatus::RetainedLocalOverride
+                        | ReportStatus::RetainedRejectedPolicy
                 )
         })
         .map(|&i| reports[i].sandbox_id.clone())
@@ -360,7 +368,9 @@ fn provider_env_verdict(
     let reported = &report.revisions.provider_env_revision;
     if reported == expected {
         return Some(match report.status {
-            ReportStatus::Applied | ReportStatus::RetainedLocalOverride => {
+            ReportStatus::Applied
+            | ReportStatus::RetainedLocalOverride
+            | ReportStatus::RetainedRejectedPolicy => {
                 (OperationState::Applied, Outcome::Applied, String::new())
             }
             ReportStatus::Failed { failed_closed } => (
@@ -416,6 +426,19 @@ fn sandbox_verdict(
         r.policy_revision,
         r.sandbox_settings_revision,
     );
+    // The policy this operation wrote is the one the supervisor rejected (perhaps reported
+    // together with newer settings): the operation failed, whatever came with it.
+    if report.status == ReportStatus::RetainedRejectedPolicy
+        && op.touches_policy
+        && op.policy_revision == r.policy_revision
+        && pos != Position::Older
+    {
+        return Some((
+            OperationState::Failed,
+            Outcome::FailedRetainedLastKnownGood,
+            reason.to_string(),
+        ));
+    }
     match (pos, report.status) {
         (Position::Older, _) => None,
         (Position::Newer, _) => Some((
@@ -440,9 +463,10 @@ fn sandbox_verdict(
             Outcome::RetainedLocalOverride,
             "local policy file keeps precedence; the gateway policy is not in effect".to_string(),
         )),
-        (Position::Exact, ReportStatus::RetainedLocalOverride) => {
-            Some((OperationState::Applied, Outcome::Applied, String::new()))
-        }
+        (
+            Position::Exact,
+            ReportStatus::RetainedLocalOverride | ReportStatus::RetainedRejectedPolicy,
+        ) => Some((OperationState::Applied, Outcome::Applied, String::new())),
     }
 }
 
@@ -480,7 +504,12 @@ pub(super) fn target_verdict(
             Outcome::RetainedLocalOverride,
             "local policy file keeps precedence".to_string(),
         ),
-        ReportStatus::RetainedLocalOverride => {
+        ReportStatus::RetainedRejectedPolicy if target.touches_policy => (
+            OperationState::Failed,
+            Outcome::FailedRetainedLastKnownGood,
+            reason.to_string(),
+        ),
+        ReportStatus::RetainedLocalOverride | ReportStatus::RetainedRejectedPolicy => {
             (OperationState::Applied, Outcome::Applied, String::new())
         }
     })

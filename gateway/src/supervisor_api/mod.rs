@@ -125,9 +125,12 @@ impl Supervisor for SupervisorApi {
                 failed_closed: req.failed_closed,
             },
             Ok(pb::PolicyLoadStatus::RetainedLocalOverride) => ReportStatus::RetainedLocalOverride,
+            Ok(pb::PolicyLoadStatus::RetainedLastKnownGoodPolicy) => {
+                ReportStatus::RetainedRejectedPolicy
+            }
             _ => {
                 return Err(Status::invalid_argument(
-                    "status: expected LOADED, FAILED or RETAINED_LOCAL_OVERRIDE",
+                    "status: expected LOADED, FAILED, RETAINED_LOCAL_OVERRIDE or RETAINED_LAST_KNOWN_GOOD_POLICY",
                 ));
             }
         };

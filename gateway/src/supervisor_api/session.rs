@@ -592,6 +592,9 @@ impl LiveSession<'_> {
             return true;
         }
         let metrics = &self.state.metrics;
+        if !result.applied && (result.kept_last_known_good || result.policy_rejected) {
+            return self.on_refused_bootstrap(&result);
+        }
         if !result.applied {
             metrics
                 .bootstraps
@@ -642,6 +645,45 @@ impl LiveSession<'_> {
         true
     }
 
+    /// A bootstrap the supervisor refused while it keeps running what it had before (its
+    /// last-known-good, or a fail_closed quarantine): the refusal is reported like a failed
+    /// delivery and the session goes on. Its `sandbox_config` is parked, so it is not sent
+    /// again until a write changes it: no reject loop across reconnects and gateway restarts.
+    fn on_refused_bootstrap(&mut self, result: &pb::BootstrapResult) -> bool {
+        let (outcome, status) = if result.policy_rejected {
+            ("policy_rejected", ReportStatus::RetainedRejectedPolicy)
+        } else {
+            (
+                "failed_kept_last_known_good",
+                ReportStatus::Failed {
+                    failed_closed: false,
+                },
+            )
+        };
+        self.state
+            .metrics
+            .bootstraps
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
+        tracing::warn!(
+            sandbox = %self.sandbox_id,
+            reason = %sanitize_error(&result.reason),
+            policy_rejected = result.policy_rejected,
+            "bootstrap refused on the supervisor; it keeps its last-known-good and the session goes on"
+        );
+        self.report(status, result.revisions.as_ref(), &result.reason, false);
+        if let (Some(delivery), Some(bootstrap)) = (&self.delivery, self.bootstrap.take()) {
+            delivery.record_refused_bootstrap(
+                &bootstrap.config,
+                &bootstrap.env,
+                result.policy_rejected,
+                &sanitize_error(&result.reason),
+            );
+        }
+        self.start_delivery();
+        true
+    }
+
     fn on_config_result(&self, result: pb::ConfigUpdateResult) {
         let Some(delivery) = &self.delivery else {
             tracing::debug!(sandbox = %self.sandbox_id, "config result on a session without push ignored");
@@ -662,6 +704,9 @@ impl LiveSession<'_> {
             }),
             pb::ConfigApplyStatus::RetainedLocalOverride => {
                 Some(ReportStatus::RetainedLocalOverride)
+            }
+            pb::ConfigApplyStatus::RetainedLastKnownGoodPolicy => {
+                Some(ReportStatus::RetainedRejectedPolicy)
             }
             _ => None,
         };

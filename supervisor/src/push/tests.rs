@@ -125,20 +125,98 @@ async fn waits_for_matching_pair_then_applies() {
 }
 
 #[tokio::test]
-async fn failed_apply_is_acked_failed_and_keeps_last_good() {
+async fn a_rejected_policy_keeps_last_good_and_stays_parked() {
     let applier = Arc::new(MemoryApplier::new());
     let (e, mut state) = bootstrapped(applier.clone()).await;
     applier.set_failure(Some("on-apply hook exited with status 3".into()));
+    // Only the policy differs from what is in effect: the policy is what was refused.
     let r = handle_update(&mut state, &e, &config_update(3, 2, "e1")).await;
-    assert_eq!(status_of(&r), ConfigApplyStatus::Failed);
-    assert_eq!(r.reason, "on-apply hook exited with status 3");
+    assert_eq!(
+        status_of(&r),
+        ConfigApplyStatus::RetainedLastKnownGoodPolicy
+    );
+    assert_eq!(
+        r.reason,
+        "policy revision 2 was rejected: on-apply hook exited with status 3; fix it first"
+    );
+    assert_eq!(r.revisions.as_ref().unwrap().policy_revision, 2);
     assert!(!r.failed_closed);
     assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 1);
-
-    // Not active, so the same snapshot again is not a duplicate; it is retried.
     applier.set_failure(None);
+
+    // Not active, so the same snapshot again is not a duplicate, but the rejected policy is
+    // parked: it is not tried again, and the answer says so again.
+    let applies = applier.apply_count();
     let r = handle_update(&mut state, &e, &config_update(4, 2, "e1")).await;
+    assert_eq!(
+        status_of(&r),
+        ConfigApplyStatus::RetainedLastKnownGoodPolicy
+    );
+    assert_eq!(applier.apply_count(), applies);
+
+    // A provider change applies, with the last-known-good policy.
+    let r = handle_update(&mut state, &e, &config_update(5, 2, "e2")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::AwaitingComponent);
+    let r = handle_update(&mut state, &e, &env_update(6, "e2")).await;
+    assert_eq!(
+        status_of(&r),
+        ConfigApplyStatus::RetainedLastKnownGoodPolicy
+    );
+    let active = applier.active().unwrap();
+    assert_eq!(active.sandbox_config.policy_revision, 1);
+    assert_eq!(active.provider_env.provider_env_revision, "e2");
+
+    // A different policy is tried, and applies.
+    let r = handle_update(&mut state, &e, &config_update(7, 3, "e2")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
+    assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 3);
+}
+
+#[tokio::test]
+async fn a_change_that_fails_with_the_last_good_policy_too_is_failed() {
+    let applier = Arc::new(MemoryApplier::new());
+    let (e, mut state) = bootstrapped(applier.clone()).await;
+    applier.set_failure(Some("on-apply hook exited with status 3".into()));
+    // Policy and provider environment change together and both fail: nothing to blame on the
+    // policy alone.
+    handle_update(&mut state, &e, &config_update(3, 2, "e2")).await;
+    let r = handle_update(&mut state, &e, &env_update(4, "e2")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Failed);
+    assert_eq!(r.reason, "on-apply hook exited with status 3");
+    assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 1);
+}
+
+#[tokio::test]
+async fn a_refused_bootstrap_keeps_the_last_good_running() {
+    let applier = Arc::new(MemoryApplier::new());
+    let (e, mut state) = bootstrapped(applier.clone()).await;
+    applier.set_failure(Some("on-apply hook exited with status 3".into()));
+    handle_update(&mut state, &e, &config_update(3, 2, "e1")).await;
+    // A new session (after a gateway restart) bootstraps the rejected revision.
+    let (_, r) = apply_bootstrap(
+        &e,
+        Some(&config_update(1, 2, "e1")),
+        Some(&env_update(2, "e1")),
+    )
+    .await;
+    assert!(!r.applied);
+    assert!(r.policy_rejected && r.kept_last_known_good);
+    assert!(
+        r.reason.starts_with("policy revision 2 was rejected"),
+        "{}",
+        r.reason
+    );
+    assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 1);
+
+    // With nothing in effect, a refused bootstrap keeps nothing.
+    let fresh = Arc::new(MemoryApplier::failing("on-apply hook exited with status 3"));
+    let (_, r) = apply_bootstrap(
+        &engine(fresh),
+        Some(&config_update(1, 1, "e1")),
+        Some(&env_update(2, "e1")),
+    )
+    .await;
+    assert!(!r.applied && !r.kept_last_known_good && !r.policy_rejected);
 }
 
 #[tokio::test]
