@@ -54,30 +54,44 @@ pub enum Launch {
 /// starts it from a runtime thread, which lives as long as the process.
 pub fn run_shim(args: &[OsString]) -> i32 {
     let Some((parent, command)) = args.split_first() else {
-        eprintln!("error: {SHIM_ARG} needs the supervisor's pid and a command");
+        shim_error(&format!(
+            "error: {SHIM_ARG} needs the supervisor's pid and a command"
+        ));
         return CANNOT_RUN;
     };
     let Some((program, program_args)) = command.split_first() else {
-        eprintln!("error: {SHIM_ARG} needs a command");
+        shim_error(&format!("error: {SHIM_ARG} needs a command"));
         return CANNOT_RUN;
     };
     if let Err(err) = prctl::set_pdeathsig(Signal::SIGKILL) {
-        eprintln!("error: cannot tie the workload to the supervisor's life: {err}");
+        shim_error(&format!(
+            "error: cannot tie the workload to the supervisor's life: {err}"
+        ));
         return CANNOT_RUN;
     }
     // The supervisor may have died before the setting took effect.
     if parent.to_str().and_then(|p| p.parse::<i32>().ok()) != Some(getppid().as_raw()) {
-        eprintln!("error: the supervisor is gone; not starting the workload");
+        shim_error("error: the supervisor is gone; not starting the workload");
         return CANNOT_RUN;
     }
     let err = std::process::Command::new(program)
         .args(program_args)
         .exec();
-    eprintln!(
+    shim_error(&format!(
         "error: cannot start workload {}: {err}",
         Path::new(program).display()
-    );
+    ));
     CANNOT_RUN
+}
+
+/// Writes one line to stderr in a single write: the supervisor logs to the same pipe at the
+/// same moment, and `eprintln!` may split a formatted line over several writes, which its lines
+/// can then land between.
+fn shim_error(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(format!("{line}\n").as_bytes());
 }
 
 /// A running workload.
