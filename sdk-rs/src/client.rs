@@ -137,7 +137,7 @@ impl Client {
                     };
                     response
                         .map(tonic::Response::into_inner)
-                        .map_err(SdkError::from)
+                        .map_err(|status| status_error(&self.endpoint, status))
                 }
             })
             .await
@@ -158,6 +158,23 @@ pub(crate) fn deadline_error(limit: Duration) -> SdkError {
         "the gateway did not answer within {}",
         humantime::format_duration(limit)
     ))
+}
+
+/// Maps a failed call's status, naming the endpoint when the connection
+/// itself failed: a status tonic made from a transport error carries it as
+/// its source, one the gateway sent has none.
+fn status_error(endpoint: &str, status: Status) -> SdkError {
+    let transport = std::error::Error::source(&status).is_some();
+    let unreachable = status.code() == tonic::Code::Unavailable;
+    match SdkError::from(status) {
+        SdkError::Unavailable(message) if transport && unreachable => {
+            SdkError::Unavailable(format!("cannot reach the gateway at {endpoint}: {message}"))
+        }
+        SdkError::Unavailable(message) if transport => {
+            SdkError::Unavailable(format!("{message} (gateway at {endpoint})"))
+        }
+        other => other,
+    }
 }
 
 fn build_endpoint(options: &ClientOptions) -> Result<Endpoint, SdkError> {
@@ -285,5 +302,25 @@ mod tests {
             ClientOptions::new("http://127.0.0.1:1").with_connect_timeout(Duration::from_secs(2));
         let err = Client::connect(opts).await.unwrap_err();
         assert_eq!(err.code(), "UNAVAILABLE");
+    }
+
+    #[tokio::test]
+    async fn unreachable_gateway_error_names_the_endpoint() {
+        let opts =
+            ClientOptions::new("http://127.0.0.1:1").with_connect_timeout(Duration::from_secs(2));
+        let client = Client::connect_lazy(opts).unwrap();
+        let err = client.gateway_info().await.unwrap_err();
+        assert_eq!(err.code(), "UNAVAILABLE");
+        assert!(
+            err.to_string()
+                .starts_with("cannot reach the gateway at http://127.0.0.1:1: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn statuses_the_gateway_sent_keep_their_message() {
+        let err = status_error("http://gw:1", Status::unavailable("shutting down"));
+        assert_eq!(err.to_string(), "shutting down");
     }
 }
