@@ -3,12 +3,12 @@
 
 use openshell_proto::v1 as pb;
 
-use crate::api::convert;
 use crate::config::DeliveryMode;
 use crate::error::Result;
 use crate::sessions::NegotiatedMode;
 use crate::state::GatewayState;
 use crate::store::{Lifecycle, OperationFilter, OperationState, SandboxRecord};
+use crate::wire;
 
 /// How long a session replacement stays worth mentioning.
 const REPLACEMENT_WINDOW_MS: i64 = 10 * 60 * 1000;
@@ -130,7 +130,7 @@ pub async fn inspect(
         ));
     }
     Ok(pb::SessionInspection {
-        sandbox: Some(convert::sandbox(sandbox)),
+        sandbox: Some(wire::sandbox(sandbox)),
         gateway_mode: gateway_mode.as_str().to_string(),
         connected: session.is_some(),
         negotiated_mode: session
@@ -158,22 +158,20 @@ pub async fn inspect(
             .as_ref()
             .map(|s| s.session_id.clone())
             .unwrap_or_default(),
-        connected_at: session
-            .as_ref()
-            .map(|s| convert::timestamp(s.connected_at_ms)),
+        connected_at: session.as_ref().map(|s| wire::timestamp(s.connected_at_ms)),
         last_heartbeat_at: session
             .as_ref()
-            .map(|s| convert::timestamp(s.last_heartbeat_ms)),
+            .map(|s| wire::timestamp(s.last_heartbeat_ms)),
         components: components
             .iter()
             .map(|(component, c)| pb::ComponentDelivery {
                 component: component.as_str().to_string(),
                 desired: c.desired.clone(),
                 sent: c.sent.clone(),
-                sent_at: c.sent_at_ms.map(convert::timestamp),
+                sent_at: c.sent_at_ms.map(wire::timestamp),
                 acked: c.acked.clone(),
                 ack_status: c.ack_status.clone(),
-                acked_at: c.acked_at_ms.map(convert::timestamp),
+                acked_at: c.acked_at_ms.map(wire::timestamp),
                 dirty: c.dirty,
                 lane: c.lane.clone(),
                 held: c.held,
@@ -184,11 +182,11 @@ pub async fn inspect(
                 }),
             })
             .collect(),
-        pending_operations: pending.iter().map(convert::operation).collect(),
+        pending_operations: pending.iter().map(wire::operation).collect(),
         recent_events: events
             .iter()
             .map(|(at, text)| pb::DeliveryEvent {
-                at: Some(convert::timestamp(*at)),
+                at: Some(wire::timestamp(*at)),
                 text: text.clone(),
             })
             .collect(),
@@ -203,8 +201,6 @@ pub async fn inspect(
                 }
             })
             .unwrap_or_default(),
-        last_report_at: last_report
-            .as_ref()
-            .map(|r| convert::timestamp(r.reported_at)),
+        last_report_at: last_report.as_ref().map(|r| wire::timestamp(r.reported_at)),
     })
 }

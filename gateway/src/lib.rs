@@ -34,6 +34,7 @@ pub mod snapshot;
 pub mod state;
 pub mod store;
 pub mod supervisor_api;
+pub mod wire;
 
 pub use config::{DeliveryMode, GatewayConfig};
 pub use server::{GatewayHandle, start};

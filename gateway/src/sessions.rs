@@ -8,8 +8,8 @@ use tokio::sync::Notify;
 
 use openshell_proto::v1 as pb;
 
-use crate::api::convert::timestamp;
 use crate::store::now_ms;
+use crate::wire::timestamp;
 
 /// What a session negotiated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,10 +12,10 @@ use openshell_core::settings;
 use openshell_proto::v1 as pb;
 use sha2::{Digest, Sha256};
 
-use crate::api::convert;
 use crate::delivery::{Built, Component};
 use crate::error::{GatewayError, Result};
 use crate::store::{Lifecycle, PendingInputs, ReadPriority, SandboxRecord, Store, now_ms};
+use crate::wire;
 
 /// Said to a stopped sandbox's supervisor when it asks for configuration.
 pub const STOPPED_SANDBOX_REASON: &str = "the sandbox is stopped; the gateway delivers no \
@@ -76,8 +76,8 @@ async fn sandbox_config_from(
             .iter()
             .map(|e| pb::Setting {
                 key: e.key.clone(),
-                value: Some(convert::setting_value(&e.value)),
-                scope: convert::scope(e.source) as i32,
+                value: Some(wire::setting_value(&e.value)),
+                scope: wire::scope(e.source) as i32,
             })
             .collect(),
         global_settings_revision: inputs.global_settings.revision,
@@ -87,8 +87,8 @@ async fn sandbox_config_from(
             sandbox.attachment_epoch,
             &inputs.attached_provider_revisions,
         ),
-        built_at: Some(convert::timestamp(now_ms())),
-        lifecycle: convert::lifecycle(sandbox.lifecycle) as i32,
+        built_at: Some(wire::timestamp(now_ms())),
+        lifecycle: wire::lifecycle(sandbox.lifecycle) as i32,
     };
     Ok((snapshot, inputs.pending_operation))
 }
@@ -160,8 +160,8 @@ pub async fn build_provider_environment(
         provider_env_revision: provider_env_revision(store, sandbox_id, sandbox.attachment_epoch)
             .await?,
         attachment_epoch: sandbox.attachment_epoch,
-        expires_at: expires_at.map(convert::timestamp),
-        built_at: Some(convert::timestamp(now_ms())),
+        expires_at: expires_at.map(wire::timestamp),
+        built_at: Some(wire::timestamp(now_ms())),
     })
 }
 
@@ -326,12 +326,12 @@ mod tests {
             sandbox_id: "sb-1".into(),
             policy_revision: 2,
             lifecycle: pb::SandboxLifecycle::Pending as i32,
-            built_at: Some(convert::timestamp(1)),
+            built_at: Some(wire::timestamp(1)),
             ..Default::default()
         };
         let running_later = pb::SandboxConfigSnapshot {
             lifecycle: pb::SandboxLifecycle::Running as i32,
-            built_at: Some(convert::timestamp(2)),
+            built_at: Some(wire::timestamp(2)),
             ..base.clone()
         };
         let next_revision = pb::SandboxConfigSnapshot {

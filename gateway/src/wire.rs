@@ -1,10 +1,10 @@
-//! Store records to wire messages. The only place that knows both shapes.
+//! Store records to wire messages and back. The only place that knows both
+//! shapes; the operator API, the snapshot builder, supervisor sessions and
+//! `inspect` all use it, so it imports nothing of theirs (only `store`).
 
 use openshell_core::settings::{Scope, SettingValue};
 use openshell_proto::v1 as pb;
 
-use crate::config_update::DryRun;
-use crate::policy_diff::PolicyChange;
 use crate::store::{
     FleetCounts, Lifecycle, OperationRecord, OperationState, Outcome, PolicyRevisionRecord,
     ProviderRecord, SandboxRecord, TargetKind,
@@ -185,43 +185,5 @@ pub fn scope(s: Option<Scope>) -> pb::SettingScope {
         Some(Scope::Global) => pb::SettingScope::Global,
         Some(Scope::Workspace) => pb::SettingScope::Workspace,
         Some(Scope::Sandbox) => pb::SettingScope::Sandbox,
-    }
-}
-
-/// The answer to a validate-only `UpdateConfig`: no operation, what would change.
-pub fn dry_run(d: &DryRun) -> pb::UpdateConfigResponse {
-    pb::UpdateConfigResponse {
-        operation: None,
-        idempotent_replay: d.idempotent_replay,
-        kept_static_sections: d.kept_static_sections.clone(),
-        policy_diff: d.policy.as_ref().map(|p| pb::PolicyDiff {
-            added_policies: p.diff.added_policies.clone(),
-            removed_policies: p.diff.removed_policies.clone(),
-            changed_policies: p.diff.changed_policies.iter().map(policy_change).collect(),
-            changed_static_sections: p.diff.changed_static_sections.clone(),
-            changed_sections: p.diff.changed_sections.clone(),
-            current_revision: p.current_revision,
-            current_policy_hash: p.current_policy_hash.clone().unwrap_or_default(),
-            new_policy_hash: p.new_policy_hash.clone(),
-        }),
-        setting_changes: d
-            .settings
-            .iter()
-            .map(|s| pb::SettingDiff {
-                key: s.key.clone(),
-                old_value: s.old.as_ref().map(setting_value),
-                new_value: s.new.as_ref().map(setting_value),
-            })
-            .collect(),
-    }
-}
-
-fn policy_change(c: &PolicyChange) -> pb::PolicyChange {
-    pb::PolicyChange {
-        name: c.name.clone(),
-        added_endpoints: c.added_endpoints.clone(),
-        removed_endpoints: c.removed_endpoints.clone(),
-        changed_endpoints: c.changed_endpoints.clone(),
-        changed_fields: c.changed_fields.clone(),
     }
 }

@@ -2,7 +2,7 @@
 //! conversion of domain errors to gRPC status codes. The writes themselves
 //! live in `config_update`, `lifecycle` and `providers`.
 
-pub mod convert;
+mod dry_run;
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -29,6 +29,7 @@ use crate::operations::{
 use crate::providers::{self, ProviderInput};
 use crate::state::GatewayState;
 use crate::store::{Lifecycle, OperationFilter, SandboxRecord};
+use crate::wire;
 
 /// Most items one list call returns.
 const MAX_PAGE: u32 = 1000;
@@ -77,8 +78,8 @@ impl OpenShellApi {
             }
         }
         Ok(Response::new(pb::AttachmentResponse {
-            sandbox: Some(convert::sandbox(&change.sandbox)),
-            operation: Some(convert::operation(&operation)),
+            sandbox: Some(wire::sandbox(&change.sandbox)),
+            operation: Some(wire::operation(&operation)),
         }))
     }
 
@@ -174,7 +175,7 @@ fn provider_input(
         env,
         credentials,
         classes,
-        expires_at: expires_at.map(convert::timestamp_to_ms),
+        expires_at: expires_at.map(wire::timestamp_to_ms),
     }
 }
 
@@ -199,9 +200,9 @@ impl OpenShell for OpenShellApi {
         .await?;
         tracing::info!(sandbox = %created.sandbox.id, name = %created.sandbox.name, %caller, "sandbox created");
         Ok(Response::new(pb::CreateSandboxResponse {
-            sandbox: Some(convert::sandbox(&created.sandbox)),
+            sandbox: Some(wire::sandbox(&created.sandbox)),
             supervisor_credential: created.credential.expose().to_string(),
-            operation: created.operation.as_ref().map(convert::operation),
+            operation: created.operation.as_ref().map(wire::operation),
         }))
     }
 
@@ -210,7 +211,7 @@ impl OpenShell for OpenShellApi {
         request: Request<pb::GetSandboxRequest>,
     ) -> Result<Response<pb::Sandbox>, Status> {
         let sandbox = self.resolve(request.get_ref().sandbox.as_ref()).await?;
-        Ok(Response::new(convert::sandbox(&sandbox)))
+        Ok(Response::new(wire::sandbox(&sandbox)))
     }
 
     async fn list_sandboxes(
@@ -228,7 +229,7 @@ impl OpenShell for OpenShellApi {
             .await?;
         Ok(Response::new(pb::ListSandboxesResponse {
             next_page_token: next_token(offset, limit, records.len()),
-            sandboxes: records.iter().map(convert::sandbox).collect(),
+            sandboxes: records.iter().map(wire::sandbox).collect(),
         }))
     }
 
@@ -243,7 +244,7 @@ impl OpenShell for OpenShellApi {
         let (deleted, cancelled) = lifecycle::delete_sandbox(&self.state.store, &sandbox).await?;
         tracing::info!(sandbox = %deleted.id, cancelled, %caller, "sandbox deleted");
         Ok(Response::new(pb::DeleteSandboxResponse {
-            sandbox: Some(convert::sandbox(&deleted)),
+            sandbox: Some(wire::sandbox(&deleted)),
             cancelled_operations: u32::try_from(cancelled).unwrap_or(u32::MAX),
         }))
     }
@@ -277,7 +278,7 @@ impl OpenShell for OpenShellApi {
         if let Some(publication) = change.publication {
             self.state.publish(publication).await;
         }
-        Ok(Response::new(convert::sandbox(&updated)))
+        Ok(Response::new(wire::sandbox(&updated)))
     }
 
     async fn create_provider(
@@ -296,7 +297,7 @@ impl OpenShell for OpenShellApi {
         .await?;
         tracing::info!(provider = %record.id, name = %record.name, "provider created");
         Ok(Response::new(pb::ProviderWriteResponse {
-            provider: Some(convert::provider(&record)),
+            provider: Some(wire::provider(&record)),
             operation: None,
         }))
     }
@@ -317,7 +318,7 @@ impl OpenShell for OpenShellApi {
         let record = change.provider;
         tracing::info!(provider = %record.id, revision = record.revision, "provider updated");
         Ok(Response::new(pb::ProviderWriteResponse {
-            provider: Some(convert::provider(&record)),
+            provider: Some(wire::provider(&record)),
             operation: None,
         }))
     }
@@ -346,7 +347,7 @@ impl OpenShell for OpenShellApi {
             .store
             .resolve_provider(&req.provider, workspace_or_default(&req.workspace))
             .await?;
-        Ok(Response::new(convert::provider(&record)))
+        Ok(Response::new(wire::provider(&record)))
     }
 
     async fn list_providers(
@@ -357,7 +358,7 @@ impl OpenShell for OpenShellApi {
         let workspace = Some(req.workspace.as_str()).filter(|w| !w.is_empty());
         let records = self.state.store.list_providers(workspace).await?;
         Ok(Response::new(pb::ListProvidersResponse {
-            providers: records.iter().map(convert::provider).collect(),
+            providers: records.iter().map(wire::provider).collect(),
         }))
     }
 
@@ -411,7 +412,7 @@ impl OpenShell for OpenShellApi {
         };
         let (global_revision, global) = store.global_policy().await?;
         Ok(Response::new(pb::GetSandboxPolicyResponse {
-            policy: Some(convert::policy_revision(&revision, true)),
+            policy: Some(wire::policy_revision(&revision, true)),
             effective_source: if global.is_some() {
                 pb::PolicySource::Global
             } else {
@@ -435,7 +436,7 @@ impl OpenShell for OpenShellApi {
         Ok(Response::new(pb::ListSandboxPoliciesResponse {
             revisions: revisions
                 .iter()
-                .map(|r| convert::policy_revision(r, false))
+                .map(|r| wire::policy_revision(r, false))
                 .collect(),
         }))
     }
@@ -451,8 +452,8 @@ impl OpenShell for OpenShellApi {
                 .iter()
                 .map(|(key, value)| pb::Setting {
                     key: key.clone(),
-                    value: Some(convert::setting_value(value)),
-                    scope: convert::scope(Some(scope)) as i32,
+                    value: Some(wire::setting_value(value)),
+                    scope: wire::scope(Some(scope)) as i32,
                 })
                 .collect::<Vec<_>>()
         };
@@ -495,8 +496,8 @@ impl OpenShell for OpenShellApi {
                         .iter()
                         .map(|e| pb::Setting {
                             key: e.key.clone(),
-                            value: Some(convert::setting_value(&e.value)),
-                            scope: convert::scope(e.source) as i32,
+                            value: Some(wire::setting_value(&e.value)),
+                            scope: wire::scope(e.source) as i32,
                         })
                         .collect(),
                 }
@@ -521,7 +522,7 @@ impl OpenShell for OpenShellApi {
             .map(|def| pb::SettingDefinition {
                 key: def.key.to_string(),
                 kind: def.kind.name().to_string(),
-                default_value: Some(convert::setting_value(&def.default_value())),
+                default_value: Some(wire::setting_value(&def.default_value())),
                 allowed_values: def
                     .kind
                     .allowed_values()
@@ -565,7 +566,7 @@ impl OpenShell for OpenShellApi {
         for change in &req.settings {
             setting_changes.push(match &change.change {
                 Some(pb::setting_change::Change::Value(v)) => {
-                    match convert::setting_value_from_pb(v) {
+                    match wire::setting_value_from_pb(v) {
                         Some(value) => SettingChange::Value(change.key.clone(), value),
                         None => {
                             return Err(GatewayError::invalid(
@@ -609,7 +610,7 @@ impl OpenShell for OpenShellApi {
                 %caller,
                 "configuration checked (validate only): nothing written"
             );
-            return Ok(Response::new(convert::dry_run(&dry_run)));
+            return Ok(Response::new(dry_run::dry_run(&dry_run)));
         }
         let retention = crate::store::duration_ms(self.state.config.idempotency_retention);
         let place = self.state.activity.write_place();
@@ -660,7 +661,7 @@ impl OpenShell for OpenShellApi {
             operation = op;
             wait_timed_out = timed_out;
         }
-        let mut operation = convert::operation(&operation);
+        let mut operation = wire::operation(&operation);
         operation.wait_timed_out = wait_timed_out;
         Ok(Response::new(pb::UpdateConfigResponse {
             operation: Some(operation),
@@ -679,7 +680,7 @@ impl OpenShell for OpenShellApi {
             return Err(GatewayError::invalid("id", "an operation id is required").into());
         }
         let op = self.state.store.get_operation(id).await?;
-        Ok(Response::new(convert::operation(&op)))
+        Ok(Response::new(wire::operation(&op)))
     }
 
     type WaitForApplyStream = OperationStream;
@@ -712,7 +713,7 @@ impl OpenShell for OpenShellApi {
                         .then(|| (Err(stopping_status(watch.id())), (watch, true)));
                 };
                 let item = item.map_err(Status::from).map(|op| {
-                    let mut pb_op = convert::operation(&op);
+                    let mut pb_op = wire::operation(&op);
                     pb_op.wait_timed_out = watch.is_done()
                         && ended_by_deadline(&op, threshold)
                         && !watch.ended_by_stopping();
@@ -742,7 +743,7 @@ impl OpenShell for OpenShellApi {
         };
         let mut states = Vec::new();
         for (i, s) in req.states.iter().enumerate() {
-            states.push(convert::operation_state_from_pb(*s).ok_or_else(|| {
+            states.push(wire::operation_state_from_pb(*s).ok_or_else(|| {
                 Status::from(GatewayError::invalid(
                     format!("states[{i}]"),
                     "unknown operation state",
@@ -763,7 +764,7 @@ impl OpenShell for OpenShellApi {
             .await?;
         Ok(Response::new(pb::ListOperationsResponse {
             next_page_token: next_token(offset, limit, records.len()),
-            operations: records.iter().map(convert::operation).collect(),
+            operations: records.iter().map(wire::operation).collect(),
         }))
     }
 
@@ -808,7 +809,7 @@ impl OpenShell for OpenShellApi {
             protocol_revision: crate::PROTOCOL_REVISION,
             replicas,
             sessions: u32::try_from(state.sessions.count()).unwrap_or(u32::MAX),
-            started_at: Some(convert::timestamp(state.started_at_ms)),
+            started_at: Some(wire::timestamp(state.started_at_ms)),
         }))
     }
 }
