@@ -2,6 +2,7 @@
 //! gRPC status codes (done only at the API edge).
 
 use openshell_core::Violation;
+use tonic_types::{ErrorDetails, FieldViolation, StatusExt};
 
 /// Everything a gateway operation can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -106,14 +107,51 @@ fn bounded_message(message: &str) -> String {
     out
 }
 
+/// Most field violations carried in a status's `google.rpc.BadRequest` details: they travel in
+/// a response header too, so they are bounded like the message.
+pub const MAX_DETAILED_VIOLATIONS: usize = 64;
+
 impl From<GatewayError> for tonic::Status {
     fn from(err: GatewayError) -> Self {
-        let status = unbounded_status(err);
-        if status.message().len() <= MAX_STATUS_LINE_CHARS {
-            return status;
+        match err {
+            GatewayError::Invalid {
+                summary,
+                violations,
+            } => invalid_argument(summary, &violations),
+            other => {
+                let status = unbounded_status(other);
+                if status.message().len() <= MAX_STATUS_LINE_CHARS {
+                    return status;
+                }
+                tonic::Status::new(status.code(), bounded_message(status.message()))
+            }
         }
-        tonic::Status::new(status.code(), bounded_message(status.message()))
     }
+}
+
+/// INVALID_ARGUMENT with every violation twice: as the standard `google.rpc.BadRequest` details,
+/// which SDKs read field paths from, and as `field: message` lines under the summary for
+/// people and for clients that read only the message.
+fn invalid_argument(summary: String, violations: &[Violation]) -> tonic::Status {
+    let message = match violations {
+        [one] => one.to_string(),
+        many => std::iter::once(summary)
+            .chain(many.iter().map(ToString::to_string))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    let details = ErrorDetails::with_bad_request(
+        violations
+            .iter()
+            .take(MAX_DETAILED_VIOLATIONS)
+            .map(|v| FieldViolation::new(bounded_line(&v.field), bounded_line(&v.message)))
+            .collect::<Vec<_>>(),
+    );
+    tonic::Status::with_error_details(
+        tonic::Code::InvalidArgument,
+        bounded_message(&message),
+        details,
+    )
 }
 
 fn unbounded_status(err: GatewayError) -> tonic::Status {
@@ -121,20 +159,7 @@ fn unbounded_status(err: GatewayError) -> tonic::Status {
         GatewayError::Invalid {
             summary,
             violations,
-        } => {
-            // First line is the summary; every violation follows on its own
-            // line as `field: message`, which the SDK parses back.
-            let mut message = summary;
-            if violations.len() > 1 {
-                for v in &violations {
-                    message.push('\n');
-                    message.push_str(&v.to_string());
-                }
-            } else if let [v] = violations.as_slice() {
-                message = v.to_string();
-            }
-            tonic::Status::invalid_argument(message)
-        }
+        } => invalid_argument(summary, &violations),
         GatewayError::NotFound(m) => tonic::Status::not_found(m),
         GatewayError::AlreadyExists(m) => tonic::Status::already_exists(m),
         GatewayError::FailedPrecondition(m) => tonic::Status::failed_precondition(m),
@@ -154,6 +179,7 @@ fn unbounded_status(err: GatewayError) -> tonic::Status {
 pub type Result<T, E = GatewayError> = std::result::Result<T, E>;
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -183,6 +209,35 @@ mod tests {
                 .starts_with("500 problems found\nvalues[0].name: ")
         );
         assert!(status.message().ends_with("more line(s)"));
+    }
+
+    /// Field paths travel as standard `google.rpc.BadRequest` details, so clients need not
+    /// read them back out of the message.
+    #[test]
+    fn violations_travel_as_bad_request_details() {
+        use tonic_types::StatusExt;
+        let status = tonic::Status::from(GatewayError::from_violations(vec![
+            Violation::new(
+                "policy.network_policies.gh.endpoints[0].port",
+                "must be 1-65535",
+            ),
+            Violation::new("settings.log_level", "expected one of trace, debug"),
+        ]));
+        let details = status.get_details_bad_request().unwrap();
+        let fields: Vec<&str> = details
+            .field_violations
+            .iter()
+            .map(|v| v.field.as_str())
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "policy.network_policies.gh.endpoints[0].port",
+                "settings.log_level"
+            ]
+        );
+        assert_eq!(details.field_violations[0].description, "must be 1-65535");
+        assert!(status.message().starts_with("2 problems found\n"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use tonic::{Code, Status};
+use tonic_types::StatusExt;
 
 use crate::types::Operation;
 
@@ -131,10 +132,25 @@ impl From<Status> for SdkError {
         let message = status.message().to_owned();
         match status.code() {
             Code::NotFound => Self::NotFound(message),
+            // Field paths come from the standard `google.rpc.BadRequest` details; the message
+            // is for people: its first line is the summary.
             Code::InvalidArgument => {
-                let (message, violations) = parse_violations(&message);
+                let violations = status
+                    .get_details_bad_request()
+                    .map(|details| {
+                        details
+                            .field_violations
+                            .into_iter()
+                            .map(|v| FieldViolation {
+                                field: v.field,
+                                message: v.description,
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let summary = message.lines().next().unwrap_or_default().trim().to_owned();
                 Self::InvalidArgument {
-                    message,
+                    message: summary,
                     violations,
                 }
             }
@@ -178,54 +194,6 @@ pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-/// Splits the gateway's INVALID_ARGUMENT message into summary and violations.
-///
-/// The gateway writes one `field: message` line for a single problem, or a
-/// summary line followed by one `field: message` line per problem.
-fn parse_violations(message: &str) -> (String, Vec<FieldViolation>) {
-    let mut lines = message.lines();
-    let summary = lines.next().unwrap_or_default().trim().to_owned();
-    let rest: Vec<&str> = lines.filter(|l| !l.trim().is_empty()).collect();
-    if rest.is_empty() {
-        // A lone line is a violation only when it starts with a field path;
-        // otherwise it is plain prose such as "policy is empty".
-        let violations = split_field(&summary)
-            .filter(|v| !v.field.is_empty())
-            .into_iter()
-            .collect();
-        return (summary, violations);
-    }
-    let violations = rest
-        .into_iter()
-        .map(|line| {
-            let line = line.trim().trim_start_matches("- ");
-            split_field(line).unwrap_or_else(|| FieldViolation {
-                field: String::new(),
-                message: line.to_owned(),
-            })
-        })
-        .collect();
-    (summary, violations)
-}
-
-fn split_field(line: &str) -> Option<FieldViolation> {
-    let (field, message) = line.split_once(": ")?;
-    if !is_field_path(field) {
-        return None;
-    }
-    Some(FieldViolation {
-        field: field.to_owned(),
-        message: message.trim().to_owned(),
-    })
-}
-
-fn is_field_path(s: &str) -> bool {
-    !s.is_empty()
-        && s.chars().all(|c| {
-            c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '[' | ']' | '*' | '/')
-        })
 }
 
 fn code_name(code: Code) -> &'static str {
@@ -359,10 +327,27 @@ mod tests {
         assert!(!map(Status::invalid_argument("x")).is_retryable());
     }
 
+    fn bad_request(message: &str, violations: &[(&str, &str)]) -> Status {
+        let details = tonic_types::ErrorDetails::with_bad_request(
+            violations
+                .iter()
+                .map(|(field, message)| tonic_types::FieldViolation::new(*field, *message))
+                .collect::<Vec<_>>(),
+        );
+        Status::with_error_details(Code::InvalidArgument, message, details)
+    }
+
     #[test]
-    fn multi_line_invalid_argument_yields_violations() {
-        let err = map(Status::invalid_argument(
+    fn violations_come_from_bad_request_details() {
+        let err = map(bad_request(
             "2 problems found\nnetwork_policies.github.endpoints[2].ports[0]: must be 1-65535\nfilesystem_policy.read_write[0]: / is never writable",
+            &[
+                (
+                    "network_policies.github.endpoints[2].ports[0]",
+                    "must be 1-65535",
+                ),
+                ("filesystem_policy.read_write[0]", "/ is never writable"),
+            ],
         ));
         assert_eq!(err.code(), "INVALID_ARGUMENT");
         assert_eq!(err.to_string(), "2 problems found");
@@ -381,55 +366,26 @@ mod tests {
         );
     }
 
+    /// The message is not parsed for field paths: text that merely looks like one is prose.
     #[test]
-    fn single_field_line_is_one_violation() {
+    fn a_message_without_details_has_no_violations() {
         let err = map(Status::invalid_argument("version: must be 1"));
         assert_eq!(err.to_string(), "version: must be 1");
-        assert_eq!(
-            err.violations(),
-            &[FieldViolation {
-                field: "version".into(),
-                message: "must be 1".into(),
-            }]
-        );
-    }
-
-    #[test]
-    fn prose_message_has_no_violations() {
-        let err = map(Status::invalid_argument("policy is empty"));
-        assert_eq!(err.to_string(), "policy is empty");
         assert!(err.violations().is_empty());
-
-        let err = map(Status::invalid_argument("unknown setting key: foo"));
+        let err = map(Status::invalid_argument(
+            "2 problems found\nversion: must be 1",
+        ));
+        assert_eq!(err.to_string(), "2 problems found");
         assert!(err.violations().is_empty());
     }
 
     #[test]
-    fn document_level_lines_keep_empty_field() {
-        let err = map(Status::invalid_argument(
-            "2 problems found\npolicy is larger than 256 KiB\nversion: must be 1",
+    fn a_document_level_violation_keeps_its_empty_field() {
+        let err = map(bad_request(
+            "policy is larger than 256 KiB",
+            &[("", "policy is larger than 256 KiB")],
         ));
-        assert_eq!(
-            err.violations(),
-            &[
-                FieldViolation {
-                    field: String::new(),
-                    message: "policy is larger than 256 KiB".into(),
-                },
-                FieldViolation {
-                    field: "version".into(),
-                    message: "must be 1".into(),
-                },
-            ]
-        );
-    }
-
-    #[test]
-    fn message_with_colon_in_value_splits_at_first_separator() {
-        let err = map(Status::invalid_argument(
-            "1 problem\nnetwork_policies.a.endpoints[0].host: bad host: *.com covers a TLD",
-        ));
-        assert_eq!(err.violations()[0].message, "bad host: *.com covers a TLD");
+        assert_eq!(err.violations()[0].field, "");
     }
 
     #[test]

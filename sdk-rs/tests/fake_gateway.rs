@@ -18,6 +18,7 @@ use openshell_sdk::{
 };
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Request, Response, Status};
+use tonic_types::StatusExt;
 
 const TOKEN: &str = "operator-token";
 
@@ -229,8 +230,17 @@ impl OpenShell for Fake {
         self.enter("update_config", &request)?;
         let req = request.into_inner();
         if req.policy.contains("port: 0") {
-            return Err(Status::invalid_argument(
+            // As the gateway sends violations: standard BadRequest details beside the text.
+            return Err(Status::with_error_details(
+                tonic::Code::InvalidArgument,
                 "2 problems found\nnetwork_policies.gh.endpoints[0].port: must be 1-65535\nversion: must be 1",
+                tonic_types::ErrorDetails::with_bad_request(vec![
+                    tonic_types::FieldViolation::new(
+                        "network_policies.gh.endpoints[0].port",
+                        "must be 1-65535",
+                    ),
+                    tonic_types::FieldViolation::new("version", "must be 1"),
+                ]),
             ));
         }
         if req.validate_only {
