@@ -22,6 +22,7 @@ pub mod group_commit;
 pub mod in_flight;
 pub mod inspect;
 pub mod lifecycle;
+pub mod limits;
 pub mod metrics;
 pub mod operations;
 pub mod peers;

@@ -19,6 +19,7 @@ use crate::auth::OperatorAuth;
 use crate::config::GatewayConfig;
 use crate::crypto::CredentialCipher;
 use crate::delivery::{FanoutActivity, Permits, Publisher};
+use crate::limits::{MAX_MESSAGE_BYTES, MAX_PEER_MESSAGE_BYTES};
 use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
 use crate::peers::{PeerApi, PeerNotifier};
@@ -28,10 +29,6 @@ use crate::store::{Backend, Store, StoreOptions, now_ms};
 use crate::supervisor_api::{OwnerClaims, SupervisorApi};
 use openshell_proto::v1::supervisor_server::SupervisorServer;
 
-/// Largest gRPC message accepted: a 256 KiB policy plus headroom.
-pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
-/// Largest peer hint accepted; a hint holds ids, never configuration.
-const MAX_PEER_MESSAGE_BYTES: usize = 16 * 1024;
 /// How long shutdown waits for in-flight calls.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often expired idempotency keys and old operations are cleaned up.

@@ -17,10 +17,10 @@ use crate::config_update::{ConfigTarget, ConfigUpdate, commit_update};
 use crate::delivery::{
     self, Ack, Built, Component, Frame, SessionDelivery, SnapshotSource, StoreSource,
 };
+use crate::limits::MAX_MESSAGE_BYTES;
 use crate::metrics::{ModeLabel, OutcomeLabel, StatusLabel};
 use crate::operations::resolve::sanitize_error;
 use crate::operations::{ReportStatus, SupervisorReport};
-use crate::server::MAX_MESSAGE_BYTES;
 use crate::sessions::{SessionCloser, SessionInfo};
 use crate::snapshot::build_bootstrap;
 use crate::state::GatewayState;
