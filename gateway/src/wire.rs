@@ -1,10 +1,12 @@
 //! Store records to wire messages and back. The only place that knows both
 //! shapes; the operator API, the snapshot builder, supervisor sessions and
-//! `inspect` all use it, so it imports nothing of theirs (only `store`).
+//! `inspect` all use it, so it imports nothing of theirs (only the store's
+//! records and the reported revisions operations are resolved on).
 
 use openshell_core::settings::{Scope, SettingValue};
 use openshell_proto::v1 as pb;
 
+use crate::operations::resolve::ReportedRevisions;
 use crate::store::{
     FleetCounts, Lifecycle, OperationRecord, OperationState, Outcome, PolicyRevisionRecord,
     ProviderRecord, SandboxRecord, TargetKind,
@@ -185,5 +187,21 @@ pub fn scope(s: Option<Scope>) -> pb::SettingScope {
         Some(Scope::Global) => pb::SettingScope::Global,
         Some(Scope::Workspace) => pb::SettingScope::Workspace,
         Some(Scope::Sandbox) => pb::SettingScope::Sandbox,
+    }
+}
+
+/// The revisions a supervisor reports it runs (an ack, a poll report).
+pub fn revisions_from_pb(r: Option<&pb::AppliedRevisions>) -> ReportedRevisions {
+    let Some(r) = r else {
+        return ReportedRevisions::default();
+    };
+    ReportedRevisions {
+        policy_revision: r.policy_revision,
+        policy_hash: r.policy_hash.clone(),
+        global_policy_revision: r.global_policy_revision,
+        global_settings_revision: r.global_settings_revision,
+        workspace_settings_revision: r.workspace_settings_revision,
+        sandbox_settings_revision: r.sandbox_settings_revision,
+        provider_env_revision: r.provider_env_revision.clone(),
     }
 }

@@ -18,10 +18,10 @@ use openshell_proto::v1::supervisor_server::Supervisor;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::metrics::{RpcLabel, StatusLabel};
-use crate::operations::resolve::ReportedRevisions;
 use crate::operations::{ReportStatus, SupervisorReport};
 use crate::snapshot;
 use crate::state::GatewayState;
+use crate::wire::revisions_from_pb;
 use identity::authenticate;
 
 /// Most log lines accepted in one batch.
@@ -37,21 +37,6 @@ pub struct SupervisorApi {
 impl SupervisorApi {
     pub fn new(state: Arc<GatewayState>) -> Self {
         Self { state }
-    }
-}
-
-pub fn revisions_from_pb(r: Option<&pb::AppliedRevisions>) -> ReportedRevisions {
-    let Some(r) = r else {
-        return ReportedRevisions::default();
-    };
-    ReportedRevisions {
-        policy_revision: r.policy_revision,
-        policy_hash: r.policy_hash.clone(),
-        global_policy_revision: r.global_policy_revision,
-        global_settings_revision: r.global_settings_revision,
-        workspace_settings_revision: r.workspace_settings_revision,
-        sandbox_settings_revision: r.sandbox_settings_revision,
-        provider_env_revision: r.provider_env_revision.clone(),
     }
 }
 

@@ -12,7 +12,6 @@ use tonic::Streaming;
 
 use super::identity::{Refusal, authenticate};
 use super::negotiate::{Capabilities, negotiate};
-use super::revisions_from_pb;
 use crate::config_update::{ConfigTarget, ConfigUpdate, commit_update};
 use crate::delivery::{
     self, Ack, Built, Component, Frame, SessionDelivery, SnapshotSource, StoreSource,
@@ -25,7 +24,7 @@ use crate::sessions::{SessionCloser, SessionInfo};
 use crate::snapshot::build_bootstrap;
 use crate::state::GatewayState;
 use crate::store::{Lifecycle, OwnerClaim, SandboxRecord, new_id, now_ms};
-use crate::wire::timestamp;
+use crate::wire::{revisions_from_pb, timestamp};
 
 /// How long a supervisor has to send its hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
