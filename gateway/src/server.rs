@@ -25,8 +25,8 @@ use crate::operations::ReportResolver;
 use crate::peers::{PeerApi, PeerNotifier};
 use crate::sessions::SessionRegistry;
 use crate::state::GatewayState;
-use crate::store::{Backend, Store, StoreOptions, now_ms};
-use crate::supervisor_api::{OwnerClaims, SupervisorApi};
+use crate::store::{Backend, OwnerClaims, Store, StoreOptions, now_ms};
+use crate::supervisor_api::SupervisorApi;
 use openshell_proto::v1::supervisor_server::SupervisorServer;
 
 /// How long shutdown waits for in-flight calls.

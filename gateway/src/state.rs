@@ -11,8 +11,7 @@ use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
 use crate::peers::PeerNotifier;
 use crate::sessions::SessionRegistry;
-use crate::store::Store;
-use crate::supervisor_api::OwnerClaims;
+use crate::store::{OwnerClaims, Store};
 
 pub struct GatewayState {
     pub store: Store,

@@ -49,7 +49,7 @@ pub use providers::ProviderValues;
 pub use records::*;
 pub use replicas::LivePeer;
 pub use reports::{LastReport, LiveTarget, ReportRow};
-pub use session_owners::{OwnerClaim, SessionOwner};
+pub use session_owners::{OwnerClaim, OwnerClaims, SessionOwner};
 pub use settings::{ScopedSettings, SettingWrite};
 use writer_thread::WriterThread;
 

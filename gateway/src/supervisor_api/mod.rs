@@ -4,10 +4,7 @@
 
 pub mod identity;
 pub mod negotiate;
-pub mod owner_claims;
 pub mod session;
-
-pub use owner_claims::OwnerClaims;
 
 use std::pin::Pin;
 use std::sync::Arc;
