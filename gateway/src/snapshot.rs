@@ -7,12 +7,15 @@
 //! writes end INACTIVE ("takes effect when it starts"), and that must stay true
 //! of what its supervisor holds. Starting it again publishes a rebuild.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use futures::future::BoxFuture;
 use openshell_core::settings;
 use openshell_proto::v1 as pb;
 use sha2::{Digest, Sha256};
 
-use crate::delivery::{Built, Component};
+use crate::delivery::{Component, FanoutActivity, Lane};
 use crate::error::{GatewayError, Result};
 use crate::store::{Lifecycle, PendingInputs, ReadPriority, SandboxRecord, Store, now_ms};
 use crate::wire;
@@ -20,6 +23,51 @@ use crate::wire;
 /// Said to a stopped sandbox's supervisor when it asks for configuration.
 pub const STOPPED_SANDBOX_REASON: &str = "the sandbox is stopped; the gateway delivers no \
      configuration until it is started again (`openshell sandbox start`)";
+
+/// A built snapshot, ready to be numbered and sent.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub component: Component,
+    pub update: pb::ConfigUpdate,
+    pub fingerprint: String,
+    /// Short revision summary for diagnostics (never values).
+    pub summary: String,
+    /// For `sandbox_config`: the tuple that operations are matched on.
+    pub policy_revision: u64,
+    pub settings_revision: u64,
+    /// The provider environment revision this snapshot carries or expects.
+    pub provider_env_revision: String,
+    /// The build saw a `PENDING` sandbox operation, so sending it may deliver
+    /// one; most sends (fanouts, reconcile) then skip the store entirely.
+    pub pending_operation: bool,
+}
+
+/// Why a build failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BuildError {
+    #[error("build exceeded its {0:?} deadline")]
+    Deadline(Duration),
+    #[error("{0}")]
+    Store(String),
+}
+
+/// Where snapshots come from, and who hears about deliveries. The gateway
+/// uses [`StoreSource`]; scheduler tests use a fake.
+pub trait SnapshotSource: Send + Sync + 'static {
+    /// Starts a build. The scheduler calls this right after taking a mark
+    /// and before waiting for a build permit, and polls the build once it
+    /// holds one: a source may read its inputs in between (the store
+    /// batches a fanout's reads), but only from this call on, so that the
+    /// build reflects every write marked before. `lane` is the mark's.
+    fn build<'a>(
+        &'a self,
+        sandbox_id: &'a str,
+        component: Component,
+        lane: Lane,
+    ) -> BoxFuture<'a, Result<Built, BuildError>>;
+    /// Called after a `sandbox_config` snapshot was handed to the session.
+    fn delivered<'a>(&'a self, sandbox_id: &'a str, built: &'a Built) -> BoxFuture<'a, ()>;
+}
 
 /// Refuses to build for a sandbox whose configuration must not reach its supervisor now.
 fn ensure_deliverable(sandbox: &SandboxRecord) -> Result<()> {
@@ -314,6 +362,45 @@ pub enum BootstrapError {
     Inconsistent,
     #[error(transparent)]
     Store(#[from] crate::error::GatewayError),
+}
+
+/// The real source: the one snapshot builder over the store.
+pub struct StoreSource {
+    pub store: Store,
+    pub activity: Arc<FanoutActivity>,
+}
+
+impl SnapshotSource for StoreSource {
+    fn build<'a>(
+        &'a self,
+        sandbox_id: &'a str,
+        component: Component,
+        lane: Lane,
+    ) -> BoxFuture<'a, Result<Built, BuildError>> {
+        let priority = match lane {
+            Lane::Sandbox => ReadPriority::Foreground,
+            Lane::Fanout => ReadPriority::Background,
+        };
+        let build = start_build(&self.store, sandbox_id, component, priority);
+        Box::pin(async move { build.await.map_err(|e| BuildError::Store(e.to_string())) })
+    }
+
+    fn delivered<'a>(&'a self, sandbox_id: &'a str, built: &'a Built) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Err(e) = self
+                .store
+                .mark_delivered(
+                    self.activity.write_place(),
+                    sandbox_id,
+                    built.policy_revision,
+                    built.settings_revision,
+                )
+                .await
+            {
+                tracing::warn!(error = %e, sandbox = %sandbox_id, "cannot mark operations delivered");
+            }
+        })
+    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ pub use activity::FanoutActivity;
 pub use marks::{Component, Lane, Mark};
 pub use permits::Permits;
 pub use publish::{Publication, PublicationScope, Publisher};
-pub use task::{Ack, BuildError, Built, SessionDelivery, SnapshotSource, StoreSource};
+pub use task::{Ack, SessionDelivery};
 pub use tuning::DeliveryTuning;
 
 /// A frame queued for a session's stream. Boxed because a `GatewayMessage`

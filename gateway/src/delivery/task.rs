@@ -24,52 +24,8 @@ use super::marks::{Component, Lane, Mark};
 use super::permits::{BuildPermit, Permits};
 use super::tuning::DeliveryTuning;
 use crate::metrics::{ComponentLabel, DeliveryLabels, Metrics, StatusLabel};
-use crate::store::{ReadPriority, now_ms};
-
-/// A built snapshot, ready to be numbered and sent.
-#[derive(Debug, Clone)]
-pub struct Built {
-    pub component: Component,
-    pub update: pb::ConfigUpdate,
-    pub fingerprint: String,
-    /// Short revision summary for diagnostics (never values).
-    pub summary: String,
-    /// For `sandbox_config`: the tuple that operations are matched on.
-    pub policy_revision: u64,
-    pub settings_revision: u64,
-    /// The provider environment revision this snapshot carries or expects.
-    pub provider_env_revision: String,
-    /// The build saw a `PENDING` sandbox operation, so sending it may deliver
-    /// one; most sends (fanouts, reconcile) then skip the store entirely.
-    pub pending_operation: bool,
-}
-
-/// Why a build failed.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum BuildError {
-    #[error("build exceeded its {0:?} deadline")]
-    Deadline(Duration),
-    #[error("{0}")]
-    Store(String),
-}
-
-/// Where snapshots come from, and who hears about deliveries. The gateway
-/// uses [`StoreSource`]; scheduler tests use a fake.
-pub trait SnapshotSource: Send + Sync + 'static {
-    /// Starts a build. The scheduler calls this right after taking a mark
-    /// and before waiting for a build permit, and polls the build once it
-    /// holds one: a source may read its inputs in between (the store
-    /// batches a fanout's reads), but only from this call on, so that the
-    /// build reflects every write marked before. `lane` is the mark's.
-    fn build<'a>(
-        &'a self,
-        sandbox_id: &'a str,
-        component: Component,
-        lane: Lane,
-    ) -> BoxFuture<'a, Result<Built, BuildError>>;
-    /// Called after a `sandbox_config` snapshot was handed to the session.
-    fn delivered<'a>(&'a self, sandbox_id: &'a str, built: &'a Built) -> BoxFuture<'a, ()>;
-}
+use crate::snapshot::{BuildError, Built, SnapshotSource};
+use crate::store::now_ms;
 
 /// The supervisor's answer to one delivery, as the scheduler needs it.
 #[derive(Debug, Clone)]
@@ -771,43 +727,4 @@ async fn send_ready(
         }
     }
     true
-}
-
-/// The real source: the one snapshot builder over the store.
-pub struct StoreSource {
-    pub store: crate::store::Store,
-    pub activity: Arc<super::FanoutActivity>,
-}
-
-impl SnapshotSource for StoreSource {
-    fn build<'a>(
-        &'a self,
-        sandbox_id: &'a str,
-        component: Component,
-        lane: Lane,
-    ) -> BoxFuture<'a, Result<Built, BuildError>> {
-        let priority = match lane {
-            Lane::Sandbox => ReadPriority::Foreground,
-            Lane::Fanout => ReadPriority::Background,
-        };
-        let build = crate::snapshot::start_build(&self.store, sandbox_id, component, priority);
-        Box::pin(async move { build.await.map_err(|e| BuildError::Store(e.to_string())) })
-    }
-
-    fn delivered<'a>(&'a self, sandbox_id: &'a str, built: &'a Built) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            if let Err(e) = self
-                .store
-                .mark_delivered(
-                    self.activity.write_place(),
-                    sandbox_id,
-                    built.policy_revision,
-                    built.settings_revision,
-                )
-                .await
-            {
-                tracing::warn!(error = %e, sandbox = %sandbox_id, "cannot mark operations delivered");
-            }
-        })
-    }
 }

@@ -11,9 +11,10 @@ use futures::future::BoxFuture;
 use openshell_proto::v1 as pb;
 use tokio::sync::mpsc;
 
-use super::task::{self, Ack, BuildError, Built, SessionDelivery, SnapshotSource};
+use super::task::{self, Ack, SessionDelivery};
 use super::{Component, DeliveryTuning, Lane, Mark, Permits};
 use crate::metrics::Metrics;
+use crate::snapshot::{BuildError, Built, SnapshotSource};
 
 /// Content is a version number per sandbox, read when a build starts;
 /// builds take `delay`.

@@ -13,15 +13,13 @@ use tonic::Streaming;
 use super::identity::{Refusal, authenticate};
 use super::negotiate::{Capabilities, negotiate};
 use crate::config_update::{ConfigTarget, ConfigUpdate, commit_update};
-use crate::delivery::{
-    self, Ack, Built, Component, Frame, SessionDelivery, SnapshotSource, StoreSource,
-};
+use crate::delivery::{self, Ack, Component, Frame, SessionDelivery};
 use crate::limits::MAX_MESSAGE_BYTES;
 use crate::metrics::{ModeLabel, OutcomeLabel, StatusLabel};
 use crate::operations::resolve::sanitize_error;
 use crate::operations::{ReportStatus, SupervisorReport};
 use crate::sessions::{SessionCloser, SessionInfo};
-use crate::snapshot::build_bootstrap;
+use crate::snapshot::{Built, SnapshotSource, StoreSource, build_bootstrap};
 use crate::state::GatewayState;
 use crate::store::{Lifecycle, OwnerClaim, SandboxRecord, new_id, now_ms};
 use crate::wire::{revisions_from_pb, timestamp};
