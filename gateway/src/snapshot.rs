@@ -15,7 +15,8 @@ use openshell_core::settings;
 use openshell_proto::v1 as pb;
 use sha2::{Digest, Sha256};
 
-use crate::delivery::{Component, FanoutActivity, Lane};
+use crate::delivery::activity::FanoutActivity;
+use crate::delivery::marks::{Component, Lane};
 use crate::error::{GatewayError, Result};
 use crate::store::{Lifecycle, PendingInputs, ReadPriority, SandboxRecord, Store, now_ms};
 use crate::wire;

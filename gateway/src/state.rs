@@ -9,7 +9,7 @@ use crate::delivery::{
 };
 use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
-use crate::peers::PeerNotifier;
+use crate::peers::notifier::PeerNotifier;
 use crate::sessions::SessionRegistry;
 use crate::store::{OwnerClaims, Store};
 
