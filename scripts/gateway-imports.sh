@@ -47,7 +47,7 @@ modules = set(files)
 
 def strip(text):
     if not with_tests:
-        m = re.search(r"^\s*#\[cfg\(test\)\]\s*\n\s*(pub(\(\w+\))?\s+)?mod tests\b", text, re.M)
+        m = re.search(r"^\s*#\[cfg\(test\)\]\s*\n(\s*#\[[^\n]*\]\s*\n)*\s*(pub(\(\w+\))?\s+)?mod tests\b", text, re.M)
         if m:
             text = text[: m.start()]
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
