@@ -164,16 +164,21 @@ pub(crate) fn deadline_error(limit: Duration) -> SdkError {
 /// itself failed: a status tonic made from a transport error carries it as
 /// its source, one the gateway sent has none.
 fn status_error(endpoint: &str, status: Status) -> SdkError {
-    let transport = std::error::Error::source(&status).is_some();
+    // The status says "tcp connect error"; its sources say why.
+    let cause = std::error::Error::source(&status).map(error_chain);
     let unreachable = status.code() == tonic::Code::Unavailable;
-    match SdkError::from(status) {
-        SdkError::Unavailable(message) if transport && unreachable => {
-            SdkError::Unavailable(format!("cannot reach the gateway at {endpoint}: {message}"))
+    match (SdkError::from(status), cause) {
+        (SdkError::Unavailable(mut message), Some(cause)) => {
+            if !message.contains(&cause) {
+                message = format!("{message}: {cause}");
+            }
+            SdkError::Unavailable(if unreachable {
+                format!("cannot reach the gateway at {endpoint}: {message}")
+            } else {
+                format!("{message} (gateway at {endpoint})")
+            })
         }
-        SdkError::Unavailable(message) if transport => {
-            SdkError::Unavailable(format!("{message} (gateway at {endpoint})"))
-        }
-        other => other,
+        (other, _) => other,
     }
 }
 
