@@ -4,7 +4,10 @@
 
 use std::future::Future;
 
-use openshell_sdk::{OperationState, ProviderSpec, SandboxRef, SdkError, UpdateConfig};
+use openshell_sdk::{
+    OperationState, ProviderSpec, ProviderUpdate, SandboxLifecycle, SandboxRef, SdkError, Target,
+    UpdateConfig,
+};
 use pyo3::prelude::*;
 
 use crate::args;
@@ -67,6 +70,93 @@ pub(crate) fn delete_sandbox(client: &openshell_sdk::Client, sandbox: SandboxRef
     call(
         client,
         move |c| async move { c.delete_sandbox(&sandbox).await },
+    )
+}
+
+pub(crate) fn set_sandbox_lifecycle(
+    client: &openshell_sdk::Client,
+    sandbox: SandboxRef,
+    lifecycle: SandboxLifecycle,
+) -> Call {
+    call(client, move |c| async move {
+        c.set_sandbox_lifecycle(&sandbox, lifecycle).await
+    })
+}
+
+pub(crate) fn update_provider(client: &openshell_sdk::Client, update: ProviderUpdate) -> Call {
+    call(
+        client,
+        move |c| async move { c.update_provider(&update).await },
+    )
+}
+
+pub(crate) fn delete_provider(
+    client: &openshell_sdk::Client,
+    provider: String,
+    workspace: Option<String>,
+) -> Call {
+    call(client, move |c| async move {
+        c.delete_provider(&provider, workspace.as_deref()).await
+    })
+}
+
+pub(crate) fn get_provider(
+    client: &openshell_sdk::Client,
+    provider: String,
+    workspace: Option<String>,
+) -> Call {
+    call(client, move |c| async move {
+        c.get_provider(&provider, workspace.as_deref()).await
+    })
+}
+
+pub(crate) fn list_providers(client: &openshell_sdk::Client, workspace: Option<String>) -> Call {
+    call(client, move |c| async move {
+        c.list_providers(workspace.as_deref()).await
+    })
+}
+
+pub(crate) fn detach_provider(
+    client: &openshell_sdk::Client,
+    sandbox: SandboxRef,
+    provider: String,
+) -> Call {
+    call(client, move |c| async move {
+        c.detach_provider(&sandbox, &provider).await
+    })
+}
+
+pub(crate) fn get_sandbox_policy(
+    client: &openshell_sdk::Client,
+    sandbox: SandboxRef,
+    revision: Option<u64>,
+) -> Call {
+    call(client, move |c| async move {
+        c.get_sandbox_policy(&sandbox, revision).await
+    })
+}
+
+pub(crate) fn list_sandbox_policies(
+    client: &openshell_sdk::Client,
+    sandbox: SandboxRef,
+    limit: u32,
+) -> Call {
+    call(client, move |c| async move {
+        c.list_sandbox_policies(&sandbox, limit).await
+    })
+}
+
+pub(crate) fn get_settings(client: &openshell_sdk::Client, target: Target) -> Call {
+    call(
+        client,
+        move |c| async move { c.get_settings(&target).await },
+    )
+}
+
+pub(crate) fn list_setting_definitions(client: &openshell_sdk::Client) -> Call {
+    call(
+        client,
+        |c| async move { c.list_setting_definitions().await },
     )
 }
 

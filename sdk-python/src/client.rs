@@ -2,13 +2,21 @@
 //! `client_surface!`, run either blocking (GIL released) or as coroutines.
 //! Defining it once is what keeps the two from drifting apart.
 
-use openshell_sdk::{OperationState, ProviderSpec, SettingChange, UpdateConfig, UpdateMode};
+use std::sync::RwLock;
+
+use openshell_sdk::{
+    OperationState, ProviderSpec, ProviderUpdate, SandboxLifecycle, SettingChange, UpdateConfig,
+    UpdateMode,
+};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 
 use crate::args;
 use crate::calls;
 use crate::connect::connect;
 use crate::enums;
+use crate::errors;
 use crate::progress::Progress;
 use crate::runtime;
 use crate::views::quote;
@@ -16,42 +24,212 @@ use crate::views::quote;
 /// A blocking connection to a gateway. Calls release the GIL while they wait.
 #[pyclass(frozen, module = "openshell")]
 pub(crate) struct Client {
-    inner: openshell_sdk::Client,
+    conn: Connection,
 }
 
 /// An asyncio connection to a gateway; every call is a coroutine.
 #[pyclass(frozen, module = "openshell")]
 pub(crate) struct AsyncClient {
-    inner: openshell_sdk::Client,
+    conn: Connection,
+}
+
+/// The SDK client until `close()` drops it. Calls run on a clone, so closing
+/// never cuts off a call already started; it refuses new ones.
+struct Connection {
+    endpoint: String,
+    client: RwLock<Option<openshell_sdk::Client>>,
+}
+
+impl Connection {
+    fn new(client: openshell_sdk::Client) -> Self {
+        Self {
+            endpoint: client.endpoint().to_owned(),
+            client: RwLock::new(Some(client)),
+        }
+    }
+
+    fn get(&self) -> PyResult<openshell_sdk::Client> {
+        self.client
+            .read()
+            .map_err(|_| PyRuntimeError::new_err("the client's lock is poisoned"))?
+            .clone()
+            .ok_or_else(|| PyRuntimeError::new_err("the client is closed"))
+    }
+
+    fn close(&self) {
+        if let Ok(mut client) = self.client.write() {
+            client.take();
+        }
+    }
 }
 
 /// The methods both clients share. `$run` turns a `Call` into the Python
 /// result (a value, or a coroutine); `$progress` says where callbacks run.
 macro_rules! client_surface {
-    ($class:ident, $run:path, $progress:path) => {
+    ($class:ident, $run:path, $progress:path, { $($extra:tt)* }) => {
         #[pymethods]
         impl $class {
+            $($extra)*
+
+            /// `endpoint`, `token` and the CA default to `OPENSHELL_GATEWAY`,
+            /// `OPENSHELL_TOKEN` and the PEM file `OPENSHELL_CA_CERT`, as for the CLI.
             #[new]
-            #[pyo3(signature = (endpoint, token=None, ca_cert_pem=None, timeout=None))]
+            #[pyo3(signature = (endpoint=None, token=None, ca_cert_pem=None, timeout=None))]
             fn new(
                 py: Python<'_>,
-                endpoint: String,
+                endpoint: Option<String>,
                 token: Option<String>,
                 ca_cert_pem: Option<Bound<'_, PyAny>>,
                 timeout: Option<f64>,
             ) -> PyResult<Self> {
+                let client = connect(py, endpoint, token, ca_cert_pem.as_ref(), timeout)?;
                 Ok(Self {
-                    inner: connect(py, endpoint, token, ca_cert_pem.as_ref(), timeout)?,
+                    conn: Connection::new(client),
                 })
             }
 
             #[getter]
             fn endpoint(&self) -> &str {
-                self.inner.endpoint()
+                &self.conn.endpoint
             }
 
             fn __repr__(&self) -> String {
-                format!("{}(endpoint={})", stringify!($class), quote(self.inner.endpoint()))
+                format!("{}(endpoint={})", stringify!($class), quote(&self.conn.endpoint))
+            }
+
+            /// Drops the connection; later calls raise `RuntimeError`. Calls
+            /// already running finish. Closing twice is harmless.
+            fn close(&self) {
+                self.conn.close();
+            }
+
+            /// Stops (`STOPPED`) or restarts (`PENDING`) a sandbox.
+            fn set_sandbox_lifecycle(
+                &self,
+                py: Python<'_>,
+                sandbox: &str,
+                lifecycle: Bound<'_, PyAny>,
+            ) -> PyResult<Py<PyAny>> {
+                let lifecycle = enums::parse::<SandboxLifecycle>(&lifecycle, "lifecycle")?;
+                $run(
+                    py,
+                    calls::set_sandbox_lifecycle(
+                        &self.conn.get()?,
+                        args::sandbox_ref(sandbox),
+                        lifecycle,
+                    ),
+                )
+            }
+
+            /// Replaces a provider's values (env, credentials, expiry); sandboxes
+            /// that attach it receive the new environment.
+            #[pyo3(signature = (provider, *, workspace=None, env=None, credentials=None, expires_at=None))]
+            #[allow(clippy::too_many_arguments)] // one per Python keyword argument
+            fn update_provider(
+                &self,
+                py: Python<'_>,
+                provider: String,
+                workspace: Option<String>,
+                env: Option<Bound<'_, PyAny>>,
+                credentials: Option<Bound<'_, PyAny>>,
+                expires_at: Option<Bound<'_, PyAny>>,
+            ) -> PyResult<Py<PyAny>> {
+                let update = ProviderUpdate {
+                    provider,
+                    workspace,
+                    env: args::string_map(env.as_ref(), "env")?,
+                    credentials: args::string_map(credentials.as_ref(), "credentials")?,
+                    expires_at: args::system_time(py, expires_at.as_ref(), "expires_at")?,
+                };
+                $run(py, calls::update_provider(&self.conn.get()?, update))
+            }
+
+            /// Deletes a provider; the gateway refuses while a sandbox attaches it.
+            #[pyo3(signature = (provider, *, workspace=None))]
+            fn delete_provider(
+                &self,
+                py: Python<'_>,
+                provider: String,
+                workspace: Option<String>,
+            ) -> PyResult<Py<PyAny>> {
+                $run(py, calls::delete_provider(&self.conn.get()?, provider, workspace))
+            }
+
+            /// Reads a provider by id or name.
+            #[pyo3(signature = (provider, *, workspace=None))]
+            fn get_provider(
+                &self,
+                py: Python<'_>,
+                provider: String,
+                workspace: Option<String>,
+            ) -> PyResult<Py<PyAny>> {
+                $run(py, calls::get_provider(&self.conn.get()?, provider, workspace))
+            }
+
+            /// Lists providers, of one workspace when given.
+            #[pyo3(signature = (*, workspace=None))]
+            fn list_providers(
+                &self,
+                py: Python<'_>,
+                workspace: Option<String>,
+            ) -> PyResult<Py<PyAny>> {
+                $run(py, calls::list_providers(&self.conn.get()?, workspace))
+            }
+
+            /// Detaches a provider from a sandbox.
+            fn detach_provider(
+                &self,
+                py: Python<'_>,
+                sandbox: &str,
+                provider: String,
+            ) -> PyResult<Py<PyAny>> {
+                $run(
+                    py,
+                    calls::detach_provider(&self.conn.get()?, args::sandbox_ref(sandbox), provider),
+                )
+            }
+
+            /// Reads a sandbox's policy: the latest revision, or `revision`.
+            #[pyo3(signature = (sandbox, revision=None))]
+            fn get_sandbox_policy(
+                &self,
+                py: Python<'_>,
+                sandbox: &str,
+                revision: Option<u64>,
+            ) -> PyResult<Py<PyAny>> {
+                if revision == Some(0) {
+                    return Err(errors::invalid_argument(py, "revision", "must be a positive integer"));
+                }
+                $run(
+                    py,
+                    calls::get_sandbox_policy(&self.conn.get()?, args::sandbox_ref(sandbox), revision),
+                )
+            }
+
+            /// Lists a sandbox's policy revisions, newest first, without their YAML.
+            #[pyo3(signature = (sandbox, *, limit=0))]
+            fn list_sandbox_policies(
+                &self,
+                py: Python<'_>,
+                sandbox: &str,
+                limit: u32,
+            ) -> PyResult<Py<PyAny>> {
+                $run(
+                    py,
+                    calls::list_sandbox_policies(&self.conn.get()?, args::sandbox_ref(sandbox), limit),
+                )
+            }
+
+            /// Reads the settings stored at a scope; for a sandbox also every
+            /// registry key's effective value and where it comes from.
+            fn get_settings(&self, py: Python<'_>, target: Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+                let target = args::target(&target)?;
+                $run(py, calls::get_settings(&self.conn.get()?, target))
+            }
+
+            /// Lists the settings registry: every key, its type and default.
+            fn list_setting_definitions(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+                $run(py, calls::list_setting_definitions(&self.conn.get()?))
             }
 
             /// Creates a sandbox; the returned supervisor credential is the only copy.
@@ -63,12 +241,12 @@ macro_rules! client_surface {
                 workspace: Option<String>,
                 policy: Option<String>,
             ) -> PyResult<Py<PyAny>> {
-                $run(py, calls::create_sandbox(&self.inner, name, workspace, policy))
+                $run(py, calls::create_sandbox(&self.conn.get()?, name, workspace, policy))
             }
 
             /// Reads a sandbox by `NAME`, `ID` or `WORKSPACE/NAME`.
             fn get_sandbox(&self, py: Python<'_>, sandbox: &str) -> PyResult<Py<PyAny>> {
-                $run(py, calls::get_sandbox(&self.inner, args::sandbox_ref(sandbox)))
+                $run(py, calls::get_sandbox(&self.conn.get()?, args::sandbox_ref(sandbox)))
             }
 
             /// Lists sandboxes, every page.
@@ -79,12 +257,12 @@ macro_rules! client_surface {
                 workspace: Option<String>,
                 include_deleted: bool,
             ) -> PyResult<Py<PyAny>> {
-                $run(py, calls::list_sandboxes(&self.inner, workspace, include_deleted))
+                $run(py, calls::list_sandboxes(&self.conn.get()?, workspace, include_deleted))
             }
 
             /// Deletes a sandbox; its pending operations end CANCELLED.
             fn delete_sandbox(&self, py: Python<'_>, sandbox: &str) -> PyResult<Py<PyAny>> {
-                $run(py, calls::delete_sandbox(&self.inner, args::sandbox_ref(sandbox)))
+                $run(py, calls::delete_sandbox(&self.conn.get()?, args::sandbox_ref(sandbox)))
             }
 
             /// Creates a provider; credential values are stored encrypted and never returned.
@@ -108,7 +286,7 @@ macro_rules! client_surface {
                     credentials: args::string_map(credentials.as_ref(), "credentials")?,
                     expires_at: args::system_time(py, expires_at.as_ref(), "expires_at")?,
                 };
-                $run(py, calls::create_provider(&self.inner, spec))
+                $run(py, calls::create_provider(&self.conn.get()?, spec))
             }
 
             /// Attaches a provider (resolved in the sandbox's workspace) to a sandbox.
@@ -120,7 +298,7 @@ macro_rules! client_surface {
             ) -> PyResult<Py<PyAny>> {
                 $run(
                     py,
-                    calls::attach_provider(&self.inner, args::sandbox_ref(sandbox), provider),
+                    calls::attach_provider(&self.conn.get()?, args::sandbox_ref(sandbox), provider),
                 )
             }
 
@@ -173,12 +351,12 @@ macro_rules! client_surface {
                 update.wait_timeout = args::seconds(py, wait_timeout, "wait_timeout")?;
                 update.threshold = threshold;
                 update.validate_only = validate_only;
-                $run(py, calls::update_config(&self.inner, update))
+                $run(py, calls::update_config(&self.conn.get()?, update))
             }
 
             /// Reads an operation by id.
             fn get_operation(&self, py: Python<'_>, id: String) -> PyResult<Py<PyAny>> {
-                $run(py, calls::get_operation(&self.inner, id))
+                $run(py, calls::get_operation(&self.conn.get()?, id))
             }
 
             /// Follows an operation until it is terminal (or the fleet threshold is
@@ -200,7 +378,7 @@ macro_rules! client_surface {
                     progress: on_progress.map($progress),
                     raise_failed: false,
                 };
-                $run(py, calls::wait(py, &self.inner, wait)?)
+                $run(py, calls::wait(py, &self.conn.get()?, wait)?)
             }
 
             /// Lists the newest operations, optionally of one sandbox and in some states.
@@ -220,7 +398,7 @@ macro_rules! client_surface {
                 $run(
                     py,
                     calls::list_operations(
-                        &self.inner,
+                        &self.conn.get()?,
                         sandbox.map(args::sandbox_ref),
                         states,
                         limit,
@@ -230,21 +408,43 @@ macro_rules! client_surface {
 
             /// Lists the connected supervisor sessions.
             fn list_sessions(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-                $run(py, calls::list_sessions(&self.inner))
+                $run(py, calls::list_sessions(&self.conn.get()?))
             }
 
             /// Explains configuration delivery for one sandbox.
             fn inspect_session(&self, py: Python<'_>, sandbox: &str) -> PyResult<Py<PyAny>> {
-                $run(py, calls::inspect_session(&self.inner, args::sandbox_ref(sandbox)))
+                $run(py, calls::inspect_session(&self.conn.get()?, args::sandbox_ref(sandbox)))
             }
 
             /// Describes the gateway.
             fn gateway_info(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-                $run(py, calls::gateway_info(&self.inner))
+                $run(py, calls::gateway_info(&self.conn.get()?))
             }
         }
     };
 }
 
-client_surface!(Client, runtime::block, Progress::OnCaller);
-client_surface!(AsyncClient, runtime::awaitable, Progress::OnLoop);
+client_surface!(Client, runtime::block, Progress::OnCaller, {
+    /// `with Client(...) as client:` closes the client when the block ends.
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, _exc: &Bound<'_, PyTuple>) {
+        self.conn.close();
+    }
+});
+
+client_surface!(AsyncClient, runtime::awaitable, Progress::OnLoop, {
+    /// `async with AsyncClient(...) as client:` closes the client when the block ends.
+    fn __aenter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        runtime::ready(py, slf.into_any())
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __aexit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
+        self.conn.close();
+        runtime::ready(py, py.None())
+    }
+});

@@ -8,21 +8,46 @@ use crate::args;
 use crate::errors;
 use crate::runtime::runtime;
 
+const ENDPOINT_ENV: &str = "OPENSHELL_GATEWAY";
+const TOKEN_ENV: &str = "OPENSHELL_TOKEN";
+const CA_CERT_ENV: &str = "OPENSHELL_CA_CERT";
+
+/// An environment variable's value; unset and empty are the same, as for the CLI.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
 /// Makes a client that connects on its first call, so constructing one
 /// never blocks and works before an event loop exists.
+///
+/// What the caller leaves out comes from the CLI's environment variables:
+/// `OPENSHELL_GATEWAY` (else `http://127.0.0.1:7070`), `OPENSHELL_TOKEN`, and
+/// `OPENSHELL_CA_CERT`, the path of a PEM file.
 pub(crate) fn connect(
     py: Python<'_>,
-    endpoint: String,
+    endpoint: Option<String>,
     token: Option<String>,
     ca_cert_pem: Option<&Bound<'_, PyAny>>,
     timeout: Option<f64>,
 ) -> PyResult<openshell_sdk::Client> {
+    let endpoint = endpoint
+        .or_else(|| env(ENDPOINT_ENV))
+        .unwrap_or_else(|| ClientOptions::default().endpoint);
     let mut options = ClientOptions::new(endpoint);
-    if let Some(token) = token {
+    if let Some(token) = token.filter(|t| !t.is_empty()).or_else(|| env(TOKEN_ENV)) {
         options = options.with_token(token);
     }
     if let Some(pem) = ca_cert_pem {
         options = options.with_ca_cert_pem(pem_bytes(pem)?);
+    } else if let Some(path) = env(CA_CERT_ENV) {
+        let pem = std::fs::read(&path).map_err(|err| {
+            errors::invalid_argument(
+                py,
+                CA_CERT_ENV,
+                &format!("cannot read the CA certificate file {path}: {err}"),
+            )
+        })?;
+        options = options.with_ca_cert_pem(pem);
     }
     if let Some(limit) = args::seconds(py, timeout, "timeout")? {
         options = options.with_request_timeout(limit);

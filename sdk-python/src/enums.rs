@@ -4,8 +4,8 @@
 use std::str::FromStr;
 
 use openshell_sdk::{
-    ApplyOutcome, DeliveryMode, OperationState, ParseEnumError, SandboxLifecycle, TargetKind,
-    UpdateMode,
+    ApplyOutcome, DeliveryMode, OperationState, ParseEnumError, PolicySource, SandboxLifecycle,
+    SettingScope, TargetKind, UpdateMode,
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -50,7 +50,9 @@ py_enum!(
     UpdateMode,
     TargetKind,
     SandboxLifecycle,
-    DeliveryMode
+    DeliveryMode,
+    PolicySource,
+    SettingScope
 );
 
 /// Reads a member of the Python enum or its name as a string (loosely:

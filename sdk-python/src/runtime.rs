@@ -75,7 +75,14 @@ pub(crate) fn awaitable(py: Python<'_>, call: Call) -> PyResult<Py<PyAny>> {
     Ok(aio(py, &RUN, "run")?.call1((start,))?.unbind())
 }
 
+/// A coroutine that returns `value` at once (`openshell._aio.ready`), for
+/// the awaitables Python's protocols expect, such as `__aenter__`.
+pub(crate) fn ready(py: Python<'_>, value: Py<PyAny>) -> PyResult<Py<PyAny>> {
+    Ok(aio(py, &READY, "ready")?.call1((value,))?.unbind())
+}
+
 static RUN: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static READY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static CALL_PROGRESS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// `openshell._aio.call_progress`, which runs one callback on the event loop.

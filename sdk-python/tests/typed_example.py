@@ -20,6 +20,15 @@ from openshell import (
     UpdateMode,
     PolicyChange,
     PolicyDiff,
+    PolicyRevision,
+    PolicySource,
+    Provider,
+    Sandbox,
+    SandboxLifecycle,
+    SandboxPolicy,
+    ScopeSettings,
+    SettingDefinition,
+    SettingScope,
     SettingDiff,
     UpdateResult,
     WaitTimeout,
@@ -81,7 +90,34 @@ def blocking(client: Client, policy: str) -> OperationState:
     )
     print(write.provider.credential_names, client.attach_provider("demo", "gh").operation)
     print(client.delete_sandbox("demo").cancelled_operations, openshell.__version__)
+    stopped: Sandbox = client.set_sandbox_lifecycle("demo", SandboxLifecycle.STOPPED)
+    provider: Provider = client.get_provider("gh", workspace="team")
+    renewed = client.update_provider("gh", env={"ORG": "acme"}, expires_at=None)
+    print(stopped.lifecycle, provider.env, renewed.provider.revision, client.list_providers())
+    client.detach_provider("demo", "gh")
+    client.delete_provider("gh")
+    current: SandboxPolicy = client.get_sandbox_policy("demo", 2)
+    history: list[PolicyRevision] = client.list_sandbox_policies("demo", limit=10)
+    print(current.effective_source is PolicySource.GLOBAL, [p.revision for p in history])
+    stored: ScopeSettings = client.get_settings(Target.workspace("team"))
+    values: list[bool | int | str | None] = [s.value for s in stored.effective]
+    keys: list[SettingDefinition] = client.list_setting_definitions()
+    print(stored.scope is SettingScope.SANDBOX, values, [k.default_value for k in keys])
     return op.state
+
+
+def context_managers() -> None:
+    with Client() as client:
+        print(client.gateway_info().version)
+    client.close()
+
+    async def main() -> str:
+        async with AsyncClient(token="t") as aclient:
+            settings = await aclient.get_settings("demo")
+            policy = await aclient.get_sandbox_policy("demo")
+            return f"{settings.revision} {policy.policy.revision}"
+
+    print(asyncio.run(main()))
 
 
 async def coroutines(client: AsyncClient) -> int:

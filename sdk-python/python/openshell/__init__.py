@@ -12,20 +12,23 @@ Quick start::
 
     from openshell import Client, Target, UpdateMode
 
-    client = Client("http://127.0.0.1:7070", token="...")
-    result = client.update_config(
-        Target.sandbox("demo"),
-        policy=open("policy.yaml").read(),
-        mode=UpdateMode.WAIT_FOR_APPLY,
-    )
-    print(result.operation.state)
+    # endpoint and token default to $OPENSHELL_GATEWAY and $OPENSHELL_TOKEN
+    with Client("http://127.0.0.1:7070", token="...") as client:
+        result = client.update_config(
+            Target.sandbox("demo"),
+            policy=open("policy.yaml").read(),
+            mode=UpdateMode.WAIT_FOR_APPLY,
+        )
+        print(result.operation.state)
 """
 
 from openshell._enums import (
     ApplyOutcome,
     DeliveryMode,
     OperationState,
+    PolicySource,
     SandboxLifecycle,
+    SettingScope,
     TargetKind,
     UpdateMode,
 )
@@ -43,11 +46,16 @@ from openshell._native import (
     Operation,
     PolicyChange,
     PolicyDiff,
+    PolicyRevision,
     Provider,
     ProviderWrite,
     Sandbox,
+    SandboxPolicy,
+    ScopeSettings,
     SessionInspection,
     SessionSummary,
+    Setting,
+    SettingDefinition,
     SettingDiff,
     Target,
     UpdateResult,
@@ -92,13 +100,20 @@ __all__ = [
     "OperationState",
     "PolicyChange",
     "PolicyDiff",
+    "PolicyRevision",
+    "PolicySource",
     "Provider",
     "ProviderWrite",
     "Sandbox",
+    "SandboxPolicy",
     "SandboxLifecycle",
+    "ScopeSettings",
     "SessionInspection",
     "SessionSummary",
+    "Setting",
+    "SettingDefinition",
     "SettingDiff",
+    "SettingScope",
     "Target",
     "TargetKind",
     "TransportError",

@@ -18,6 +18,11 @@ async def run(start: Callable[[], Awaitable[T]]) -> T:
     return await start()
 
 
+async def ready(value: T) -> T:
+    """A coroutine that returns ``value``: ``__aenter__`` and ``__aexit__`` must be awaitable."""
+    return value
+
+
 async def call_progress(callback: Callable[[Any], Any], operation: Any) -> None:
     """Runs one progress callback on the loop, awaiting it if it is async."""
     result = callback(operation)

@@ -99,11 +99,35 @@ class DeliveryMode(_WireEnum):
     PUSH = "PUSH"
 
 
+class PolicySource(_WireEnum):
+    """Where a sandbox's effective policy comes from."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    SANDBOX = "SANDBOX"
+    GLOBAL = "GLOBAL"
+    """The global policy replaces every sandbox policy while set."""
+    LOCAL = "LOCAL"
+    """A local policy file on the supervisor keeps precedence."""
+
+
+class SettingScope(_WireEnum):
+    """The scope a setting is stored at, or its effective value comes from."""
+
+    UNSPECIFIED = "UNSPECIFIED"
+    GLOBAL = "GLOBAL"
+    WORKSPACE = "WORKSPACE"
+    SANDBOX = "SANDBOX"
+    DEFAULT = "DEFAULT"
+    """No scope set a value; the registry default is in effect."""
+
+
 __all__ = [
     "ApplyOutcome",
     "DeliveryMode",
     "OperationState",
+    "PolicySource",
     "SandboxLifecycle",
+    "SettingScope",
     "TargetKind",
     "UpdateMode",
 ]

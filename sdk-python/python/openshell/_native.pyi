@@ -3,16 +3,20 @@
 # over code that uses every name here.
 
 from datetime import datetime
+from types import TracebackType
 from typing import Any, Callable, Literal, Mapping, Sequence, final, overload
 
 from openshell._enums import (
     ApplyOutcome,
     DeliveryMode,
     OperationState,
+    PolicySource,
     SandboxLifecycle,
+    SettingScope,
     TargetKind,
     UpdateMode,
 )
+from typing_extensions import Self
 
 __version__: str
 
@@ -480,6 +484,90 @@ class GatewayInfo:
     def started_at(self) -> str | None: ...
     def to_dict(self) -> dict[str, Any]: ...
 
+@final
+class PolicyRevision:
+    """One stored policy revision."""
+
+    @property
+    def sandbox_id(self) -> str | None:
+        """The sandbox's id; ``None`` for the global policy."""
+    @property
+    def revision(self) -> int: ...
+    @property
+    def policy_hash(self) -> str:
+        """Lowercase hex SHA-256 of the policy's canonical form."""
+    @property
+    def policy_yaml(self) -> str | None:
+        """Canonical YAML, accepted unchanged by ``update_config``; ``None`` in history lists."""
+    @property
+    def created_at(self) -> str | None: ...
+    @property
+    def operation_id(self) -> str | None:
+        """The operation that created the revision."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class SandboxPolicy:
+    """A sandbox's policy revision together with what is in effect."""
+
+    @property
+    def policy(self) -> PolicyRevision: ...
+    @property
+    def effective_source(self) -> PolicySource:
+        """``GLOBAL`` while a global policy replaces the sandbox's own."""
+    @property
+    def global_policy_revision(self) -> int:
+        """The global policy revision in effect, 0 when none."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class Setting:
+    """One setting as stored at a scope, or as effective for a sandbox."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def value(self) -> bool | int | str | None:
+        """Typed by the registry; ``None`` when unset."""
+    @property
+    def scope(self) -> SettingScope:
+        """The scope the value comes from (``DEFAULT``: the registry default)."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class ScopeSettings:
+    """The settings of one scope, as ``get_settings`` returns them."""
+
+    @property
+    def scope(self) -> SettingScope: ...
+    @property
+    def values(self) -> list[Setting]:
+        """The values stored at that scope."""
+    @property
+    def revision(self) -> int: ...
+    @property
+    def effective(self) -> list[Setting]:
+        """Sandbox scope only: every registry key with its effective value and source."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class SettingDefinition:
+    """A key of the settings registry."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def kind(self) -> str:
+        """``"bool"``, ``"int"``, ``"string"`` or ``"enum"``."""
+    @property
+    def default_value(self) -> bool | int | str | None: ...
+    @property
+    def allowed_values(self) -> list[str]:
+        """The allowed values of an enum key."""
+    @property
+    def description(self) -> str: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
 SettingValue = str | int | bool
 
 @final
@@ -496,13 +584,25 @@ class Client:
 
     def __init__(
         self,
-        endpoint: str,
+        endpoint: str | None = None,
         token: str | None = None,
         ca_cert_pem: str | bytes | None = None,
         timeout: float | None = None,
-    ) -> None: ...
+    ) -> None:
+        """Left out, ``endpoint``, ``token`` and the CA come from ``OPENSHELL_GATEWAY``
+        (else ``http://127.0.0.1:7070``), ``OPENSHELL_TOKEN`` and ``OPENSHELL_CA_CERT``
+        (a PEM file), as for the CLI."""
     @property
     def endpoint(self) -> str: ...
+    def close(self) -> None:
+        """Drops the connection; later calls raise ``RuntimeError``."""
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
     def create_sandbox(
         self, name: str, *, workspace: str | None = None, policy: str | None = None
     ) -> CreatedSandbox:
@@ -525,6 +625,33 @@ class Client:
         expires_at: datetime | None = None,
     ) -> ProviderWrite: ...
     def attach_provider(self, sandbox: str, provider: str) -> Attachment: ...
+    def set_sandbox_lifecycle(
+        self, sandbox: str, lifecycle: SandboxLifecycle | str
+    ) -> Sandbox:
+        """``STOPPED`` stops a sandbox, ``PENDING`` restarts it."""
+    def update_provider(
+        self,
+        provider: str,
+        *,
+        workspace: str | None = None,
+        env: Mapping[str, str] | None = None,
+        credentials: Mapping[str, str] | None = None,
+        expires_at: datetime | None = None,
+    ) -> ProviderWrite:
+        """Replaces a provider's values; sandboxes that attach it receive the new environment."""
+    def delete_provider(self, provider: str, *, workspace: str | None = None) -> None:
+        """Deletes a provider; refused while a sandbox attaches it."""
+    def get_provider(self, provider: str, *, workspace: str | None = None) -> Provider: ...
+    def list_providers(self, *, workspace: str | None = None) -> list[Provider]: ...
+    def detach_provider(self, sandbox: str, provider: str) -> Attachment: ...
+    def get_sandbox_policy(self, sandbox: str, revision: int | None = None) -> SandboxPolicy:
+        """The sandbox's latest policy revision, or ``revision`` when given."""
+    def list_sandbox_policies(self, sandbox: str, *, limit: int = 0) -> list[PolicyRevision]:
+        """Policy revisions, newest first, without their YAML (``limit`` 0: the gateway's default)."""
+    def get_settings(self, target: Target | str) -> ScopeSettings:
+        """The settings stored at a scope; for a sandbox also every key's effective value."""
+    def list_setting_definitions(self) -> list[SettingDefinition]:
+        """The settings registry: every key, its type and default."""
     @overload
     def update_config(
         self,
@@ -623,13 +750,25 @@ class AsyncClient:
 
     def __init__(
         self,
-        endpoint: str,
+        endpoint: str | None = None,
         token: str | None = None,
         ca_cert_pem: str | bytes | None = None,
         timeout: float | None = None,
-    ) -> None: ...
+    ) -> None:
+        """Left out, ``endpoint``, ``token`` and the CA come from ``OPENSHELL_GATEWAY``
+        (else ``http://127.0.0.1:7070``), ``OPENSHELL_TOKEN`` and ``OPENSHELL_CA_CERT``
+        (a PEM file), as for the CLI."""
     @property
     def endpoint(self) -> str: ...
+    def close(self) -> None:
+        """Drops the connection; later calls raise ``RuntimeError``."""
+    async def __aenter__(self) -> Self: ...
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
     async def create_sandbox(
         self, name: str, *, workspace: str | None = None, policy: str | None = None
     ) -> CreatedSandbox: ...
@@ -649,6 +788,26 @@ class AsyncClient:
         expires_at: datetime | None = None,
     ) -> ProviderWrite: ...
     async def attach_provider(self, sandbox: str, provider: str) -> Attachment: ...
+    async def set_sandbox_lifecycle(
+        self, sandbox: str, lifecycle: SandboxLifecycle | str
+    ) -> Sandbox: ...
+    async def update_provider(
+        self,
+        provider: str,
+        *,
+        workspace: str | None = None,
+        env: Mapping[str, str] | None = None,
+        credentials: Mapping[str, str] | None = None,
+        expires_at: datetime | None = None,
+    ) -> ProviderWrite: ...
+    async def delete_provider(self, provider: str, *, workspace: str | None = None) -> None: ...
+    async def get_provider(self, provider: str, *, workspace: str | None = None) -> Provider: ...
+    async def list_providers(self, *, workspace: str | None = None) -> list[Provider]: ...
+    async def detach_provider(self, sandbox: str, provider: str) -> Attachment: ...
+    async def get_sandbox_policy(self, sandbox: str, revision: int | None = None) -> SandboxPolicy: ...
+    async def list_sandbox_policies(self, sandbox: str, *, limit: int = 0) -> list[PolicyRevision]: ...
+    async def get_settings(self, target: Target | str) -> ScopeSettings: ...
+    async def list_setting_definitions(self) -> list[SettingDefinition]: ...
     @overload
     async def update_config(
         self,

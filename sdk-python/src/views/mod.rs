@@ -5,6 +5,7 @@
 //! CLI prints with `-o json`) come from the SDK and cannot drift. Views that
 //! contain operations also keep the client, so `operation.result()` can wait.
 
+mod config;
 mod gateway;
 mod operation;
 mod provider;
@@ -103,6 +104,11 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::ComponentDelivery>()?;
     m.add_class::<session::DeliveryEvent>()?;
     m.add_class::<gateway::GatewayInfo>()?;
+    m.add_class::<config::PolicyRevision>()?;
+    m.add_class::<config::SandboxPolicy>()?;
+    m.add_class::<config::Setting>()?;
+    m.add_class::<config::ScopeSettings>()?;
+    m.add_class::<config::SettingDefinition>()?;
     Ok(())
 }
 
