@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use openshell_e2e::{Backend, POLICY, TestGateway, create_sandbox, eventually, sandbox_ref};
 use openshell_gateway::operations::fleet_targets::{list_from, retry_listing};
-use openshell_gateway::operations::resolve::ReportedRevisions;
+use openshell_gateway::operations::resolution::ReportedRevisions;
 use openshell_gateway::operations::{ReportStatus, SupervisorReport};
 use openshell_gateway::store::{
     NewOperation, OperationRecord, OperationState, Store, TargetKind, new_id,

@@ -13,7 +13,7 @@ use openshell_e2e::{
     Backend, POLICY, TestGateway, TestStore, create_sandbox, eventually, policy_with_port,
 };
 use openshell_gateway::DeliveryMode;
-use openshell_gateway::operations::resolve::ReportedRevisions;
+use openshell_gateway::operations::resolution::ReportedRevisions;
 use openshell_gateway::operations::{
     OperationWatch, ReportStatus, SupervisorReport, wait_for_terminal,
 };

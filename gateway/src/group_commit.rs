@@ -3,7 +3,7 @@
 //! transaction. Under load (a reconnect storm's owner claims) this turns
 //! thousands of serialised transactions into a few dozen; when idle, a lone
 //! write is committed at once. The report resolver batches the same way but
-//! picks what goes first (`operations/resolver.rs`).
+//! picks what goes first (`operations/report_queue.rs`).
 
 use tokio::sync::mpsc::UnboundedReceiver;
 

@@ -70,7 +70,7 @@ pub async fn inspect(
     if let Some(report) = &last_report
         && report.status.starts_with("FAILED")
     {
-        let attempted = serde_json::from_str::<crate::operations::resolve::ReportedRevisions>(
+        let attempted = serde_json::from_str::<crate::operations::resolution::ReportedRevisions>(
             &report.revisions_json,
         )
         .map(|r| format!(" (policy revision {} was rejected)", r.policy_revision))

@@ -6,7 +6,7 @@
 use openshell_core::settings::{Scope, SettingValue};
 use openshell_proto::v1 as pb;
 
-use crate::operations::resolve::ReportedRevisions;
+use crate::operations::resolution::ReportedRevisions;
 use crate::store::{
     FleetCounts, Lifecycle, OperationRecord, OperationState, Outcome, PolicyRevisionRecord,
     ProviderRecord, SandboxRecord, TargetKind,

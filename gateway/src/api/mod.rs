@@ -22,7 +22,7 @@ use crate::config_update::{
 };
 use crate::error::GatewayError;
 use crate::lifecycle::{self, workspace_or_default};
-use crate::operations::resolve::settle_from_last_reports;
+use crate::operations::resolution::settle_from_last_reports;
 use crate::operations::{
     OperationWatch, ended_by_deadline, stopping_status, wait_deadline, wait_for_terminal,
 };

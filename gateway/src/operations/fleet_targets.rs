@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::operations::resolve::{SupervisorReport, sanitize_error, target_verdict};
+use crate::operations::resolution::{SupervisorReport, sanitize_error, target_verdict};
 use crate::store::{Backend, LiveTarget, OperationRecord, Store, TargetKind, WritePlace};
 
 /// Sandboxes listed per transaction: about 2.5 ms of SQLite work.

@@ -16,7 +16,7 @@ use crate::config_update::{ConfigTarget, ConfigUpdate, commit_update};
 use crate::delivery::{self, Ack, Component, Frame, SessionDelivery};
 use crate::limits::MAX_MESSAGE_BYTES;
 use crate::metrics::{ModeLabel, OutcomeLabel, StatusLabel};
-use crate::operations::resolve::sanitize_error;
+use crate::operations::resolution::sanitize_error;
 use crate::operations::{ReportStatus, SupervisorReport};
 use crate::sessions::{SessionCloser, SessionInfo};
 use crate::snapshot::{Built, SnapshotSource, StoreSource, build_bootstrap};

@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::resolve::{REPORTS_BETWEEN_YIELDS, SupervisorReport, resolve_prefix, resolve_reports};
+use super::resolution::{
+    REPORTS_BETWEEN_YIELDS, SupervisorReport, resolve_prefix, resolve_reports,
+};
 use crate::delivery::FanoutActivity;
 use crate::error::{GatewayError, Result};
 use crate::metrics::Metrics;
@@ -348,7 +350,7 @@ fn take_where(
 mod tests {
     use super::*;
     use crate::delivery::Permits;
-    use crate::operations::resolve::{ReportStatus, ReportedRevisions};
+    use crate::operations::resolution::{ReportStatus, ReportedRevisions};
 
     #[tokio::test]
     async fn steps_move_to_the_writer_thread_while_acks_pile_up_or_a_fleet_write_runs() {
