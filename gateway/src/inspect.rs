@@ -5,7 +5,7 @@ use openshell_proto::v1 as pb;
 
 use crate::config::DeliveryMode;
 use crate::error::Result;
-use crate::sessions::NegotiatedMode;
+use crate::session_registry::NegotiatedMode;
 use crate::state::GatewayState;
 use crate::store::{Lifecycle, OperationFilter, OperationState, SandboxRecord};
 use crate::wire;

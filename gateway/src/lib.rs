@@ -2,10 +2,10 @@
 //!
 //! It validates and commits every write as a durable operation
 //! (`config_update`, `lifecycle`, `providers`), serves the operator API
-//! (`api`, `auth`), tracks supervisor sessions (`sessions`, `inspect`) and
-//! keeps all state in the `store` (SQLite or PostgreSQL). It does not apply
-//! configuration (the supervisor does) and does not parse policy itself
-//! (`openshell-core` does).
+//! (`api`, `auth`), holds supervisor sessions (`supervisor_api`) and tracks
+//! them (`session_registry`, `inspect`), and keeps all state in the `store`
+//! (SQLite or PostgreSQL). It does not apply configuration (the supervisor
+//! does) and does not parse policy itself (`openshell-core` does).
 //!
 //! A change flows: `api::update_config` → `config_update::commit_update`
 //! (one transaction: revision, operation, fanout intent) → `operations`
@@ -30,7 +30,7 @@ pub mod policy_diff;
 pub mod policy_parse;
 pub mod providers;
 pub mod server;
-pub mod sessions;
+pub mod session_registry;
 pub mod snapshot;
 pub mod state;
 pub mod store;

@@ -23,7 +23,7 @@ use crate::limits::{MAX_MESSAGE_BYTES, MAX_PEER_MESSAGE_BYTES};
 use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
 use crate::peers::{PeerApi, PeerNotifier};
-use crate::sessions::SessionRegistry;
+use crate::session_registry::SessionRegistry;
 use crate::state::GatewayState;
 use crate::store::{Backend, OwnerClaims, Store, StoreOptions, now_ms};
 use crate::supervisor_api::SupervisorApi;

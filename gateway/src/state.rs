@@ -10,7 +10,7 @@ use crate::delivery::{
 use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
 use crate::peers::notifier::PeerNotifier;
-use crate::sessions::SessionRegistry;
+use crate::session_registry::SessionRegistry;
 use crate::store::{OwnerClaims, Store};
 
 pub struct GatewayState {

@@ -1,10 +1,10 @@
 //! The `Supervisor` service: the long-lived `ConnectSupervisor` session
-//! (`session`), the poll RPCs that project the one snapshot builder, and
+//! (`connect_supervisor`), the poll RPCs that project the one snapshot builder, and
 //! poll-mode reports that resolve operations.
 
+pub mod connect_supervisor;
 pub mod identity;
 pub mod negotiate;
-pub mod session;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -59,7 +59,7 @@ impl Supervisor for SupervisorApi {
         request: Request<Streaming<pb::SupervisorMessage>>,
     ) -> Result<Response<Self::ConnectSupervisorStream>, Status> {
         let inbound = request.into_inner();
-        let outbound = session::spawn(self.state.clone(), inbound);
+        let outbound = connect_supervisor::spawn(self.state.clone(), inbound);
         Ok(Response::new(Box::pin(outbound.map(Ok))))
     }
 

@@ -2,7 +2,7 @@
 //! delivery mode and what the supervisor's hello advertises.
 
 use crate::config::DeliveryMode;
-use crate::sessions::NegotiatedMode;
+use crate::session_registry::NegotiatedMode;
 
 /// What the hello says the supervisor can do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use crate::limits::MAX_MESSAGE_BYTES;
 use crate::metrics::{ModeLabel, OutcomeLabel, StatusLabel};
 use crate::operations::resolution::sanitize_error;
 use crate::operations::{ReportStatus, SupervisorReport};
-use crate::sessions::{SessionCloser, SessionInfo};
+use crate::session_registry::{SessionCloser, SessionInfo};
 use crate::snapshot::{Built, SnapshotSource, StoreSource, build_bootstrap};
 use crate::state::GatewayState;
 use crate::store::{Lifecycle, OwnerClaim, SandboxRecord, new_id, now_ms};
