@@ -7,9 +7,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use crate::apply::{FileApplier, FileApplierConfig};
 use crate::args::Args;
 use crate::error::SupervisorError;
+use crate::file_applier::{FileApplier, FileApplierConfig};
 use crate::identity::Identity;
 use crate::local_policy::{PolicyFileWatcher, WatchEvent};
 use crate::signals::{Signals, signal_exit_code};

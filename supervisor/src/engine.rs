@@ -609,9 +609,9 @@ fn effective(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::apply::state_dir::{WriteFault, WriteStep};
-    use crate::apply::{FileApplier, FileApplierConfig};
     use crate::desired::tests::sample;
+    use crate::file_applier::state_dir::{WriteFault, WriteStep};
+    use crate::file_applier::{FileApplier, FileApplierConfig};
     use crate::{ApplyErrorKind, MemoryApplier};
     use std::path::Path;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -9,7 +9,7 @@
 //!   `AWAITING_COMPONENT`, …); otherwise polling with status reports through an outbox;
 //! - applying configuration behind the [`Applier`] trait: [`FileApplier`] stages, validates and
 //!   atomically activates files under the state directory with an on-apply hook, last-known-good
-//!   rollback and fail-closed quarantine ([`apply`]); [`MemoryApplier`] keeps it in memory for
+//!   rollback and fail-closed quarantine ([`file_applier`]); [`MemoryApplier`] keeps it in memory for
 //!   tests and the fleet benchmark;
 //! - the local policy override and standalone mode ([`local_policy`], [`standalone`]);
 //! - the workload process: environment, reload and termination signals, exit code
@@ -22,15 +22,15 @@
 //! never carry provider values or credentials ([`sanitize`]).
 
 pub mod applier;
-pub mod apply;
 pub mod args;
 pub mod backoff;
 pub mod desired;
 pub mod error;
+pub mod file_applier;
 pub mod identity;
 pub mod local_policy;
 pub mod logging;
-pub mod memory;
+pub mod memory_applier;
 pub mod reload;
 pub mod sanitize;
 pub mod signals;
@@ -42,21 +42,21 @@ pub mod workload;
 mod app;
 mod client;
 mod engine;
+mod gateway_session;
 mod outbox;
 mod poll;
 mod push;
-mod session;
 
 pub use app::run as run_cli;
 pub use applier::{Applier, ApplyError, ApplyErrorKind, ApplyReport, ApplyStage, BoxFuture};
-pub use apply::state_dir::{WriteFault, WriteStep};
-pub use apply::{FileApplier, FileApplierConfig};
 pub use backoff::{Backoff, BackoffConfig};
 pub use desired::{DesiredConfig, FailureMode};
 pub use error::SupervisorError;
+pub use file_applier::state_dir::{WriteFault, WriteStep};
+pub use file_applier::{FileApplier, FileApplierConfig};
 pub use identity::Identity;
 pub use local_policy::LocalPolicy;
-pub use memory::MemoryApplier;
+pub use memory_applier::MemoryApplier;
 pub use reload::ReloadSignal;
 pub use status::{SessionState, SupervisorStatus};
 pub use supervisor::{Supervisor, SupervisorOptions, run_session};

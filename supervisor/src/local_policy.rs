@@ -271,14 +271,14 @@ mod tests {
         assert!(d.sandbox_config.policy_json.contains("api.local.example"));
         assert_eq!(d.provider_env, gateway.provider_env);
         assert_eq!(d.sandbox_config.settings, gateway.sandbox_config.settings);
-        crate::apply::stage::validate(&d, &mut Default::default()).unwrap();
+        crate::file_applier::stage::validate(&d, &mut Default::default()).unwrap();
     }
 
     #[test]
     fn standalone_config_is_valid_and_complete() {
         let local = LocalPolicy::parse(Path::new("p.yaml"), LOCAL).unwrap();
         let d = local.standalone_config("local");
-        crate::apply::stage::validate(&d, &mut Default::default()).unwrap();
+        crate::file_applier::stage::validate(&d, &mut Default::default()).unwrap();
         assert_eq!(d.sandbox_config.settings.len(), registry().len());
     }
 

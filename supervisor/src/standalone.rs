@@ -11,10 +11,10 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{info, warn};
 
 use crate::applier::Applier;
-use crate::apply::FileApplier;
 use crate::backoff::{Backoff, BackoffConfig};
 use crate::desired::DesiredConfig;
 use crate::error::SupervisorError;
+use crate::file_applier::FileApplier;
 use crate::local_policy::{LocalPolicy, LocalPolicyError, PolicyFileWatcher, WatchEvent};
 use crate::signals::Signals;
 use crate::workload::{Launch, Workload, supervise};
@@ -191,8 +191,8 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     use super::*;
-    use crate::apply::FileApplierConfig;
-    use crate::apply::state_dir::{WriteFault, WriteStep};
+    use crate::file_applier::FileApplierConfig;
+    use crate::file_applier::state_dir::{WriteFault, WriteStep};
 
     const EDITED: &str = "version: 1\nnetwork_policies:\n  local:\n    endpoints:\n      - host: api.local.example\n        port: 443\n";
 

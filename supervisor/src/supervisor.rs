@@ -16,11 +16,11 @@ use crate::backoff::BackoffConfig;
 use crate::client::{client, lazy_channel};
 use crate::engine::Engine;
 use crate::error::SupervisorError;
+use crate::gateway_session::SessionRunner;
 use crate::identity::Identity;
 use crate::local_policy::LocalPolicy;
 use crate::outbox::{Outbox, OutboxTask};
 use crate::poll::{PollLoop, PollRetries};
-use crate::session::SessionRunner;
 use crate::status::SupervisorStatus;
 
 /// Protocol revision this supervisor speaks by default.

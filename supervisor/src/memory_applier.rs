@@ -7,8 +7,8 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::applier::{Applier, ApplyError, ApplyErrorKind, ApplyReport, ApplyStage, BoxFuture};
-use crate::apply::stage::{PolicyMemo, validate};
 use crate::desired::{DesiredConfig, FailureMode};
+use crate::file_applier::stage::{PolicyMemo, validate};
 
 #[derive(Default)]
 struct MemoryState {
