@@ -15,10 +15,10 @@ mod diff;
 mod docs;
 mod exit;
 mod follow;
+mod outcome;
 mod output;
 mod parse;
 mod progress;
-mod report;
 mod views;
 
 use std::process::ExitCode;

@@ -7,7 +7,7 @@ use openshell_sdk::SandboxRef;
 use crate::cli::OperationsCommand;
 use crate::context::Ctx;
 use crate::follow::follow;
-use crate::{exit, report, views};
+use crate::{exit, outcome, views};
 
 pub async fn run(ctx: &Ctx, cmd: OperationsCommand) -> anyhow::Result<u8> {
     let client = ctx.client().await?;
@@ -27,7 +27,7 @@ pub async fn run(ctx: &Ctx, cmd: OperationsCommand) -> anyhow::Result<u8> {
             // and the first version decides between a spinner and a fleet bar.
             let op = client.get_operation(&id).await?;
             let waited = follow(ctx, &client, op, timeout, threshold, started).await?;
-            report::finish_wait(ctx, waited, threshold, |op| {
+            outcome::finish_wait(ctx, waited, threshold, |op| {
                 ctx.out.print(op, |o| views::operation(o, op))
             })
         }

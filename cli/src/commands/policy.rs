@@ -11,7 +11,7 @@ use crate::commands::{read_input, read_policy, sandbox_count, source_label};
 use crate::context::Ctx;
 use crate::diff::{self, PolicyDiff};
 use crate::output::{Output, no_color, sanitize, write_stdout};
-use crate::{exit, report, views};
+use crate::{exit, outcome, views};
 
 pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
     match cmd {
@@ -33,7 +33,7 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
                 };
                 let mut update = UpdateConfig::new(target).policy(text);
                 update.idempotency_key = wait.idempotency_key.filter(|k| !k.is_empty());
-                return report::dry_run(ctx, &client, update).await;
+                return outcome::dry_run(ctx, &client, update).await;
             }
             let target = match sandbox {
                 Some(sb) => {
@@ -61,12 +61,12 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
                     Target::Global
                 }
             };
-            let update = report::configure(
+            let update = outcome::configure(
                 UpdateConfig::new(target).policy(text),
                 &wait,
                 ctx.stdout_is_terminal(),
             );
-            report::apply_update(ctx, &client, update).await
+            outcome::apply_update(ctx, &client, update).await
         }
         PolicyCommand::Validate { file } => validate(ctx, &file),
         PolicyCommand::ClearGlobal { wait } => {
@@ -88,12 +88,12 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             {
                 return Ok(code);
             }
-            let update = report::configure(
+            let update = outcome::configure(
                 UpdateConfig::new(Target::Global).clear_global_policy(),
                 &wait,
                 ctx.stdout_is_terminal(),
             );
-            report::apply_update(ctx, &client, update).await
+            outcome::apply_update(ctx, &client, update).await
         }
         PolicyCommand::Get { sandbox, revision } => {
             let client = ctx.client().await?;

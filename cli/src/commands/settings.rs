@@ -6,7 +6,7 @@ use crate::cli::{ScopeArgs, SettingsCommand, WaitArgs};
 use crate::commands::sandbox_count;
 use crate::context::Ctx;
 use crate::output::sanitize;
-use crate::{exit, report, views};
+use crate::{exit, outcome, views};
 
 fn target(scope: ScopeArgs) -> Target {
     match (scope.sandbox, scope.workspace) {
@@ -37,7 +37,7 @@ pub async fn run(ctx: &Ctx, cmd: SettingsCommand) -> anyhow::Result<u8> {
                 let update = pairs
                     .into_iter()
                     .fold(UpdateConfig::new(target(scope)), |u, (k, v)| u.set(k, v));
-                return report::dry_run(ctx, &client, keyed(update, &wait)).await;
+                return outcome::dry_run(ctx, &client, keyed(update, &wait)).await;
             }
             if scope.global {
                 let changes: Vec<(&str, Option<&str>)> = pairs
@@ -51,8 +51,8 @@ pub async fn run(ctx: &Ctx, cmd: SettingsCommand) -> anyhow::Result<u8> {
             let update = pairs
                 .into_iter()
                 .fold(UpdateConfig::new(target(scope)), |u, (k, v)| u.set(k, v));
-            let update = report::configure(update, &wait, ctx.stdout_is_terminal());
-            report::apply_update(ctx, &client, update).await
+            let update = outcome::configure(update, &wait, ctx.stdout_is_terminal());
+            outcome::apply_update(ctx, &client, update).await
         }
         SettingsCommand::Delete {
             scope,
@@ -64,7 +64,7 @@ pub async fn run(ctx: &Ctx, cmd: SettingsCommand) -> anyhow::Result<u8> {
                 let update = keys
                     .into_iter()
                     .fold(UpdateConfig::new(target(scope)), UpdateConfig::delete);
-                return report::dry_run(ctx, &client, keyed(update, &wait)).await;
+                return outcome::dry_run(ctx, &client, keyed(update, &wait)).await;
             }
             if scope.global {
                 let changes: Vec<(&str, Option<&str>)> =
@@ -76,8 +76,8 @@ pub async fn run(ctx: &Ctx, cmd: SettingsCommand) -> anyhow::Result<u8> {
             let update = keys
                 .into_iter()
                 .fold(UpdateConfig::new(target(scope)), UpdateConfig::delete);
-            let update = report::configure(update, &wait, ctx.stdout_is_terminal());
-            report::apply_update(ctx, &client, update).await
+            let update = outcome::configure(update, &wait, ctx.stdout_is_terminal());
+            outcome::apply_update(ctx, &client, update).await
         }
         SettingsCommand::Get { scope } => {
             let settings = client.get_settings(&target(scope)).await?;
