@@ -106,8 +106,13 @@ export interface WaitForApplyOptions extends WatchOptions {
 /** A connection to one OpenShell gateway. */
 export declare class Client {
   private constructor()
-  /** Connects, failing fast (UnavailableError) when the gateway cannot be reached. */
-  static connect(options: ConnectOptions): Promise<Client>
+  /**
+   * Connects, failing fast (UnavailableError) when the gateway cannot be reached.
+   * What `options` leaves out comes from the CLI's environment variables:
+   * `OPENSHELL_GATEWAY` (else `http://127.0.0.1:7070`), `OPENSHELL_TOKEN` and
+   * `OPENSHELL_CA_CERT` (the path of a PEM file).
+   */
+  static connect(options?: ConnectOptions): Promise<Client>
   readonly endpoint: string
 
   /** Creates a sandbox; `supervisorCredential` in the result is the only copy. */
@@ -195,6 +200,8 @@ export interface FieldViolation {
 
 /** Base class of every error the SDK rejects with. */
 export declare class OpenShellError extends Error {
+  /** Also true for the TypeErrors of refused argument types (see InvalidArgumentError). */
+  static [Symbol.hasInstance](value: unknown): boolean
   /**
    * Stable code: 'INVALID_ARGUMENT', 'NOT_FOUND', 'ALREADY_EXISTS',
    * 'FAILED_PRECONDITION', 'UNAUTHENTICATED', 'UNAVAILABLE',
@@ -205,6 +212,12 @@ export declare class OpenShellError extends Error {
   constructor(message: string, options?: { code?: string; cause?: unknown })
 }
 
+/**
+ * Bad input. An argument of the wrong type is refused before anything is sent
+ * with a `TypeError` that names it (`waitTimeoutMs must be a number of
+ * milliseconds`); that TypeError also has `code` 'INVALID_ARGUMENT' and
+ * `violations`, and is `instanceof InvalidArgumentError`.
+ */
 export declare class InvalidArgumentError extends OpenShellError {
   readonly code: 'INVALID_ARGUMENT'
   readonly violations: FieldViolation[]

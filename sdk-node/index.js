@@ -7,6 +7,8 @@
 // AbortSignal and an onProgress callback. It adds no behaviour of its own;
 // retries, timeouts and error codes are the Rust core's.
 
+const { readFileSync } = require('node:fs')
+
 const native = require('./native.js')
 const {
   OpenShellError,
@@ -18,8 +20,12 @@ const {
   UnavailableError,
   WaitTimeoutError,
   AbortError,
+  argumentTypeError,
   fromNative,
 } = require('./errors.js')
+
+// The CLI's default gateway, used when neither `endpoint` nor OPENSHELL_GATEWAY names one.
+const DEFAULT_ENDPOINT = 'http://127.0.0.1:7070'
 
 // Only Client.connect may build a Client, so a Client always holds a live
 // native connection.
@@ -35,6 +41,82 @@ async function call(fn) {
 
 function isoTime(value) {
   return value instanceof Date ? value.toISOString() : value
+}
+
+// Checks of the positional arguments. napi refuses a wrong type too, but
+// without naming the argument; option objects are named by napi itself and
+// translated in errors.js.
+function text(name, value) {
+  if (typeof value !== 'string') throw argumentTypeError(name, 'must be a string')
+  return value
+}
+
+function optionalText(name, value) {
+  return value === undefined || value === null ? undefined : text(name, value)
+}
+
+function optionalCount(name, value) {
+  if (value === undefined || value === null) return undefined
+  if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) {
+    throw argumentTypeError(name, 'must be a non-negative integer')
+  }
+  return value
+}
+
+function optionalNumber(name, value) {
+  if (value === undefined || value === null) return undefined
+  if (typeof value !== 'number') throw argumentTypeError(name, 'must be a number')
+  return value
+}
+
+function object(name, value) {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw argumentTypeError(name, 'must be an object')
+  }
+  return value
+}
+
+function optionalObject(name, value) {
+  return value === undefined || value === null ? undefined : object(name, value)
+}
+
+/**
+ * Connect options with what the caller left out taken from the CLI's
+ * environment variables: OPENSHELL_GATEWAY, OPENSHELL_TOKEN and
+ * OPENSHELL_CA_CERT (the path of a PEM file). Empty variables count as unset.
+ */
+// napi reads any value's own properties as a map, so a string given for
+// one would arrive as { 0: 'A', 1: '=' }: only plain objects pass.
+function withMaps(name, value, maps) {
+  const checked = object(name, value)
+  for (const map of maps) optionalObject(map, checked[map])
+  return checked
+}
+
+function listOperationsOptions(options) {
+  const checked = optionalObject('options', options)
+  if (checked !== undefined) optionalCount('pageSize', checked.pageSize)
+  return checked
+}
+
+function connectOptions(options) {
+  const resolved = { ...optionalObject('options', options) }
+  const env = process.env
+  if (resolved.endpoint === undefined) resolved.endpoint = env.OPENSHELL_GATEWAY || DEFAULT_ENDPOINT
+  if (resolved.token === undefined && env.OPENSHELL_TOKEN) resolved.token = env.OPENSHELL_TOKEN
+  if (resolved.caCertPem === undefined && env.OPENSHELL_CA_CERT) {
+    const file = env.OPENSHELL_CA_CERT
+    try {
+      resolved.caCertPem = readFileSync(file, 'utf8')
+    } catch (err) {
+      const message = `cannot read the CA certificate file ${file}: ${err.message}`
+      throw new InvalidArgumentError(`OPENSHELL_CA_CERT: ${message}`, {
+        violations: [{ field: 'OPENSHELL_CA_CERT', message }],
+        cause: err,
+      })
+    }
+  }
+  return resolved
 }
 
 /**
@@ -110,7 +192,7 @@ class Client {
   }
 
   static async connect(options) {
-    const handle = await call(() => native.connect(options))
+    const handle = await call(() => native.connect(connectOptions(options)))
     return new Client(CONSTRUCT, handle)
   }
 
@@ -119,65 +201,73 @@ class Client {
   }
 
   createSandbox(options) {
-    return call(() => this.#native.createSandbox(options))
+    return call(() => this.#native.createSandbox(object('options', options)))
   }
 
   getSandbox(sandbox) {
-    return call(() => this.#native.getSandbox(sandbox))
+    return call(() => this.#native.getSandbox(text('sandbox', sandbox)))
   }
 
   listSandboxes(options) {
-    return call(() => this.#native.listSandboxes(options))
+    return call(() => this.#native.listSandboxes(optionalObject('options', options)))
   }
 
   deleteSandbox(sandbox) {
-    return call(() => this.#native.deleteSandbox(sandbox))
+    return call(() => this.#native.deleteSandbox(text('sandbox', sandbox)))
   }
 
   setSandboxLifecycle(sandbox, lifecycle) {
-    return call(() => this.#native.setSandboxLifecycle(sandbox, lifecycle))
+    return call(() => this.#native.setSandboxLifecycle(text('sandbox', sandbox), text('lifecycle', lifecycle)))
   }
 
   createProvider(spec) {
-    return call(() => this.#native.createProvider({ ...spec, expiresAt: isoTime(spec?.expiresAt) }))
+    return call(() =>
+      this.#native.createProvider({
+        ...withMaps('spec', spec, ['env', 'credentials']),
+        expiresAt: isoTime(spec.expiresAt),
+      }),
+    )
   }
 
   updateProvider(update) {
     return call(() =>
-      this.#native.updateProvider({ ...update, expiresAt: isoTime(update?.expiresAt) }),
+      this.#native.updateProvider({
+        ...withMaps('update', update, ['env', 'credentials']),
+        expiresAt: isoTime(update.expiresAt),
+      }),
     )
   }
 
   deleteProvider(provider, workspace) {
-    return call(() => this.#native.deleteProvider(provider, workspace))
+    return call(() => this.#native.deleteProvider(text('provider', provider), optionalText('workspace', workspace)))
   }
 
   getProvider(provider, workspace) {
-    return call(() => this.#native.getProvider(provider, workspace))
+    return call(() => this.#native.getProvider(text('provider', provider), optionalText('workspace', workspace)))
   }
 
   listProviders(workspace) {
-    return call(() => this.#native.listProviders(workspace))
+    return call(() => this.#native.listProviders(optionalText('workspace', workspace)))
   }
 
   attachProvider(sandbox, provider) {
-    return call(() => this.#native.attachProvider(sandbox, provider))
+    return call(() => this.#native.attachProvider(text('sandbox', sandbox), text('provider', provider)))
   }
 
   detachProvider(sandbox, provider) {
-    return call(() => this.#native.detachProvider(sandbox, provider))
+    return call(() => this.#native.detachProvider(text('sandbox', sandbox), text('provider', provider)))
   }
 
   getSandboxPolicy(sandbox, revision) {
-    return call(() => this.#native.getSandboxPolicy(sandbox, revision))
+    return call(() => this.#native.getSandboxPolicy(text('sandbox', sandbox), optionalNumber('revision', revision)))
   }
 
   listSandboxPolicies(sandbox, limit) {
-    return call(() => this.#native.listSandboxPolicies(sandbox, limit))
+    return call(() => this.#native.listSandboxPolicies(text('sandbox', sandbox), optionalCount('limit', limit)))
   }
 
   getSettings(target) {
-    return call(() => this.#native.getSettings(target))
+    return call(() => this.#native.getSettings(object('target', target)))
   }
 
   listSettingDefinitions() {
@@ -185,15 +275,15 @@ class Client {
   }
 
   updateConfig(options) {
-    return call(() => this.#native.updateConfig(options))
+    return call(() => this.#native.updateConfig(withMaps('options', options, ['settings'])))
   }
 
   getOperation(id) {
-    return call(() => this.#native.getOperation(id))
+    return call(() => this.#native.getOperation(text('id', id)))
   }
 
   listOperations(options) {
-    return call(() => this.#native.listOperations(options))
+    return call(() => this.#native.listOperations(listOperationsOptions(options)))
   }
 
   listSessions() {
@@ -201,7 +291,7 @@ class Client {
   }
 
   inspectSession(sandbox) {
-    return call(() => this.#native.inspectSession(sandbox))
+    return call(() => this.#native.inspectSession(text('sandbox', sandbox)))
   }
 
   gatewayInfo() {
@@ -212,7 +302,7 @@ class Client {
   watchOperation(id, options) {
     let handle
     try {
-      handle = this.#native.watchOperation(id, options)
+      handle = this.#native.watchOperation(text('id', id), optionalObject('options', options))
     } catch (err) {
       throw fromNative(err)
     }

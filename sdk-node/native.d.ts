@@ -104,12 +104,19 @@ export interface ConfigTarget {
 /** Connects to a gateway, failing fast when it cannot be reached. */
 export declare function connect(options: ConnectOptions): Promise<NativeClient>
 
-/** How to reach a gateway. */
+/**
+ * How to reach a gateway. `Client.connect` fills what is left out from the
+ * CLI's environment variables: `OPENSHELL_GATEWAY`, `OPENSHELL_TOKEN` and
+ * `OPENSHELL_CA_CERT` (the path of a PEM file).
+ */
 export interface ConnectOptions {
-  /** `http://host:port` or `https://host:port`. */
-  endpoint: string
-  /** Operator token, sent as `authorization: Bearer <token>`. */
-  token: string
+  /**
+   * `http://host:port` or `https://host:port` (default: `OPENSHELL_GATEWAY`,
+   * else `http://127.0.0.1:7070`).
+   */
+  endpoint?: string
+  /** Operator token, sent as `authorization: Bearer <token>` (default: `OPENSHELL_TOKEN`). */
+  token?: string
   /** PEM CA certificate(s) to trust for an `https` endpoint. */
   caCertPem?: string
   /** Bound on establishing the connection (default 10 000). */
@@ -465,7 +472,8 @@ export interface UpdateConfigOptions {
   settings?: Record<string, string | number | boolean>
   /** Setting keys to remove from the target's scope. */
   deleteSettings?: Array<string>
-  mode: UpdateMode
+  /** `COMMIT_ONLY` (the default) returns after commit; `WAIT_FOR_APPLY` waits until applied. */
+  mode?: UpdateMode
   /** Makes the write safe to retry: unique per target and caller for 24 h. */
   idempotencyKey?: string
   /** `WAIT_FOR_APPLY` only: server-side wait (gateway default 60 000, at most 600 000). */

@@ -16,13 +16,16 @@ use openshell_sdk::{self as sdk, SdkError};
 use crate::enums::{OperationState, UpdateMode};
 use crate::error::invalid;
 
-/// How to reach a gateway.
+/// How to reach a gateway. `Client.connect` fills what is left out from the
+/// CLI's environment variables: `OPENSHELL_GATEWAY`, `OPENSHELL_TOKEN` and
+/// `OPENSHELL_CA_CERT` (the path of a PEM file).
 #[napi(object)]
 pub struct ConnectOptions {
-    /// `http://host:port` or `https://host:port`.
-    pub endpoint: String,
-    /// Operator token, sent as `authorization: Bearer <token>`.
-    pub token: String,
+    /// `http://host:port` or `https://host:port` (default: `OPENSHELL_GATEWAY`,
+    /// else `http://127.0.0.1:7070`).
+    pub endpoint: Option<String>,
+    /// Operator token, sent as `authorization: Bearer <token>` (default: `OPENSHELL_TOKEN`).
+    pub token: Option<String>,
     /// PEM CA certificate(s) to trust for an `https` endpoint.
     pub ca_cert_pem: Option<String>,
     /// Bound on establishing the connection (default 10 000).
@@ -33,7 +36,13 @@ pub struct ConnectOptions {
 
 impl ConnectOptions {
     pub(crate) fn into_sdk(self) -> Result<sdk::ClientOptions, SdkError> {
-        let mut options = sdk::ClientOptions::new(self.endpoint).with_token(self.token);
+        let mut options = match self.endpoint {
+            Some(endpoint) => sdk::ClientOptions::new(endpoint),
+            None => sdk::ClientOptions::default(),
+        };
+        if let Some(token) = self.token.filter(|t| !t.is_empty()) {
+            options = options.with_token(token);
+        }
         if let Some(pem) = self.ca_cert_pem {
             options = options.with_ca_cert_pem(pem.into_bytes());
         }
@@ -119,7 +128,8 @@ pub struct UpdateConfigOptions {
     pub settings: Option<BTreeMap<String, Either3<String, f64, bool>>>,
     /// Setting keys to remove from the target's scope.
     pub delete_settings: Option<Vec<String>>,
-    pub mode: UpdateMode,
+    /// `COMMIT_ONLY` (the default) returns after commit; `WAIT_FOR_APPLY` waits until applied.
+    pub mode: Option<UpdateMode>,
     /// Makes the write safe to retry: unique per target and caller for 24 h.
     pub idempotency_key: Option<String>,
     /// `WAIT_FOR_APPLY` only: server-side wait (gateway default 60 000, at most 600 000).
@@ -134,7 +144,8 @@ pub struct UpdateConfigOptions {
 
 impl UpdateConfigOptions {
     pub(crate) fn into_sdk(self) -> Result<sdk::UpdateConfig, SdkError> {
-        let mut update = sdk::UpdateConfig::new(self.target.into_sdk()?).mode(self.mode.into());
+        let mode = self.mode.map_or(sdk::UpdateMode::CommitOnly, Into::into);
+        let mut update = sdk::UpdateConfig::new(self.target.into_sdk()?).mode(mode);
         update.policy = self.policy;
         update.clear_global_policy = self.clear_global_policy.unwrap_or(false);
         // BTreeMap order makes a retried request byte-identical, which the
@@ -322,7 +333,7 @@ mod tests {
                 ("a".to_owned(), Either3::C(false)),
             ])),
             delete_settings: Some(vec!["c".to_owned()]),
-            mode: UpdateMode::WaitForApply,
+            mode: Some(UpdateMode::WaitForApply),
             idempotency_key: Some("k".to_owned()),
             wait_timeout_ms: Some(300.0),
             threshold: None,
@@ -341,6 +352,29 @@ mod tests {
         assert_eq!(update.mode, sdk::UpdateMode::WaitForApply);
         assert_eq!(update.wait_timeout, Some(Duration::from_millis(300)));
         assert!(update.validate_only);
+    }
+
+    #[test]
+    fn mode_defaults_to_commit_only() {
+        let update = UpdateConfigOptions {
+            target: ConfigTarget {
+                sandbox: Some("demo".to_owned()),
+                workspace: None,
+                global: None,
+            },
+            policy: None,
+            clear_global_policy: None,
+            settings: None,
+            delete_settings: None,
+            mode: None,
+            idempotency_key: None,
+            wait_timeout_ms: None,
+            threshold: None,
+            validate_only: None,
+        }
+        .into_sdk()
+        .unwrap();
+        assert_eq!(update.mode, sdk::UpdateMode::CommitOnly);
     }
 
     #[test]

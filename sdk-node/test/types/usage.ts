@@ -96,8 +96,12 @@ export async function usage(): Promise<void> {
   const ops = await client.listOperations({ sandbox: 'demo', states: ['PENDING', 'DELIVERED'] })
   void [credential, initial, applied, revision, timedOut, fleetApplied, replay, info, sessions, hints, ops]
 
-  // @ts-expect-error mode is required
-  await client.updateConfig({ target: { global: true } })
+  // mode defaults to COMMIT_ONLY; endpoint and token to the CLI's environment variables
+  const committed: UpdateResult = await client.updateConfig({ target: { global: true } })
+  const fromEnvironment: Client = await Client.connect()
+  void [committed, fromEnvironment]
+  // @ts-expect-error the token is a string
+  await Client.connect({ token: 42 })
   // @ts-expect-error a target names sandbox, workspace or global
   await client.updateConfig({ target: { cluster: 'x' }, mode: 'COMMIT_ONLY' })
   // @ts-expect-error modes are a closed set
