@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::Permits;
+use super::permits::Permits;
 use crate::in_flight::InFlight;
 use crate::store::WritePlace;
 
