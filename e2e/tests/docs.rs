@@ -1,7 +1,8 @@
 //! The docs cannot rot: the configuration example in the operator guide is
 //! parsed by the gateway, every command of the troubleshooting skill runs
-//! against a real gateway and supervisor, the README's demo runs, and TLS
-//! works as the operator guide says.
+//! against a real gateway and supervisor, the README's demo runs, TLS
+//! works as the operator guide says, and the code maps (the README's change
+//! flow, the "by file" tables of docs/architecture.md) name files that exist.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -248,4 +249,96 @@ async fn the_api_serves_tls_when_given_a_certificate() {
         Ok(client) => client.gateway_info().await.is_err(),
     };
     assert!(refused, "a plaintext client must not get an answer");
+}
+
+/// Files named on one line of a code map that do not exist. A path from the
+/// repository root is checked as is; a bare `file.rs` or `dir/` is checked
+/// against the folders of the root paths on the same line (`api/mod.rs`
+/// after `gateway/src/auth.rs` is `gateway/src/api/mod.rs`).
+fn missing_files(root: &std::path::Path, line: &str) -> Vec<String> {
+    const ROOTS: &[&str] = &[
+        "proto/",
+        "core/",
+        "gateway/",
+        "supervisor/",
+        "sdk-rs/",
+        "cli/",
+        "e2e/",
+        "bench/",
+        "scripts/",
+        "docs/",
+        "skills/",
+    ];
+    let tokens: Vec<&str> = line
+        .split(|c: char| c.is_whitespace() || "`|,()".contains(c))
+        .filter(|t| !t.is_empty() && !t.contains(['{', '}']))
+        .collect();
+    let mut missing = Vec::new();
+    let mut bases = Vec::new();
+    for token in &tokens {
+        if ROOTS.iter().any(|r| token.starts_with(r)) {
+            if !root.join(token).exists() {
+                missing.push((*token).to_string());
+            }
+            let dir = match token.rfind('/') {
+                Some(i) => &token[..=i],
+                None => token,
+            };
+            let mut base = dir.trim_end_matches('/');
+            loop {
+                bases.push(format!("{base}/"));
+                match base.rfind('/') {
+                    Some(i) => base = &base[..i],
+                    None => break,
+                }
+            }
+        }
+    }
+    for token in &tokens {
+        let local = token.ends_with(".rs") || (token.ends_with('/') && token.len() > 1);
+        let plain = token
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c));
+        if !local || !plain || ROOTS.iter().any(|r| token.starts_with(r)) || bases.is_empty() {
+            continue;
+        }
+        if !bases.iter().any(|b| root.join(b).join(token).exists()) {
+            missing.push(format!("{token} (under {})", bases[0]));
+        }
+    }
+    missing
+}
+
+#[test]
+fn the_code_maps_name_real_files() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut missing = Vec::new();
+    let mut lines = 0;
+    let readme = repo_file("README.md");
+    let flow = readme
+        .split("## Where a change flows")
+        .nth(1)
+        .and_then(|s| s.split("```").nth(1))
+        .expect("the README's change flow");
+    for line in flow.lines() {
+        lines += 1;
+        missing.extend(missing_files(&root, line));
+    }
+    let architecture = repo_file("docs/architecture.md");
+    for section in architecture.split("\n## ").skip(1) {
+        let (title, body) = section.split_once('\n').unwrap();
+        if !title.ends_with(", by file") {
+            continue;
+        }
+        let table = body.split("\n### ").next().unwrap();
+        for line in table.lines().filter(|l| l.starts_with('|')) {
+            lines += 1;
+            missing.extend(missing_files(&root, line));
+        }
+    }
+    assert!(lines > 30, "the code maps were found ({lines} lines)");
+    assert!(
+        missing.is_empty(),
+        "code maps name missing files: {missing:?}"
+    );
 }
