@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, every Rust test on SQLite and a
-# real PostgreSQL, doc tests, and the Node and Python SDKs against real
-# gateways and supervisors. Run from anywhere: `bash scripts/test.sh`.
+# The whole test suite: formatting, lints, the gateway's import graph, every
+# Rust test on SQLite and a real PostgreSQL, doc tests, and the Node and
+# Python SDKs against real gateways and supervisors. Run from anywhere:
+# `bash scripts/test.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,9 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== no import cycle inside the gateway"
+bash scripts/gateway-imports.sh
 
 # End-to-end tests run the real binaries, so build them first, once.
 echo "== cargo build (binaries for end-to-end tests)"
