@@ -373,15 +373,7 @@ fn provider_env_verdict(
             | ReportStatus::RetainedRejectedPolicy => {
                 (OperationState::Applied, Outcome::Applied, String::new())
             }
-            ReportStatus::Failed { failed_closed } => (
-                OperationState::Failed,
-                if failed_closed {
-                    Outcome::FailedClosed
-                } else {
-                    Outcome::FailedRetainedLastKnownGood
-                },
-                reason.to_string(),
-            ),
+            ReportStatus::Failed { failed_closed } => failed(failed_closed, reason),
         });
     }
     match (attachment_epoch_of(reported), attachment_epoch_of(expected)) {
@@ -392,6 +384,17 @@ fn provider_env_verdict(
         )),
         _ => None,
     }
+}
+
+/// The verdict of a failed apply, however the operation is tracked: the sandbox quarantined
+/// (`fail_closed`) or kept its last-known-good configuration.
+fn failed(failed_closed: bool, reason: &str) -> Verdict {
+    let outcome = if failed_closed {
+        Outcome::FailedClosed
+    } else {
+        Outcome::FailedRetainedLastKnownGood
+    };
+    (OperationState::Failed, outcome, reason.to_string())
 }
 
 /// The attachment epoch a provider environment revision (`e{epoch}-{digest}`) was built at.
@@ -449,15 +452,9 @@ fn sandbox_verdict(
         (Position::Exact, ReportStatus::Applied) => {
             Some((OperationState::Applied, Outcome::Applied, String::new()))
         }
-        (Position::Exact, ReportStatus::Failed { failed_closed }) => Some((
-            OperationState::Failed,
-            if failed_closed {
-                Outcome::FailedClosed
-            } else {
-                Outcome::FailedRetainedLastKnownGood
-            },
-            reason.to_string(),
-        )),
+        (Position::Exact, ReportStatus::Failed { failed_closed }) => {
+            Some(failed(failed_closed, reason))
+        }
         (Position::Exact, ReportStatus::RetainedLocalOverride) if op.touches_policy => Some((
             OperationState::Inactive,
             Outcome::RetainedLocalOverride,
@@ -490,15 +487,7 @@ pub(super) fn target_verdict(
     }
     Some(match report.status {
         ReportStatus::Applied => (OperationState::Applied, Outcome::Applied, String::new()),
-        ReportStatus::Failed { failed_closed } => (
-            OperationState::Failed,
-            if failed_closed {
-                Outcome::FailedClosed
-            } else {
-                Outcome::FailedRetainedLastKnownGood
-            },
-            reason.to_string(),
-        ),
+        ReportStatus::Failed { failed_closed } => failed(failed_closed, reason),
         ReportStatus::RetainedLocalOverride if target.touches_policy => (
             OperationState::Inactive,
             Outcome::RetainedLocalOverride,
