@@ -54,15 +54,21 @@ fn glob_matcher() -> impl Strategy<Value = QueryMatcher> {
     ]
 }
 
+/// Ports of endpoints that name a host; the ports above are kept for hostless ones.
+const HOSTED_PORTS: std::ops::RangeInclusive<u32> = 1..=64_999;
+const HOSTLESS_PORTS: std::ops::RangeInclusive<u32> = 65_000..=65_535;
+
 fn ports() -> impl Strategy<Value = (Option<u32>, Vec<u32>)> {
     prop_oneof![
-        (1u32..=65535).prop_map(|p| (Some(p), vec![])),
-        prop::collection::vec(1u32..=65535, 1..4).prop_map(|ps| (None, ps)),
+        HOSTED_PORTS.prop_map(|p| (Some(p), vec![])),
+        prop::collection::vec(HOSTED_PORTS, 1..4).prop_map(|ps| (None, ps)),
     ]
 }
 
 /// One valid endpoint of a random kind; `host` is unique in the document, so endpoints never
-/// overlap and their settings never need to agree.
+/// overlap and their settings never need to agree. A hostless endpoint matches every host: it
+/// takes a port no hosted endpoint uses, and settings every hostless one shares, so two of
+/// them on one port agree.
 fn endpoint(host: String) -> impl Strategy<Value = Endpoint> {
     let l4 = (
         ports(),
@@ -75,20 +81,32 @@ fn endpoint(host: String) -> impl Strategy<Value = Endpoint> {
     )
         .prop_map({
             let host = host.clone();
-            move |((port, ports), tls, hostless, ips)| Endpoint {
-                host: if hostless && !ips.is_empty() {
-                    String::new()
-                } else if tls == "skip" {
-                    format!("{host}.raw.example.net")
-                } else {
-                    host.clone()
-                },
-                port,
-                ports,
-                tls: tls.to_string(),
-                allow_uninspected_credentials: tls == "skip",
-                allowed_ips: ips.into_iter().map(str::to_string).collect(),
-                ..Endpoint::default()
+            move |((port, ports), tls, hostless, ips)| {
+                if hostless && !ips.is_empty() {
+                    let span = HOSTLESS_PORTS.end() - HOSTLESS_PORTS.start() + 1;
+                    let hostless_port = |p: u32| HOSTLESS_PORTS.start() + p % span;
+                    let ports: std::collections::BTreeSet<u32> =
+                        ports.into_iter().map(hostless_port).collect();
+                    return Endpoint {
+                        port: port.map(hostless_port),
+                        ports: ports.into_iter().collect(),
+                        allowed_ips: vec!["10.1.0.0/16".to_string()],
+                        ..Endpoint::default()
+                    };
+                }
+                Endpoint {
+                    host: if tls == "skip" {
+                        format!("{host}.raw.example.net")
+                    } else {
+                        host.clone()
+                    },
+                    port,
+                    ports,
+                    tls: tls.to_string(),
+                    allow_uninspected_credentials: tls == "skip",
+                    allowed_ips: ips.into_iter().map(str::to_string).collect(),
+                    ..Endpoint::default()
+                }
             }
         });
     let rest = (
