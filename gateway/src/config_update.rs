@@ -355,33 +355,17 @@ async fn try_commit(
             .find_idempotent(target_kind, &target, &update.caller, key)
             .await?
     {
-        {
-            if found.request_fingerprint != validated.fingerprint {
-                return Err(key_used_for_another_request(key, &found.operation_id));
-            }
-            let operation = tx.get_operation(&found.operation_id).await?;
-            drop(tx);
-            let operation = store.get_operation(&operation.id).await?;
-            let kept_static_sections = match (&update.target, &validated.policy) {
-                (ConfigTarget::Sandbox(_), Some(policy)) => {
-                    kept_by_replayed(store, &operation, policy).await?
-                }
-                _ => Vec::new(),
-            };
-            return Ok(Committed {
-                operation,
-                idempotent_replay: true,
-                signal: None,
-                publication: None,
-                kept_static_sections,
-            });
+        if found.request_fingerprint != validated.fingerprint {
+            return Err(key_used_for_another_request(key, &found.operation_id));
         }
+        drop(tx);
+        return replayed(store, update, validated, &found.operation_id).await;
     }
     let operation_id = new_id("op");
     let mut op = NewOperation {
         id: operation_id.clone(),
         target_kind,
-        target: target.clone(),
+        target,
         sandbox_id: None,
         policy_revision: 0,
         settings_revision: 0,
@@ -400,128 +384,31 @@ async fn try_commit(
             .map(|_| now_ms().saturating_add(idempotency_retention_ms)),
         provider_env_revision: None,
     };
-    let mut inactive_reason = None;
-    let mut kept_static_sections = Vec::new();
-    // Set for a fleet write: the workspace whose live sandboxes it targets,
-    // or None for all of them.
-    let mut fleet_of: Option<Option<&str>> = None;
-    let publication;
-    match &update.target {
+    let written = match &update.target {
         ConfigTarget::Sandbox(sandbox_id) => {
-            let current = tx.lock_sandbox(sandbox_id).await?;
-            if current.lifecycle == Lifecycle::Deleted {
-                return Err(GatewayError::NotFound(format!(
-                    "sandbox {sandbox_id} was deleted"
-                )));
-            }
-            if current.lifecycle == Lifecycle::Stopped {
-                inactive_reason = Some(crate::store::STOPPED_TARGET_REASON);
-            }
-            op.sandbox_id = Some(current.id.clone());
-            op.policy_revision = current.policy_revision;
-            op.settings_revision = current.settings_revision;
-            if let Some(policy) = &validated.policy {
-                let written =
-                    write_sandbox_policy(&mut tx, &current, policy, &operation_id).await?;
-                kept_static_sections = written.kept_static_sections;
-                if let Some(revision) = written.revision {
-                    op.policy_revision = revision;
-                    op.no_op = false;
-                }
-            }
-            if !validated.settings.is_empty()
-                && let Some(revision) = tx
-                    .write_settings(Scope::Sandbox, &current.id, &validated.settings)
-                    .await?
-            {
-                op.settings_revision = revision;
-                op.no_op = false;
-            }
-            publication = Publication::sandbox(&current.id, &[Component::SandboxConfig]);
+            write_to_sandbox(&mut tx, sandbox_id, validated, &mut op).await?
         }
         ConfigTarget::Workspace(workspace) => {
-            if !tx.workspace_exists(workspace).await? {
-                return Err(GatewayError::NotFound(format!(
-                    "workspace {workspace:?} not found"
-                )));
-            }
-            let current = tx.settings_at(Scope::Workspace, workspace).await?;
-            op.settings_revision = current.revision;
-            if let Some(revision) = tx
-                .write_settings(Scope::Workspace, workspace, &validated.settings)
-                .await?
-            {
-                op.settings_revision = revision;
-                op.no_op = false;
-            }
-            fleet_of = Some(Some(workspace.as_str()));
-            publication = Publication {
-                scope: PublicationScope::Workspace(workspace.clone()),
-                components: vec![Component::SandboxConfig],
-            };
+            write_to_workspace(&mut tx, workspace, validated, &mut op).await?
         }
-        ConfigTarget::Global => {
-            let (global_revision, current_global) = tx.global_policy().await?;
-            op.global_policy_revision = Some(global_revision);
-            if let Some(policy) = &validated.policy {
-                let hash = policy.policy_hash();
-                if current_global.as_ref().map(|g| g.policy_hash.as_str()) != Some(hash.as_str()) {
-                    op.global_policy_revision = Some(global_revision + 1);
-                    tx.insert_global_policy_revision(
-                        global_revision + 1,
-                        Some((&hash, &policy.canonical_json())),
-                        &operation_id,
-                    )
-                    .await?;
-                    op.no_op = false;
-                }
-            } else if update.clear_global_policy && current_global.is_some() {
-                op.global_policy_revision = Some(global_revision + 1);
-                tx.insert_global_policy_revision(global_revision + 1, None, &operation_id)
-                    .await?;
-                op.no_op = false;
-            }
-            let current = tx.settings_at(Scope::Global, "").await?;
-            op.settings_revision = current.revision;
-            if !validated.settings.is_empty()
-                && let Some(revision) = tx
-                    .write_settings(Scope::Global, "", &validated.settings)
-                    .await?
-            {
-                op.settings_revision = revision;
-                op.no_op = false;
-            }
-            fleet_of = Some(None);
-            publication = Publication {
-                scope: PublicationScope::Global,
-                components: vec![Component::SandboxConfig],
-            };
-        }
-    }
-    publication.record(&mut tx, Some(&operation_id)).await?;
+        ConfigTarget::Global => write_to_global(&mut tx, update, validated, &mut op).await?,
+    };
+    written
+        .publication
+        .record(&mut tx, Some(&operation_id))
+        .await?;
     let mut operation = tx.insert_operation(&op).await?;
     let signal = tx.subscribe(&operation_id);
     // A sandbox write's operation is returned as inserted; ending it at once
     // or counting fleet targets changes the row, which is then read back.
     let mut changed_after_insert = false;
-    if let Some(reason) = inactive_reason {
+    if let Some(reason) = written.inactive_reason {
         tx.resolve_operation_by_lifecycle(&operation_id, OperationState::Inactive, reason)
             .await?;
         changed_after_insert = true;
     }
-    if let Some(workspace) = fleet_of {
-        if fleet_targets::lists_after_commit(store) {
-            tx.begin_target_listing(&operation_id).await?;
-        } else {
-            let listed = tx.insert_live_targets(&operation_id, workspace).await?;
-            if listed.pending + listed.inactive == 0 {
-                tx.complete_empty_fleet_operation(&operation_id).await?;
-            } else if listed.pending == 0 {
-                // Every target is a stopped sandbox: the operation ends INACTIVE now.
-                tx.count_finished_targets(&operation_id, OperationState::Inactive, 0)
-                    .await?;
-            }
-        }
+    if let Some(fleet) = written.fleet {
+        list_fleet_targets(store, &mut tx, &operation_id, fleet.workspace()).await?;
         changed_after_insert = true;
     }
     if changed_after_insert {
@@ -532,9 +419,198 @@ async fn try_commit(
         operation,
         idempotent_replay: false,
         signal: Some(signal),
-        publication: Some(publication),
+        publication: Some(written.publication),
+        kept_static_sections: written.kept_static_sections,
+    })
+}
+
+/// The answer to a request whose idempotency key already made `operation_id`.
+async fn replayed(
+    store: &Store,
+    update: &ConfigUpdate,
+    validated: &Validated,
+    operation_id: &str,
+) -> Result<Committed> {
+    let operation = store.get_operation(operation_id).await?;
+    let kept_static_sections = match (&update.target, &validated.policy) {
+        (ConfigTarget::Sandbox(_), Some(policy)) => {
+            kept_by_replayed(store, &operation, policy).await?
+        }
+        _ => Vec::new(),
+    };
+    Ok(Committed {
+        operation,
+        idempotent_replay: true,
+        signal: None,
+        publication: None,
         kept_static_sections,
     })
+}
+
+/// The sandboxes a fleet write targets.
+enum Fleet<'a> {
+    Workspace(&'a str),
+    All,
+}
+
+impl<'a> Fleet<'a> {
+    fn workspace(&self) -> Option<&'a str> {
+        match self {
+            Self::Workspace(workspace) => Some(workspace),
+            Self::All => None,
+        }
+    }
+}
+
+/// What writing to one target changed, besides the operation's revisions.
+struct TargetWrite<'a> {
+    publication: Publication,
+    /// Set for a fleet write, whose operation tracks every live sandbox.
+    fleet: Option<Fleet<'a>>,
+    /// Set when the target is a stopped sandbox: the operation ends at once.
+    inactive_reason: Option<&'static str>,
+    kept_static_sections: Vec<String>,
+}
+
+async fn write_to_sandbox<'a>(
+    tx: &mut WriteTx,
+    sandbox_id: &str,
+    validated: &Validated,
+    op: &mut NewOperation,
+) -> Result<TargetWrite<'a>> {
+    let current = tx.lock_sandbox(sandbox_id).await?;
+    if current.lifecycle == Lifecycle::Deleted {
+        return Err(GatewayError::NotFound(format!(
+            "sandbox {sandbox_id} was deleted"
+        )));
+    }
+    op.sandbox_id = Some(current.id.clone());
+    op.policy_revision = current.policy_revision;
+    op.settings_revision = current.settings_revision;
+    let mut kept_static_sections = Vec::new();
+    if let Some(policy) = &validated.policy {
+        let written = write_sandbox_policy(tx, &current, policy, &op.id).await?;
+        kept_static_sections = written.kept_static_sections;
+        if let Some(revision) = written.revision {
+            op.policy_revision = revision;
+            op.no_op = false;
+        }
+    }
+    if !validated.settings.is_empty()
+        && let Some(revision) = tx
+            .write_settings(Scope::Sandbox, &current.id, &validated.settings)
+            .await?
+    {
+        op.settings_revision = revision;
+        op.no_op = false;
+    }
+    Ok(TargetWrite {
+        publication: Publication::sandbox(&current.id, &[Component::SandboxConfig]),
+        fleet: None,
+        inactive_reason: (current.lifecycle == Lifecycle::Stopped)
+            .then_some(crate::store::STOPPED_TARGET_REASON),
+        kept_static_sections,
+    })
+}
+
+async fn write_to_workspace<'a>(
+    tx: &mut WriteTx,
+    workspace: &'a str,
+    validated: &Validated,
+    op: &mut NewOperation,
+) -> Result<TargetWrite<'a>> {
+    if !tx.workspace_exists(workspace).await? {
+        return Err(GatewayError::NotFound(format!(
+            "workspace {workspace:?} not found"
+        )));
+    }
+    let current = tx.settings_at(Scope::Workspace, workspace).await?;
+    op.settings_revision = current.revision;
+    if let Some(revision) = tx
+        .write_settings(Scope::Workspace, workspace, &validated.settings)
+        .await?
+    {
+        op.settings_revision = revision;
+        op.no_op = false;
+    }
+    Ok(TargetWrite {
+        publication: Publication {
+            scope: PublicationScope::Workspace(workspace.to_string()),
+            components: vec![Component::SandboxConfig],
+        },
+        fleet: Some(Fleet::Workspace(workspace)),
+        inactive_reason: None,
+        kept_static_sections: Vec::new(),
+    })
+}
+
+async fn write_to_global<'a>(
+    tx: &mut WriteTx,
+    update: &ConfigUpdate,
+    validated: &Validated,
+    op: &mut NewOperation,
+) -> Result<TargetWrite<'a>> {
+    let (global_revision, current_global) = tx.global_policy().await?;
+    op.global_policy_revision = Some(global_revision);
+    if let Some(policy) = &validated.policy {
+        let hash = policy.policy_hash();
+        if current_global.as_ref().map(|g| g.policy_hash.as_str()) != Some(hash.as_str()) {
+            op.global_policy_revision = Some(global_revision + 1);
+            tx.insert_global_policy_revision(
+                global_revision + 1,
+                Some((&hash, &policy.canonical_json())),
+                &op.id,
+            )
+            .await?;
+            op.no_op = false;
+        }
+    } else if update.clear_global_policy && current_global.is_some() {
+        op.global_policy_revision = Some(global_revision + 1);
+        tx.insert_global_policy_revision(global_revision + 1, None, &op.id)
+            .await?;
+        op.no_op = false;
+    }
+    let current = tx.settings_at(Scope::Global, "").await?;
+    op.settings_revision = current.revision;
+    if !validated.settings.is_empty()
+        && let Some(revision) = tx
+            .write_settings(Scope::Global, "", &validated.settings)
+            .await?
+    {
+        op.settings_revision = revision;
+        op.no_op = false;
+    }
+    Ok(TargetWrite {
+        publication: Publication {
+            scope: PublicationScope::Global,
+            components: vec![Component::SandboxConfig],
+        },
+        fleet: Some(Fleet::All),
+        inactive_reason: None,
+        kept_static_sections: Vec::new(),
+    })
+}
+
+/// Lists a fleet operation's targets in its transaction, or leaves that to
+/// the listing after commit when a big fleet would hold the writer too long.
+async fn list_fleet_targets(
+    store: &Store,
+    tx: &mut WriteTx,
+    operation_id: &str,
+    workspace: Option<&str>,
+) -> Result<()> {
+    if fleet_targets::lists_after_commit(store) {
+        return tx.begin_target_listing(operation_id).await;
+    }
+    let listed = tx.insert_live_targets(operation_id, workspace).await?;
+    if listed.pending + listed.inactive == 0 {
+        tx.complete_empty_fleet_operation(operation_id).await?;
+    } else if listed.pending == 0 {
+        // Every target is a stopped sandbox: the operation ends INACTIVE now.
+        tx.count_finished_targets(operation_id, OperationState::Inactive, 0)
+            .await?;
+    }
+    Ok(())
 }
 
 fn key_used_for_another_request(key: &str, operation_id: &str) -> GatewayError {
