@@ -472,7 +472,7 @@ async fn old_intents_and_silent_replicas_are_removed_and_a_sqlite_store_records_
     let (_, fresh) = intent_counts(&gw.store.url).await;
     assert_eq!(fresh, 2, "one intent per write");
     // Housekeeping, at start and every minute, may have come first.
-    openshell_gateway::peers::replay::remove_old_intents(gw.state()).await;
+    openshell_gateway::peers::replay::remove_old_intents(&gw.state().store).await;
     assert_eq!(
         intent_counts(&gw.store.url).await,
         (0, fresh),

@@ -4,20 +4,32 @@
 use openshell_proto::v1 as pb;
 
 use crate::config::DeliveryMode;
+use crate::delivery::task::ComponentState;
+use crate::delivery::{Component, Publisher};
 use crate::error::Result;
 use crate::session_registry::NegotiatedMode;
-use crate::state::GatewayState;
-use crate::store::{Lifecycle, OperationFilter, OperationState, SandboxRecord};
+use crate::session_registry::{SessionInfo, SessionRegistry};
+use crate::store::{LastReport, Lifecycle, OperationFilter, OperationState, SandboxRecord, Store};
 use crate::wire;
 
 /// How long a session replacement stays worth mentioning.
 const REPLACEMENT_WINDOW_MS: i64 = 10 * 60 * 1000;
 
+/// What an inspection reads: the store, and this replica's sessions and
+/// their delivery state.
+pub struct InspectInputs<'a> {
+    pub store: &'a Store,
+    pub sessions: &'a SessionRegistry,
+    pub publisher: &'a Publisher,
+    pub gateway_mode: DeliveryMode,
+    pub replica_id: &'a str,
+}
+
 pub async fn inspect(
-    state: &GatewayState,
+    inputs: &InspectInputs<'_>,
     sandbox: &SandboxRecord,
 ) -> Result<pb::SessionInspection> {
-    let pending = state
+    let pending = inputs
         .store
         .list_operations(&OperationFilter {
             sandbox_id: Some(sandbox.id.clone()),
@@ -26,103 +38,17 @@ pub async fn inspect(
             offset: 0,
         })
         .await?;
-    let session = state.sessions.get(&sandbox.id);
-    let gateway_mode = state.config.config_delivery_mode;
-    let mut hints = Vec::new();
-    match sandbox.lifecycle {
-        Lifecycle::Deleted => hints.push("sandbox is deleted; nothing is delivered to it".to_string()),
-        Lifecycle::Stopped => hints.push(
-            "sandbox is stopped: the gateway delivers it nothing and refuses its supervisor's sessions; changes are stored and take effect when it starts".to_string(),
-        ),
-        _ => {}
-    }
-    match &session {
-        None if sandbox.lifecycle != Lifecycle::Deleted => hints.push(
-            "no supervisor is connected for this sandbox; changes are stored and delivered when it connects"
-                .to_string(),
-        ),
-        Some(s) => {
-            if gateway_mode == DeliveryMode::Poll {
-                hints.push("gateway is in poll mode: the supervisor picks up changes on its next poll (every 10 s by default)".to_string());
-            } else if s.protocol_revision == 0 {
-                hints.push("legacy supervisor (protocol revision 0) keeps polling; upgrade it to get pushed configuration".to_string());
-            } else if s.mode == NegotiatedMode::ShadowPush {
-                hints.push("supervisor receives pushed snapshots but cannot apply them (shadow push); it keeps polling".to_string());
-            }
-            if s.replaced_sessions > 0
-                && let Some(at) = s.last_replaced_at_ms
-                && crate::store::now_ms() - at < REPLACEMENT_WINDOW_MS
-            {
-                hints.push(format!(
-                    "this sandbox's session was replaced by a newer one {} time(s), last {}s ago; \
-                     if the supervisors keep replacing each other, two of them are using this sandbox's credential",
-                    s.replaced_sessions,
-                    (crate::store::now_ms() - at) / 1000
-                ));
-            }
-            if s.local_policy_override {
-                hints.push("local policy override retained: the supervisor keeps its local policy file; gateway policy changes end INACTIVE".to_string());
-            }
-        }
-        None => {}
-    }
-    let last_report = state.store.last_report(&sandbox.id).await?;
-    if let Some(report) = &last_report
-        && report.status.starts_with("FAILED")
-    {
-        let attempted = serde_json::from_str::<crate::operations::resolution::ReportedRevisions>(
-            &report.revisions_json,
-        )
-        .map(|r| format!(" (policy revision {} was rejected)", r.policy_revision))
-        .unwrap_or_default();
-        hints.push(format!(
-            "last update failed: {}{attempted}; the supervisor keeps its last-known-good configuration",
-            if report.reason.is_empty() { "no reason given" } else { report.reason.as_str() },
-        ));
-        if report.status == "FAILED_CLOSED" {
-            hints.push("the sandbox is quarantined (fail_closed): network access is denied until a valid configuration applies".to_string());
-        }
-    }
-    if let Some(report) = &last_report
-        && report.status == "RETAINED_LAST_KNOWN_GOOD_POLICY"
-    {
-        // The supervisor's reason reads "policy revision N was rejected: REASON; fix it first".
-        hints.push(format!(
-            "{}; settings and provider changes still apply, with the last-known-good policy",
-            if report.reason.is_empty() {
-                "the gateway's policy was rejected; fix it first"
-            } else {
-                report.reason.as_str()
-            },
-        ));
-    }
-    if let Some(report) = &last_report
-        && report.status == "RETAINED_LOCAL_OVERRIDE"
-        && !hints.iter().any(|h| h.starts_with("local policy override"))
-    {
-        hints.push("local policy override retained: the supervisor keeps its local policy file; gateway policy changes end INACTIVE".to_string());
-    }
-    let delivery = state.publisher.get(&sandbox.id);
-    let (components, events) = match &delivery {
+    let last_report = inputs.store.last_report(&sandbox.id).await?;
+    let session = inputs.sessions.get(&sandbox.id);
+    let gateway_mode = inputs.gateway_mode;
+    let (components, events) = match inputs.publisher.get(&sandbox.id) {
         Some(d) => d.diagnostics(),
         None => (Vec::new(), Vec::new()),
     };
-    for (component, c) in &components {
-        if c.held {
-            hints.push(format!(
-                "{} update held: waiting for the supervisor to acknowledge the previous one",
-                component.as_str()
-            ));
-        }
-        if !c.backoff.is_zero() {
-            hints.push(format!(
-                "{} builds are backing off for {:?} after failures: {}",
-                component.as_str(),
-                c.backoff,
-                c.last_failure
-            ));
-        }
-    }
+    let mut hints = lifecycle_hints(sandbox);
+    session_hints(&mut hints, sandbox, session.as_ref(), gateway_mode);
+    report_hints(&mut hints, last_report.as_ref());
+    component_hints(&mut hints, &components);
     if !pending.is_empty() && session.is_some() {
         hints.push(format!(
             "{} operation(s) waiting for the supervisor to report the new revision",
@@ -152,7 +78,7 @@ pub async fn inspect(
         supports_config_apply: session.as_ref().is_some_and(|s| s.supports_config_apply),
         owner_replica: session
             .as_ref()
-            .map(|_| state.config.replica_id.clone())
+            .map(|_| inputs.replica_id.to_string())
             .unwrap_or_default(),
         session_id: session
             .as_ref()
@@ -203,4 +129,112 @@ pub async fn inspect(
             .unwrap_or_default(),
         last_report_at: last_report.as_ref().map(|r| wire::timestamp(r.reported_at)),
     })
+}
+
+fn lifecycle_hints(sandbox: &SandboxRecord) -> Vec<String> {
+    let mut hints = Vec::new();
+    match sandbox.lifecycle {
+        Lifecycle::Deleted => hints.push("sandbox is deleted; nothing is delivered to it".to_string()),
+        Lifecycle::Stopped => hints.push(
+            "sandbox is stopped: the gateway delivers it nothing and refuses its supervisor's sessions; changes are stored and take effect when it starts".to_string(),
+        ),
+        _ => {}
+    }
+    hints
+}
+
+fn session_hints(
+    hints: &mut Vec<String>,
+    sandbox: &SandboxRecord,
+    session: Option<&SessionInfo>,
+    gateway_mode: DeliveryMode,
+) {
+    match session {
+        None if sandbox.lifecycle != Lifecycle::Deleted => hints.push(
+            "no supervisor is connected for this sandbox; changes are stored and delivered when it connects"
+                .to_string(),
+        ),
+        Some(s) => {
+            if gateway_mode == DeliveryMode::Poll {
+                hints.push("gateway is in poll mode: the supervisor picks up changes on its next poll (every 10 s by default)".to_string());
+            } else if s.protocol_revision == 0 {
+                hints.push("legacy supervisor (protocol revision 0) keeps polling; upgrade it to get pushed configuration".to_string());
+            } else if s.mode == NegotiatedMode::ShadowPush {
+                hints.push("supervisor receives pushed snapshots but cannot apply them (shadow push); it keeps polling".to_string());
+            }
+            if s.replaced_sessions > 0
+                && let Some(at) = s.last_replaced_at_ms
+                && crate::store::now_ms() - at < REPLACEMENT_WINDOW_MS
+            {
+                hints.push(format!(
+                    "this sandbox's session was replaced by a newer one {} time(s), last {}s ago; \
+                     if the supervisors keep replacing each other, two of them are using this sandbox's credential",
+                    s.replaced_sessions,
+                    (crate::store::now_ms() - at) / 1000
+                ));
+            }
+            if s.local_policy_override {
+                hints.push("local policy override retained: the supervisor keeps its local policy file; gateway policy changes end INACTIVE".to_string());
+            }
+        }
+        None => {}
+    }
+}
+
+/// What the supervisor's last report says about the configuration it runs.
+fn report_hints(hints: &mut Vec<String>, last_report: Option<&LastReport>) {
+    if let Some(report) = last_report
+        && report.status.starts_with("FAILED")
+    {
+        let attempted = serde_json::from_str::<crate::operations::resolution::ReportedRevisions>(
+            &report.revisions_json,
+        )
+        .map(|r| format!(" (policy revision {} was rejected)", r.policy_revision))
+        .unwrap_or_default();
+        hints.push(format!(
+            "last update failed: {}{attempted}; the supervisor keeps its last-known-good configuration",
+            if report.reason.is_empty() { "no reason given" } else { report.reason.as_str() },
+        ));
+        if report.status == "FAILED_CLOSED" {
+            hints.push("the sandbox is quarantined (fail_closed): network access is denied until a valid configuration applies".to_string());
+        }
+    }
+    if let Some(report) = last_report
+        && report.status == "RETAINED_LAST_KNOWN_GOOD_POLICY"
+    {
+        // The supervisor's reason reads "policy revision N was rejected: REASON; fix it first".
+        hints.push(format!(
+            "{}; settings and provider changes still apply, with the last-known-good policy",
+            if report.reason.is_empty() {
+                "the gateway's policy was rejected; fix it first"
+            } else {
+                report.reason.as_str()
+            },
+        ));
+    }
+    if let Some(report) = last_report
+        && report.status == "RETAINED_LOCAL_OVERRIDE"
+        && !hints.iter().any(|h| h.starts_with("local policy override"))
+    {
+        hints.push("local policy override retained: the supervisor keeps its local policy file; gateway policy changes end INACTIVE".to_string());
+    }
+}
+
+fn component_hints(hints: &mut Vec<String>, components: &[(Component, ComponentState)]) {
+    for (component, c) in components {
+        if c.held {
+            hints.push(format!(
+                "{} update held: waiting for the supervisor to acknowledge the previous one",
+                component.as_str()
+            ));
+        }
+        if !c.backoff.is_zero() {
+            hints.push(format!(
+                "{} builds are backing off for {:?} after failures: {}",
+                component.as_str(),
+                c.backoff,
+                c.last_failure
+            ));
+        }
+    }
 }

@@ -3,7 +3,6 @@
 //! Labels are closed sets (RPC names, statuses, states); no label or value
 //! ever carries a credential, a policy or a provider value.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -298,9 +297,4 @@ pub async fn serve(
         }),
     );
     axum::serve(listener, app).await
-}
-
-/// Binds the metrics listener.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr).await
 }

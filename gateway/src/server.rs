@@ -14,7 +14,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 
-use crate::api::OpenShellApi;
+use crate::api::{ApiContext, OpenShellApi};
 use crate::auth::OperatorAuth;
 use crate::config::GatewayConfig;
 use crate::crypto::CredentialCipher;
@@ -22,11 +22,11 @@ use crate::delivery::{FanoutActivity, Permits, Publisher};
 use crate::limits::{MAX_MESSAGE_BYTES, MAX_PEER_MESSAGE_BYTES};
 use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
-use crate::peers::{PeerApi, PeerNotifier};
+use crate::peers::{PeerApi, PeerContext, PeerNotifier};
 use crate::session_registry::SessionRegistry;
 use crate::state::GatewayState;
 use crate::store::{Backend, OwnerClaims, Store, StoreOptions, now_ms};
-use crate::supervisor_api::SupervisorApi;
+use crate::supervisor_api::{SessionContext, SupervisorApi};
 use openshell_proto::v1::supervisor_server::SupervisorServer;
 
 /// How long shutdown waits for in-flight calls.
@@ -127,45 +127,9 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     if config.operator_tokens.is_empty() {
         return Err(StartError::NoOperatorToken);
     }
-    std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::TlsFile {
-        path: config.data_dir.display().to_string(),
-        source,
-    })?;
-    let cipher = CredentialCipher::load(config.credential_key.as_ref(), &config.data_dir)?;
-    let store = Store::open(
-        &StoreOptions {
-            url: config.database_url.clone(),
-            max_connections: config.db_pool_size,
-            replica_id: config.replica_id.clone(),
-        },
-        cipher,
-    )
-    .await?;
-    let (tls, tls_cert) = match &config.tls {
-        Some(files) => {
-            let read = |path: &std::path::Path| {
-                std::fs::read(path).map_err(|source| StartError::TlsFile {
-                    path: path.display().to_string(),
-                    source,
-                })
-            };
-            let cert = read(&files.cert)?;
-            (
-                Some(
-                    ServerTlsConfig::new()
-                        .identity(Identity::from_pem(cert.clone(), read(&files.key)?)),
-                ),
-                Some(cert),
-            )
-        }
-        None => (None, None),
-    };
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| StartError::Bind {
-            addr: config.listen,
-            source,
-        })?;
+    let store = open_store(&config).await?;
+    let (tls, tls_cert) = tls_setup(&config)?;
+    let listener = bind(config.listen).await?;
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: config.listen,
         source,
@@ -174,15 +138,114 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     store.release_replica_sessions(&config.replica_id).await?;
     crate::operations::fleet_targets::finish_interrupted_listings(&store).await?;
     let metrics_listener = match config.metrics_listen {
-        Some(addr) => Some(
-            crate::metrics::bind(addr)
-                .await
-                .map_err(|source| StartError::Bind { addr, source })?,
-        ),
+        Some(addr) => Some(bind(addr).await?),
         None => None,
     };
     let metrics_addr = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
     let (stopping_tx, stopping_rx) = tokio::sync::watch::channel(false);
+    let state = Arc::new(assemble(store, config, tls_cert, stopping_rx));
+    // Before serving: a replica that cannot register does not start.
+    let mut peer_tasks = match &state.peers {
+        Some(peers) => {
+            peers
+                .start(peer_address(&state.config, addr), &state.stopping)
+                .await?
+        }
+        None => Vec::new(),
+    };
+    if state.store.backend() == Backend::Postgres {
+        peer_tasks.push(tokio::spawn(crate::peers::replay::run(peer_context(
+            &state,
+        ))));
+    }
+    let metrics_task = metrics_listener.map(|listener| {
+        let metrics = state.metrics.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::metrics::serve(listener, metrics).await {
+                tracing::warn!(error = %e, "metrics listener ended");
+            }
+        })
+    });
+    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    let router = router(&state, tls)?;
+    let server = tokio::spawn(async move {
+        router
+            .serve_with_incoming_shutdown(accepted_without_nagle(listener), async {
+                let _ = shutdown_rx.await;
+            })
+            .await
+    });
+    let housekeeping = tokio::spawn(housekeeping(state.store.clone(), state.config.clone()));
+    tracing::info!(
+        %addr,
+        replica = %state.config.replica_id,
+        backend = state.store.backend().as_str(),
+        config_delivery_mode = state.config.config_delivery_mode.as_str(),
+        tls = state.config.tls.is_some(),
+        "gateway listening"
+    );
+    Ok(GatewayHandle {
+        addr,
+        metrics_addr,
+        metrics_task,
+        state,
+        shutdown: Some(shutdown_tx),
+        stopping: stopping_tx,
+        server,
+        housekeeping,
+        peer_tasks,
+    })
+}
+
+async fn open_store(config: &GatewayConfig) -> Result<Store, StartError> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::TlsFile {
+        path: config.data_dir.display().to_string(),
+        source,
+    })?;
+    let cipher = CredentialCipher::load(config.credential_key.as_ref(), &config.data_dir)?;
+    Ok(Store::open(
+        &StoreOptions {
+            url: config.database_url.clone(),
+            max_connections: config.db_pool_size,
+            replica_id: config.replica_id.clone(),
+        },
+        cipher,
+    )
+    .await?)
+}
+
+/// The server's TLS identity, and its certificate for the peer hints, when
+/// TLS is configured.
+fn tls_setup(
+    config: &GatewayConfig,
+) -> Result<(Option<ServerTlsConfig>, Option<Vec<u8>>), StartError> {
+    let Some(files) = &config.tls else {
+        return Ok((None, None));
+    };
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).map_err(|source| StartError::TlsFile {
+            path: path.display().to_string(),
+            source,
+        })
+    };
+    let cert = read(&files.cert)?;
+    let identity = Identity::from_pem(cert.clone(), read(&files.key)?);
+    Ok((Some(ServerTlsConfig::new().identity(identity)), Some(cert)))
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })
+}
+
+/// Every part of the replica, wired to the store.
+fn assemble(
+    store: Store,
+    config: GatewayConfig,
+    tls_cert: Option<Vec<u8>>,
+    stopping: tokio::sync::watch::Receiver<bool>,
+) -> GatewayState {
     let metrics = Arc::new(Metrics::new(store.operation_events().ended_counts()));
     let permits = Arc::new(Permits::for_pool(config.db_pool_size as usize));
     let activity = Arc::new(FanoutActivity::new(permits.clone()));
@@ -206,12 +269,12 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         }
         (None, Backend::Sqlite) => None,
     };
-    let state = Arc::new(GatewayState {
+    GatewayState {
         peers,
         reports: ReportResolver::spawn(store.clone(), metrics.clone(), activity.clone()),
         owner_claims: OwnerClaims::spawn(store.clone()),
         session_tasks: tokio_util::task::TaskTracker::new(),
-        stopping: stopping_rx,
+        stopping,
         store,
         sessions: SessionRegistry::default(),
         metrics,
@@ -220,73 +283,64 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         permits,
         activity,
         tuning: config.delivery.clone(),
-        config,
-    });
-    // Before serving: a replica that cannot register does not start.
-    let mut peer_tasks = match &state.peers {
-        Some(peers) => {
-            peers
-                .start(peer_address(&state.config, addr), &state.stopping)
-                .await?
-        }
-        None => Vec::new(),
-    };
-    if state.store.backend() == Backend::Postgres {
-        peer_tasks.push(tokio::spawn(crate::peers::replay::run(state.clone())));
+        config: Arc::new(config),
     }
-    let metrics_task = metrics_listener.map(|listener| {
-        let metrics = state.metrics.clone();
-        tokio::spawn(async move {
-            if let Err(e) = crate::metrics::serve(listener, metrics).await {
-                tracing::warn!(error = %e, "metrics listener ended");
-            }
-        })
-    });
+}
+
+/// The three services, each given the handles its layer uses.
+fn router(
+    state: &GatewayState,
+    tls: Option<ServerTlsConfig>,
+) -> Result<tonic::transport::server::Router, StartError> {
     let api = InterceptedService::new(
-        OpenShellServer::new(OpenShellApi::new(state.clone()))
-            .max_decoding_message_size(MAX_MESSAGE_BYTES),
+        OpenShellServer::new(OpenShellApi::new(ApiContext {
+            store: state.store.clone(),
+            config: state.config.clone(),
+            announcer: state.announcer(),
+            activity: state.activity.clone(),
+            sessions: state.sessions.clone(),
+            publisher: state.publisher.clone(),
+            metrics: state.metrics.clone(),
+            stopping: state.stopping.clone(),
+            started_at_ms: state.started_at_ms,
+        }))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES),
         OperatorAuth::new(state.config.operator_tokens.clone()),
     );
+    let supervisor = SupervisorServer::new(SupervisorApi::new(SessionContext {
+        store: state.store.clone(),
+        config: state.config.clone(),
+        sessions: state.sessions.clone(),
+        metrics: state.metrics.clone(),
+        publisher: state.publisher.clone(),
+        permits: state.permits.clone(),
+        tuning: state.tuning.clone(),
+        activity: state.activity.clone(),
+        reports: state.reports.clone(),
+        owner_claims: state.owner_claims.clone(),
+        session_tasks: state.session_tasks.clone(),
+        stopping: state.stopping.clone(),
+    }))
+    .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let peer = GatewayPeerServer::new(PeerApi::new(peer_context(state)))
+        .max_decoding_message_size(MAX_PEER_MESSAGE_BYTES);
     let mut builder = Server::builder();
     if let Some(tls) = tls {
         builder = builder.tls_config(tls)?;
     }
-    let supervisor = SupervisorServer::new(SupervisorApi::new(state.clone()))
-        .max_decoding_message_size(MAX_MESSAGE_BYTES);
-    let peer = GatewayPeerServer::new(PeerApi::new(state.clone()))
-        .max_decoding_message_size(MAX_PEER_MESSAGE_BYTES);
-    let router = builder
+    Ok(builder
         .add_service(api)
         .add_service(supervisor)
-        .add_service(peer);
-    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-    let server = tokio::spawn(async move {
-        router
-            .serve_with_incoming_shutdown(accepted_without_nagle(listener), async {
-                let _ = shutdown_rx.await;
-            })
-            .await
-    });
-    let housekeeping = tokio::spawn(housekeeping(state.clone()));
-    tracing::info!(
-        %addr,
-        replica = %state.config.replica_id,
-        backend = state.store.backend().as_str(),
-        config_delivery_mode = state.config.config_delivery_mode.as_str(),
-        tls = state.config.tls.is_some(),
-        "gateway listening"
-    );
-    Ok(GatewayHandle {
-        addr,
-        metrics_addr,
-        metrics_task,
-        state,
-        shutdown: Some(shutdown_tx),
-        stopping: stopping_tx,
-        server,
-        housekeeping,
-        peer_tasks,
-    })
+        .add_service(peer))
+}
+
+fn peer_context(state: &GatewayState) -> PeerContext {
+    PeerContext {
+        store: state.store.clone(),
+        config: state.config.clone(),
+        publisher: state.publisher.clone(),
+        tuning: state.tuning.clone(),
+    }
 }
 
 /// The URL peers reach this replica at: the configured one, else the
@@ -319,18 +373,17 @@ fn accepted_without_nagle(listener: TcpListener) -> TcpIncoming {
     TcpIncoming::from(listener).with_nodelay(Some(true))
 }
 
-async fn housekeeping(state: Arc<GatewayState>) {
+async fn housekeeping(store: Store, config: Arc<GatewayConfig>) {
     let mut tick = tokio::time::interval(IDEMPOTENCY_GC_INTERVAL);
     loop {
         tick.tick().await;
-        match state.store.expire_idempotency_keys().await {
+        match store.expire_idempotency_keys().await {
             Ok(0) => {}
             Ok(n) => tracing::debug!(released = n, "expired idempotency keys released"),
             Err(e) => tracing::warn!(error = %e, "idempotency key expiry failed"),
         }
-        let retention = crate::store::duration_ms(state.config.operation_retention);
-        match state
-            .store
+        let retention = crate::store::duration_ms(config.operation_retention);
+        match store
             .remove_operations_completed_before(now_ms().saturating_sub(retention))
             .await
         {
@@ -338,8 +391,8 @@ async fn housekeeping(state: Arc<GatewayState>) {
             Ok(n) => tracing::info!(removed = n, "operations past retention removed"),
             Err(e) => tracing::warn!(error = %e, "operation retention failed"),
         }
-        if state.store.backend() == Backend::Postgres {
-            crate::peers::replay::remove_old_intents(&state).await;
+        if store.backend() == Backend::Postgres {
+            crate::peers::replay::remove_old_intents(&store).await;
         }
     }
 }

@@ -1,5 +1,11 @@
-//! What every request handler shares: the store, the configuration and the
-//! live sessions of this replica.
+//! What one replica is made of, and the one handle its write paths share.
+//!
+//! No layer takes the whole: `server.rs` builds a [`GatewayState`] and hands
+//! each layer its own context with the few handles it uses
+//! (`api::ApiContext`, `supervisor_api::SessionContext`,
+//! `peers::PeerContext`), so what a layer can touch is written in its
+//! signature. Tests and the benchmark read the whole through
+//! `GatewayHandle::state`.
 
 use std::sync::Arc;
 
@@ -13,9 +19,10 @@ use crate::peers::notifier::PeerNotifier;
 use crate::session_registry::SessionRegistry;
 use crate::store::{OwnerClaims, Store};
 
+/// Every part of a running replica.
 pub struct GatewayState {
     pub store: Store,
-    pub config: GatewayConfig,
+    pub config: Arc<GatewayConfig>,
     pub sessions: SessionRegistry,
     pub metrics: Arc<Metrics>,
     pub started_at_ms: i64,
@@ -41,12 +48,26 @@ pub struct GatewayState {
 }
 
 impl GatewayState {
-    /// Resolves once the gateway is stopping.
-    pub async fn stopped(&self) {
-        let mut stopping = self.stopping.clone();
-        let _ = stopping.wait_for(|s| *s).await;
+    /// The handle every write path announces its commits through.
+    pub fn announcer(&self) -> Announcer {
+        Announcer {
+            store: self.store.clone(),
+            publisher: self.publisher.clone(),
+            peers: self.peers.clone(),
+        }
     }
+}
 
+/// Announces committed writes to the push sessions they concern: this
+/// replica's at once, the other replicas' by a hint. Cheap to clone.
+#[derive(Clone)]
+pub struct Announcer {
+    store: Store,
+    publisher: Publisher,
+    peers: Option<Arc<PeerNotifier>>,
+}
+
+impl Announcer {
     /// Tells the affected push sessions about a committed write, here and
     /// on the peer replicas. Never fails the write: a missed mark is
     /// repaired by reconcile.
@@ -60,5 +81,20 @@ impl GatewayState {
                 PublicationScope::Sandbox(id) if self.publisher.get(id).is_some());
             peers.notify(&publication, owned_here);
         }
+    }
+
+    /// The replicas of this store that are alive now, this one first.
+    pub async fn replicas(&self, this_replica: &str) -> crate::error::Result<Vec<String>> {
+        let mut replicas = vec![this_replica.to_string()];
+        if let Some(peers) = &self.peers {
+            replicas.extend(
+                peers
+                    .live_peers()
+                    .await?
+                    .into_iter()
+                    .map(|peer| peer.replica_id),
+            );
+        }
+        Ok(replicas)
     }
 }

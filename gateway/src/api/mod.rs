@@ -17,17 +17,22 @@ use openshell_proto::v1::open_shell_server::OpenShell;
 use tonic::{Request, Response, Status};
 
 use crate::auth::caller_of;
+use crate::config::GatewayConfig;
 use crate::config_update::{
     ConfigTarget, ConfigUpdate, SettingChange, commit_update, dry_run_update,
 };
+use crate::delivery::{FanoutActivity, Publisher};
 use crate::error::GatewayError;
 use crate::lifecycle::{self, workspace_or_default};
+use crate::metrics::Metrics;
 use crate::operations::resolution::settle_from_last_reports;
 use crate::operations::{
     OperationWatch, ended_by_deadline, stopping_status, wait_deadline, wait_for_terminal,
 };
 use crate::providers::{self, ProviderInput};
-use crate::state::GatewayState;
+use crate::session_registry::SessionRegistry;
+use crate::state::Announcer;
+use crate::store::Store;
 use crate::store::{Lifecycle, OperationFilter, SandboxRecord};
 use crate::wire;
 
@@ -35,15 +40,44 @@ use crate::wire;
 const MAX_PAGE: u32 = 1000;
 const DEFAULT_PAGE: u32 = 100;
 
+/// What the operator API touches: the store, the write path's announcer
+/// and fanout gauge, and this replica's sessions for diagnostics.
+pub struct ApiContext {
+    pub store: Store,
+    pub config: Arc<GatewayConfig>,
+    pub announcer: Announcer,
+    pub activity: Arc<FanoutActivity>,
+    pub sessions: SessionRegistry,
+    /// Read by `InspectSession` for the push sessions' delivery state.
+    pub publisher: Publisher,
+    pub metrics: Arc<Metrics>,
+    pub stopping: tokio::sync::watch::Receiver<bool>,
+    pub started_at_ms: i64,
+}
+
 /// The service; cheap to clone.
 #[derive(Clone)]
 pub struct OpenShellApi {
-    state: Arc<GatewayState>,
+    state: Arc<ApiContext>,
+}
+
+impl ApiContext {
+    fn inspect_inputs(&self) -> crate::inspect::InspectInputs<'_> {
+        crate::inspect::InspectInputs {
+            store: &self.store,
+            sessions: &self.sessions,
+            publisher: &self.publisher,
+            gateway_mode: self.config.config_delivery_mode,
+            replica_id: &self.config.replica_id,
+        }
+    }
 }
 
 impl OpenShellApi {
-    pub fn new(state: Arc<GatewayState>) -> Self {
-        Self { state }
+    pub fn new(state: ApiContext) -> Self {
+        Self {
+            state: Arc::new(state),
+        }
     }
 
     async fn resolve(&self, sandbox: Option<&pb::SandboxRef>) -> Result<SandboxRecord, Status> {
@@ -71,7 +105,7 @@ impl OpenShellApi {
     ) -> Result<Response<pb::AttachmentResponse>, Status> {
         let mut operation = change.operation;
         match change.publication {
-            Some(publication) => self.state.publish(publication).await,
+            Some(publication) => self.state.announcer.publish(publication).await,
             None => {
                 settle_from_last_reports(&self.state.store, &operation).await?;
                 operation = self.state.store.get_operation(&operation.id).await?;
@@ -276,7 +310,7 @@ impl OpenShell for OpenShellApi {
                 .close(&updated.id, crate::snapshot::STOPPED_SANDBOX_REASON);
         }
         if let Some(publication) = change.publication {
-            self.state.publish(publication).await;
+            self.state.announcer.publish(publication).await;
         }
         Ok(Response::new(wire::sandbox(&updated)))
     }
@@ -314,7 +348,7 @@ impl OpenShell for OpenShellApi {
             .await?;
         let input = provider_input(&req.values, req.expires_at.as_ref());
         let change = providers::update_provider(&self.state.store, &existing, input).await?;
-        self.state.publish(change.publication).await;
+        self.state.announcer.publish(change.publication).await;
         let record = change.provider;
         tracing::info!(provider = %record.id, revision = record.revision, "provider updated");
         Ok(Response::new(pb::ProviderWriteResponse {
@@ -630,7 +664,7 @@ impl OpenShell for OpenShellApi {
             "configuration committed"
         );
         if let Some(publication) = committed.publication.clone() {
-            self.state.publish(publication).await;
+            self.state.announcer.publish(publication).await;
         }
         drop(fleet_write);
         let mut operation = committed.operation;
@@ -781,7 +815,7 @@ impl OpenShell for OpenShellApi {
         request: Request<pb::InspectSessionRequest>,
     ) -> Result<Response<pb::SessionInspection>, Status> {
         let sandbox = self.resolve(request.get_ref().sandbox.as_ref()).await?;
-        let inspection = crate::inspect::inspect(&self.state, &sandbox).await?;
+        let inspection = crate::inspect::inspect(&self.state.inspect_inputs(), &sandbox).await?;
         Ok(Response::new(inspection))
     }
 
@@ -790,17 +824,11 @@ impl OpenShell for OpenShellApi {
         _request: Request<pb::GetGatewayInfoRequest>,
     ) -> Result<Response<pb::GatewayInfo>, Status> {
         let state = &self.state;
-        let mut replicas = vec![state.config.replica_id.clone()];
-        if let Some(peers) = &state.peers {
-            replicas.extend(
-                peers
-                    .live_peers()
-                    .await
-                    .map_err(Status::from)?
-                    .into_iter()
-                    .map(|peer| peer.replica_id),
-            );
-        }
+        let replicas = state
+            .announcer
+            .replicas(&state.config.replica_id)
+            .await
+            .map_err(Status::from)?;
         Ok(Response::new(pb::GatewayInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
             config_delivery_mode: state.config.config_delivery_mode.as_str().to_string(),

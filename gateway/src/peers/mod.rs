@@ -11,10 +11,25 @@ pub mod notifier;
 pub mod replay;
 pub mod service;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use notifier::PeerNotifier;
 pub use service::PeerApi;
+
+use crate::config::GatewayConfig;
+use crate::delivery::{DeliveryTuning, Publisher};
+use crate::store::Store;
+
+/// What answering hints and replaying intents touch: the store and this
+/// replica's push sessions.
+#[derive(Clone)]
+pub struct PeerContext {
+    pub store: Store,
+    pub config: Arc<GatewayConfig>,
+    pub publisher: Publisher,
+    pub tuning: DeliveryTuning,
+}
 
 /// How often a replica refreshes its row in the registry.
 pub const REPLICA_HEARTBEAT: Duration = Duration::from_secs(5);

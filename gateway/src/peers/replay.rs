@@ -6,11 +6,11 @@
 //! network split). Marking a session twice costs a rebuild, not a resend:
 //! an unchanged snapshot is not sent again.
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use super::PeerContext;
 use crate::delivery::Publication;
-use crate::state::GatewayState;
+use crate::store::Store;
 use crate::store::{duration_ms, now_ms};
 
 /// Intents younger than this wait for the next pass: ids are taken at
@@ -23,7 +23,7 @@ pub const INTENT_RETENTION: Duration = Duration::from_secs(10 * 60);
 const REPLAY_BATCH: i64 = 1000;
 
 /// Replays intents from the newest at start on, until the task is dropped.
-pub async fn run(state: Arc<GatewayState>) {
+pub async fn run(state: PeerContext) {
     // Sessions accepted from now on bootstrap from the store: older intents
     // concern no session of this replica.
     let mut watermark = loop {
@@ -49,7 +49,7 @@ pub async fn run(state: Arc<GatewayState>) {
 
 /// Marks this replica's sessions for the other replicas' intents after
 /// `watermark`; returns the new watermark.
-async fn replay_from(state: &GatewayState, mut watermark: i64) -> crate::error::Result<i64> {
+async fn replay_from(state: &PeerContext, mut watermark: i64) -> crate::error::Result<i64> {
     let until = now_ms().saturating_sub(duration_ms(REPLAY_LAG));
     loop {
         let intents = state
@@ -80,9 +80,9 @@ async fn replay_from(state: &GatewayState, mut watermark: i64) -> crate::error::
 }
 
 /// Removes intents past [`INTENT_RETENTION`].
-pub async fn remove_old_intents(state: &GatewayState) {
+pub async fn remove_old_intents(store: &Store) {
     let before = now_ms().saturating_sub(duration_ms(INTENT_RETENTION));
-    match state.store.remove_fanout_intents_before(before).await {
+    match store.remove_fanout_intents_before(before).await {
         Ok(0) => {}
         Ok(n) => tracing::debug!(removed = n, "old fanout intents removed"),
         Err(e) => tracing::warn!(error = %e, "fanout intent removal failed"),

@@ -1,28 +1,26 @@
 //! The peer service: another replica's hint that configuration changed
 //! marks the sessions it concerns, as a local publication would.
 
-use std::sync::Arc;
-
 use openshell_proto::v1::gateway_peer_server::GatewayPeer;
 use openshell_proto::v1::{
     PeerNotifyConfigUpdateRequest, PeerNotifyConfigUpdateResponse, PeerNotifyResult, PeerScope,
 };
 use tonic::{Request, Response, Status};
 
+use super::PeerContext;
 use crate::config::DeliveryMode;
 use crate::crypto::constant_time_eq;
 use crate::delivery::{Component, Lane, Mark, Publication, PublicationScope};
-use crate::state::GatewayState;
 
 /// Longest scope id a hint may name.
 const MAX_SCOPE_ID_BYTES: usize = 256;
 
 pub struct PeerApi {
-    state: Arc<GatewayState>,
+    state: PeerContext,
 }
 
 impl PeerApi {
-    pub fn new(state: Arc<GatewayState>) -> Self {
+    pub fn new(state: PeerContext) -> Self {
         Self { state }
     }
 

@@ -10,8 +10,9 @@ use openshell_proto::v1 as pb;
 use tokio::sync::mpsc;
 use tonic::Streaming;
 
+use super::context::SessionContext;
 use super::identity::{Refusal, authenticate};
-use super::negotiate::{Capabilities, negotiate};
+use super::negotiate::{Capabilities, Negotiation, negotiate};
 use crate::config_update::{ConfigTarget, ConfigUpdate, commit_update};
 use crate::delivery::{self, Ack, Component, Frame, SessionDelivery};
 use crate::limits::MAX_MESSAGE_BYTES;
@@ -20,7 +21,6 @@ use crate::operations::resolution::sanitize_error;
 use crate::operations::{ReportStatus, SupervisorReport};
 use crate::session_registry::{SessionCloser, SessionInfo};
 use crate::snapshot::{Built, SnapshotSource, StoreSource, build_bootstrap};
-use crate::state::GatewayState;
 use crate::store::{Lifecycle, OwnerClaim, SandboxRecord, new_id, now_ms};
 use crate::wire::{revisions_from_pb, timestamp};
 
@@ -38,7 +38,7 @@ const MISSED_HEARTBEATS: u32 = 3;
 /// Control frames (acceptance, heartbeats) always go out before
 /// configuration frames waiting at the same time.
 pub fn spawn(
-    state: Arc<GatewayState>,
+    state: Arc<SessionContext>,
     inbound: Streaming<pb::SupervisorMessage>,
 ) -> impl Stream<Item = pb::GatewayMessage> {
     let (control_tx, control_rx) = mpsc::channel(16);
@@ -111,39 +111,157 @@ async fn read_hello(
     }
 }
 
+/// A session that ends before acceptance: what the supervisor is told, and
+/// which counter records it.
+struct Turnaway {
+    refusal: Refusal,
+    counted_as: TurnawayCount,
+}
+
+enum TurnawayCount {
+    /// The supervisor itself was refused (hello, identity, lifecycle,
+    /// startup exchange).
+    Rejected,
+    /// The gateway could not build the bootstrap.
+    BootstrapBuildFailed,
+    /// The gateway could not record the session; the supervisor is not at fault.
+    Uncounted,
+}
+
+impl Turnaway {
+    fn rejected(refusal: Refusal) -> Self {
+        Self {
+            refusal,
+            counted_as: TurnawayCount::Rejected,
+        }
+    }
+
+    async fn send(self, state: &SessionContext, tx: &mpsc::Sender<Frame>) {
+        match self.counted_as {
+            TurnawayCount::Rejected => {
+                state.metrics.sessions_rejected.inc();
+            }
+            TurnawayCount::BootstrapBuildFailed => {
+                state
+                    .metrics
+                    .bootstraps
+                    .get_or_create(&OutcomeLabel {
+                        outcome: "build_failed",
+                    })
+                    .inc();
+            }
+            TurnawayCount::Uncounted => {}
+        }
+        tracing::warn!(reason = %self.refusal.reason, "supervisor session rejected");
+        let _ = tx.send(rejected(self.refusal)).await;
+    }
+}
+
+/// A supervisor that may have a session: who it is and what it negotiated.
+struct Admitted {
+    hello: pb::SupervisorHello,
+    sandbox: SandboxRecord,
+    negotiation: Negotiation,
+}
+
+/// A session recorded everywhere it must be before acceptance is sent.
+struct Opened {
+    session_id: String,
+    delivery: Option<Arc<SessionDelivery>>,
+    bootstrap: Option<BootstrapFrames>,
+}
+
 async fn run(
-    state: Arc<GatewayState>,
+    state: Arc<SessionContext>,
     mut inbound: Streaming<pb::SupervisorMessage>,
     tx: mpsc::Sender<Frame>,
     config_tx: mpsc::Sender<Frame>,
 ) {
-    let hello = match read_hello(&mut inbound).await {
-        Ok(hello) => hello,
-        Err(refusal) => {
-            state.metrics.sessions_rejected.inc();
-            tracing::warn!(reason = %refusal.reason, "supervisor session rejected");
-            let _ = tx.send(rejected(refusal)).await;
-            return;
-        }
+    let admitted = match Box::pin(admit(&state, &mut inbound, &tx)).await {
+        Ok(admitted) => admitted,
+        Err(turnaway) => return turnaway.send(&state, &tx).await,
     };
-    let sandbox = match Box::pin(authenticate(&state.store, hello.identity.as_ref())).await {
-        Ok(sandbox) => sandbox,
-        Err(refusal) => {
-            state.metrics.sessions_rejected.inc();
-            tracing::warn!(reason = %refusal.reason, "supervisor session rejected");
-            let _ = tx.send(rejected(refusal)).await;
-            return;
-        }
+    let opened = match Box::pin(open(&state, &admitted)).await {
+        Ok(opened) => opened,
+        Err(turnaway) => return turnaway.send(&state, &tx).await,
     };
+    let Admitted {
+        hello,
+        sandbox,
+        negotiation,
+    } = admitted;
+    let Opened {
+        session_id,
+        delivery,
+        bootstrap,
+    } = opened;
+    let heartbeat_interval = state.config.heartbeat_interval;
+    let accepted = pb::SessionAccepted {
+        session_id: session_id.clone(),
+        config_push_enabled: negotiation.push_enabled,
+        config_apply_enabled: negotiation.apply_enabled,
+        bootstrap_config: bootstrap.as_ref().map(|b| b.config_frame.clone()),
+        bootstrap_provider_environment: bootstrap.as_ref().map(|b| b.env_frame.clone()),
+        heartbeat_interval_ms: u32::try_from(heartbeat_interval.as_millis()).unwrap_or(u32::MAX),
+        poll_interval_ms: 0,
+        replica_id: state.config.replica_id.clone(),
+    };
+    let closer = register(&state, &hello, &sandbox, &negotiation, &session_id);
+    let accepted_frame = pb::GatewayMessage {
+        message: Some(pb::gateway_message::Message::Accepted(accepted)),
+    };
+    if tx.send(Box::new(accepted_frame)).await.is_ok() {
+        let mut session = LiveSession {
+            state: &state,
+            sandbox_id: &sandbox.id,
+            session_id: &session_id,
+            tx: &tx,
+            config_tx,
+            delivery: delivery.clone(),
+            bootstrap,
+            awaiting_bootstrap_until: None,
+            delivery_task: None,
+            closer,
+        };
+        if negotiation.apply_enabled {
+            session.awaiting_bootstrap_until =
+                Some(tokio::time::Instant::now() + state.tuning.bootstrap_result_timeout);
+        } else {
+            session.start_delivery();
+        }
+        session.serve(&mut inbound, heartbeat_interval).await;
+        if let Some(task) = session.delivery_task.take() {
+            task.abort();
+        }
+    }
+    if let Some(delivery) = &delivery {
+        delivery.close();
+        state.publisher.unregister(delivery);
+    }
+    state.sessions.unregister(&sandbox.id, &session_id);
+    state.metrics.sessions_connected.dec();
+    if let Err(e) = Box::pin(state.store.release_session(&sandbox.id, &session_id)).await {
+        tracing::warn!(error = %e, sandbox = %sandbox.id, "cannot release session owner");
+    }
+    tracing::info!(sandbox = %sandbox.id, session = %session_id, "supervisor session closed");
+}
+
+/// Hello, identity, lifecycle, negotiation, and the startup exchange of a
+/// first start with an image policy.
+async fn admit(
+    state: &SessionContext,
+    inbound: &mut Streaming<pb::SupervisorMessage>,
+    tx: &mpsc::Sender<Frame>,
+) -> Result<Admitted, Turnaway> {
+    let hello = read_hello(inbound).await.map_err(Turnaway::rejected)?;
+    let sandbox = authenticate(&state.store, hello.identity.as_ref())
+        .await
+        .map_err(Turnaway::rejected)?;
     if sandbox.lifecycle == Lifecycle::Stopped {
-        state.metrics.sessions_rejected.inc();
-        let _ = tx
-            .send(rejected(Refusal {
-                reason: crate::snapshot::STOPPED_SANDBOX_REASON.into(),
-                permanent: false,
-            }))
-            .await;
-        return;
+        return Err(Turnaway::rejected(Refusal {
+            reason: crate::snapshot::STOPPED_SANDBOX_REASON.into(),
+            permanent: false,
+        }));
     }
     let caps = Capabilities {
         protocol_revision: hello.protocol_revision,
@@ -162,22 +280,30 @@ async fn run(
     if negotiation.apply_enabled
         && !hello.image_policy.trim().is_empty()
         && sandbox.lifecycle == Lifecycle::Pending
-        && let Err(refusal) = Box::pin(startup_exchange(
-            &state,
-            &sandbox,
-            &hello.image_policy,
-            &mut inbound,
-            &tx,
-        ))
-        .await
     {
-        state.metrics.sessions_rejected.inc();
-        tracing::warn!(sandbox = %sandbox.id, reason = %refusal.reason, "startup exchange failed; session rejected");
-        let _ = tx.send(rejected(refusal)).await;
-        return;
+        startup_exchange(state, &sandbox, &hello.image_policy, inbound, tx)
+            .await
+            .map_err(|refusal| {
+                tracing::warn!(sandbox = %sandbox.id, reason = %refusal.reason, "startup exchange failed");
+                Turnaway::rejected(refusal)
+            })?;
     }
+    Ok(Admitted {
+        hello,
+        sandbox,
+        negotiation,
+    })
+}
+
+/// Registers a push session's delivery, builds its bootstrap and claims the
+/// sandbox's owner row; undoes the registration when a later step fails.
+async fn open(state: &SessionContext, admitted: &Admitted) -> Result<Opened, Turnaway> {
+    let Admitted {
+        hello,
+        sandbox,
+        negotiation,
+    } = admitted;
     let session_id = new_id("ss");
-    let heartbeat_interval = state.config.heartbeat_interval;
     // Push sessions are registered before the bootstrap is built, so a write
     // committed meanwhile marks them and is rebuilt after the bootstrap.
     let delivery = negotiation.push_enabled.then(|| {
@@ -191,39 +317,27 @@ async fn run(
         state.publisher.register(delivery.clone());
         delivery
     });
-    let mut bootstrap = None;
-    if let Some(delivery) = &delivery {
-        match Box::pin(build_bootstrap_frames(&state, delivery)).await {
-            Ok(frames) => bootstrap = Some(frames),
+    let unregister = || {
+        if let Some(delivery) = &delivery {
+            state.publisher.unregister(delivery);
+        }
+    };
+    let bootstrap = match &delivery {
+        Some(delivery) => match build_bootstrap_frames(state, delivery).await {
+            Ok(frames) => Some(frames),
             Err(reason) => {
-                state.publisher.unregister(delivery);
-                state
-                    .metrics
-                    .bootstraps
-                    .get_or_create(&OutcomeLabel {
-                        outcome: "build_failed",
-                    })
-                    .inc();
+                unregister();
                 tracing::warn!(sandbox = %sandbox.id, %reason, "bootstrap could not be built");
-                let _ = tx
-                    .send(rejected(Refusal {
+                return Err(Turnaway {
+                    refusal: Refusal {
                         reason,
                         permanent: false,
-                    }))
-                    .await;
-                return;
+                    },
+                    counted_as: TurnawayCount::BootstrapBuildFailed,
+                });
             }
-        }
-    }
-    let accepted = pb::SessionAccepted {
-        session_id: session_id.clone(),
-        config_push_enabled: negotiation.push_enabled,
-        config_apply_enabled: negotiation.apply_enabled,
-        bootstrap_config: bootstrap.as_ref().map(|b| b.config_frame.clone()),
-        bootstrap_provider_environment: bootstrap.as_ref().map(|b| b.env_frame.clone()),
-        heartbeat_interval_ms: u32::try_from(heartbeat_interval.as_millis()).unwrap_or(u32::MAX),
-        poll_interval_ms: 0,
-        replica_id: state.config.replica_id.clone(),
+        },
+        None => None,
     };
     let claim = OwnerClaim {
         sandbox_id: sandbox.id.clone(),
@@ -233,23 +347,37 @@ async fn run(
         protocol_revision: hello.protocol_revision,
         mode: negotiation.mode.as_str(),
     };
-    if let Err(e) = Box::pin(state.owner_claims.claim(claim)).await {
-        if let Some(delivery) = &delivery {
-            state.publisher.unregister(delivery);
-        }
+    if let Err(e) = state.owner_claims.claim(claim).await {
+        unregister();
         tracing::warn!(error = %e, sandbox = %sandbox.id, "cannot record session owner");
-        let _ = tx
-            .send(rejected(Refusal {
+        return Err(Turnaway {
+            refusal: Refusal {
                 reason: "the gateway's store is unavailable; retry later".into(),
                 permanent: false,
-            }))
-            .await;
-        return;
+            },
+            counted_as: TurnawayCount::Uncounted,
+        });
     }
+    Ok(Opened {
+        session_id,
+        delivery,
+        bootstrap,
+    })
+}
+
+/// Records an accepted session in this replica's registry, closing the one
+/// it replaces, and counts it.
+fn register(
+    state: &SessionContext,
+    hello: &pb::SupervisorHello,
+    sandbox: &SandboxRecord,
+    negotiation: &Negotiation,
+    session_id: &str,
+) -> Arc<SessionCloser> {
     let now = now_ms();
     let closer = Arc::new(SessionCloser::default());
     let replaced = state.sessions.register(SessionInfo {
-        session_id: session_id.clone(),
+        session_id: session_id.to_string(),
         sandbox_id: sandbox.id.clone(),
         sandbox_name: sandbox.name.clone(),
         mode: negotiation.mode,
@@ -290,43 +418,7 @@ async fn run(
         protocol_revision = hello.protocol_revision,
         "supervisor session accepted"
     );
-    let accepted_frame = pb::GatewayMessage {
-        message: Some(pb::gateway_message::Message::Accepted(accepted)),
-    };
-    if tx.send(Box::new(accepted_frame)).await.is_ok() {
-        let mut session = LiveSession {
-            state: &state,
-            sandbox_id: &sandbox.id,
-            session_id: &session_id,
-            tx: &tx,
-            config_tx,
-            delivery: delivery.clone(),
-            bootstrap,
-            awaiting_bootstrap_until: None,
-            delivery_task: None,
-            closer,
-        };
-        if negotiation.apply_enabled {
-            session.awaiting_bootstrap_until =
-                Some(tokio::time::Instant::now() + state.tuning.bootstrap_result_timeout);
-        } else {
-            session.start_delivery();
-        }
-        session.serve(&mut inbound, heartbeat_interval).await;
-        if let Some(task) = session.delivery_task.take() {
-            task.abort();
-        }
-    }
-    if let Some(delivery) = &delivery {
-        delivery.close();
-        state.publisher.unregister(delivery);
-    }
-    state.sessions.unregister(&sandbox.id, &session_id);
-    state.metrics.sessions_connected.dec();
-    if let Err(e) = Box::pin(state.store.release_session(&sandbox.id, &session_id)).await {
-        tracing::warn!(error = %e, sandbox = %sandbox.id, "cannot release session owner");
-    }
-    tracing::info!(sandbox = %sandbox.id, session = %session_id, "supervisor session closed");
+    closer
 }
 
 /// How long the supervisor has to prepare a startup candidate.
@@ -336,7 +428,7 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// else the image's; the supervisor prepares it; whatever it hands back is
 /// untrusted input and goes through the normal validated update path.
 async fn startup_exchange(
-    state: &GatewayState,
+    state: &SessionContext,
     sandbox: &SandboxRecord,
     image_policy: &str,
     inbound: &mut Streaming<pb::SupervisorMessage>,
@@ -468,7 +560,7 @@ struct BootstrapFrames {
 }
 
 async fn build_bootstrap_frames(
-    state: &GatewayState,
+    state: &SessionContext,
     delivery: &SessionDelivery,
 ) -> Result<BootstrapFrames, String> {
     let deadline = state.tuning.bootstrap_deadline;
@@ -508,7 +600,7 @@ async fn build_bootstrap_frames(
 
 /// An accepted session while it lives.
 struct LiveSession<'a> {
-    state: &'a Arc<GatewayState>,
+    state: &'a Arc<SessionContext>,
     sandbox_id: &'a str,
     session_id: &'a str,
     tx: &'a mpsc::Sender<Frame>,

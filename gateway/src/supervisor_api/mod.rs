@@ -3,6 +3,7 @@
 //! poll-mode reports that resolve operations.
 
 pub mod connect_supervisor;
+pub mod context;
 pub mod identity;
 pub mod negotiate;
 
@@ -17,8 +18,8 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::metrics::{RpcLabel, StatusLabel};
 use crate::operations::{ReportStatus, SupervisorReport};
 use crate::snapshot;
-use crate::state::GatewayState;
 use crate::wire::revisions_from_pb;
+pub use context::SessionContext;
 use identity::authenticate;
 
 /// Most log lines accepted in one batch.
@@ -28,12 +29,14 @@ const MAX_LOG_LINE_BYTES: usize = 8 * 1024;
 
 #[derive(Clone)]
 pub struct SupervisorApi {
-    state: Arc<GatewayState>,
+    state: Arc<SessionContext>,
 }
 
 impl SupervisorApi {
-    pub fn new(state: Arc<GatewayState>) -> Self {
-        Self { state }
+    pub fn new(state: SessionContext) -> Self {
+        Self {
+            state: Arc::new(state),
+        }
     }
 }
 
