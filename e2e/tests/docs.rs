@@ -262,6 +262,8 @@ fn missing_files(root: &std::path::Path, line: &str) -> Vec<String> {
         "gateway/",
         "supervisor/",
         "sdk-rs/",
+        "sdk-node/",
+        "sdk-python/",
         "cli/",
         "e2e/",
         "bench/",

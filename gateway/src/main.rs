@@ -9,7 +9,7 @@ use tracing_subscriber::EnvFilter;
 // Every session of a fanout allocates and frees its snapshot, frames and
 // acks at once, from both runtime threads: jemalloc's thread caches cost
 // less CPU there than the system allocator, and unlike mimalloc it does not
-// raise idle memory per session (docs/benchmarks.md, fix 30).
+// raise idle memory per session (docs/benchmarks-history.md, fix 30).
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
