@@ -1,5 +1,7 @@
-//! Compiles `openshell/v1/*.proto` with protox, a pure-Rust compiler, so a
-//! fresh machine needs no system `protoc`.
+//! Compiles `openshell/v1/*.proto` and `openshell/sandbox/v1/sandbox.proto`
+//! with protox, a pure-Rust compiler, so a fresh machine needs no system
+//! `protoc`. protox bundles the well-known types (`google/protobuf/*.proto`)
+//! and prost maps them to `prost_types`.
 
 const REDACTED_MESSAGES: [&str; 5] = [
     ".openshell.v1.ProviderValueInput",
@@ -15,6 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "openshell/v1/openshell.proto",
         "openshell/v1/supervisor.proto",
         "openshell/v1/peer.proto",
+        "openshell/sandbox/v1/sandbox.proto",
     ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");
@@ -25,6 +28,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .skip_debug(REDACTED_MESSAGES)
         // Small initial stream buffers: see `src/codec.rs`.
         .codec_path("crate::codec::SmallBufferCodec")
+        // Policy maps iterate in key order, as the policy document's own maps do, so a
+        // converted policy encodes to the same bytes every time.
+        .btree_map(".openshell.sandbox.v1")
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;

@@ -12,6 +12,15 @@ pub mod v1 {
     tonic::include_proto!("openshell.v1");
 }
 
+/// `openshell.sandbox.v1`: upstream OpenShell's typed sandbox policy and the supervisor's
+/// configuration messages, with this project's extensions (fields 100 and up).
+/// `openshell_core::policy::wire` converts the policy to and from the policy document.
+pub mod sandbox {
+    pub mod v1 {
+        tonic::include_proto!("openshell.sandbox.v1");
+    }
+}
+
 pub use v1::*;
 
 pub mod codec;
