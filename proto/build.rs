@@ -3,34 +3,43 @@
 //! `protoc`. protox bundles the well-known types (`google/protobuf/*.proto`)
 //! and prost maps them to `prost_types`.
 
-const REDACTED_MESSAGES: [&str; 5] = [
+const REDACTED_MESSAGES: [&str; 4] = [
     ".openshell.v1.ProviderValueInput",
-    ".openshell.v1.EnvValue",
-    ".openshell.v1.SupervisorIdentity",
+    ".openshell.v1.GetSandboxProviderEnvironmentResponse",
     ".openshell.v1.CreateSandboxResponse",
     ".openshell.v1.PeerNotifyConfigUpdateRequest",
 ];
 
+/// Messages whose maps are encoded into fingerprints: a `BTreeMap` encodes
+/// in key order, so equal content always gives equal bytes.
+const ORDERED_MAPS: [&str; 2] = [
+    ".openshell.sandbox.v1",
+    ".openshell.v1.GetSandboxProviderEnvironmentResponse",
+];
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
+        "openshell/sandbox/v1/sandbox.proto",
         "openshell/v1/types.proto",
         "openshell/v1/openshell.proto",
         "openshell/v1/supervisor.proto",
         "openshell/v1/peer.proto",
-        "openshell/sandbox/v1/sandbox.proto",
     ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");
     }
     let descriptors = protox::compile(files, ["."])?;
-    tonic_prost_build::configure()
+    let mut builder = tonic_prost_build::configure();
+    for path in ORDERED_MAPS {
+        builder = builder.btree_map(path);
+    }
+    builder
         // These carry credentials: `redact.rs` gives them a Debug that hides them.
         .skip_debug(REDACTED_MESSAGES)
+        // Test doubles implement only the calls they need; the others answer UNIMPLEMENTED.
+        .generate_default_stubs(true)
         // Small initial stream buffers: see `src/codec.rs`.
         .codec_path("crate::codec::SmallBufferCodec")
-        // Policy maps iterate in key order, as the policy document's own maps do, so a
-        // converted policy encodes to the same bytes every time.
-        .btree_map(".openshell.sandbox.v1")
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;

@@ -14,7 +14,6 @@ use openshell_e2e::{
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
-use openshell_proto::v1::supervisor_client::SupervisorClient;
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -286,24 +285,16 @@ async fn unpassable_values_and_failure_reports_change_nothing() {
     assert!(providers.providers.is_empty(), "{providers:?}");
 
     let (id, credential) = create_sandbox(&mut api, "never-ran", POLICY).await;
-    let channel = tonic::transport::Channel::from_shared(gw.endpoint())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut supervisor = SupervisorClient::new(channel);
-    let identity = pb::SupervisorIdentity {
-        sandbox_id: id.clone(),
-        credential,
-    };
+    let mut supervisor = gw.api_with_token(Some(&credential)).await;
     for failed_closed in [false, true] {
         supervisor
             .report_policy_status(pb::ReportPolicyStatusRequest {
-                identity: Some(identity.clone()),
-                status: pb::PolicyLoadStatus::Failed as i32,
-                revisions: None,
-                reason: "forged".into(),
+                sandbox_id: id.clone(),
+                status: pb::PolicyStatus::Failed as i32,
+                load_status: pb::PolicyLoadStatus::Failed as i32,
+                load_error: "forged".into(),
                 failed_closed,
+                ..Default::default()
             })
             .await
             .unwrap();

@@ -11,7 +11,6 @@ use openshell_e2e::process::{free_port, spawn_gateway};
 use openshell_e2e::{BearerToken, TOKEN};
 use openshell_proto::v1 as pb;
 use openshell_proto::v1::open_shell_client::OpenShellClient;
-use openshell_proto::v1::supervisor_client::SupervisorClient;
 use tonic::transport::Channel;
 
 const CREDENTIAL: &str = "ghp_0123456789SECRETabcdefTOKENvalue";
@@ -108,26 +107,19 @@ async fn credentials_stay_out_of_logs_responses_debug_and_the_database() {
     assert!(!listed_text.contains(ROTATED) && !listed_text.contains(CREDENTIAL));
 
     // The owning sandbox's supervisor does get the current credential.
-    let mut supervisor = SupervisorClient::new(channel);
-    let identity = pb::SupervisorIdentity {
-        sandbox_id: sandbox.id.clone(),
-        credential: created.supervisor_credential.clone(),
-    };
+    let mut supervisor = OpenShellClient::with_interceptor(
+        channel.clone(),
+        BearerToken(Some(created.supervisor_credential.clone())),
+    );
     let env = supervisor
         .get_sandbox_provider_environment(pb::GetSandboxProviderEnvironmentRequest {
-            identity: Some(identity.clone()),
+            sandbox_id: sandbox.id.clone(),
         })
         .await
         .unwrap()
         .into_inner();
-    let token = env
-        .values
-        .iter()
-        .find(|v| v.name == "GITHUB_TOKEN")
-        .unwrap();
-    assert_eq!(token.value, ROTATED);
+    assert_eq!(env.environment["GITHUB_TOKEN"], ROTATED);
     assert!(!format!("{env:?}").contains(ROTATED));
-    assert!(!format!("{identity:?}").contains(&created.supervisor_credential));
 
     // Another sandbox's credential opens nothing.
     let other = api
@@ -138,12 +130,13 @@ async fn credentials_stay_out_of_logs_responses_debug_and_the_database() {
         .await
         .unwrap()
         .into_inner();
-    let err = supervisor
+    let mut nosy = OpenShellClient::with_interceptor(
+        channel,
+        BearerToken(Some(other.supervisor_credential.clone())),
+    );
+    let err = nosy
         .get_sandbox_provider_environment(pb::GetSandboxProviderEnvironmentRequest {
-            identity: Some(pb::SupervisorIdentity {
-                sandbox_id: sandbox.id.clone(),
-                credential: other.supervisor_credential.clone(),
-            }),
+            sandbox_id: sandbox.id.clone(),
         })
         .await
         .unwrap_err();

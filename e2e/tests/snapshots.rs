@@ -11,6 +11,7 @@ use openshell_gateway::DeliveryMode;
 use openshell_gateway::error::GatewayError;
 use openshell_gateway::snapshot::build_sandbox_config;
 use openshell_gateway::store::ReadPriority;
+use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
 
 fn setting(target: pb::config_target::Target, key: &str, value: &str) -> pb::UpdateConfigRequest {
@@ -27,9 +28,20 @@ fn setting(target: pb::config_target::Target, key: &str, value: &str) -> pb::Upd
     }
 }
 
-fn value_of(snapshot: &pb::SandboxConfigSnapshot, key: &str) -> String {
-    let setting = snapshot.settings.iter().find(|s| s.key == key).unwrap();
-    format!("{:?}", setting.value)
+fn value_of(snapshot: &sb::GetSandboxConfigResponse, key: &str) -> String {
+    format!("{:?}", snapshot.settings[key].value)
+}
+
+/// Every port the snapshot's policy allows.
+fn ports_of(snapshot: &sb::GetSandboxConfigResponse) -> Vec<u32> {
+    snapshot
+        .policy
+        .iter()
+        .flat_map(|p| p.network_policies.values())
+        .flat_map(|rule| rule.endpoints.iter())
+        .flat_map(|e| std::iter::once(e.port).chain(e.ports.iter().copied()))
+        .filter(|port| *port != 0)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,8 +108,8 @@ async fn a_build_sees_shared_writes_made_through_another_replica() {
         "{after:?}"
     );
     assert!(value_of(&after, "log_level").contains("debug"), "{after:?}");
-    assert_eq!(after.policy_source, pb::PolicySource::Global as i32);
-    assert!(after.policy_json.contains("9443"));
+    assert_eq!(after.policy_source, sb::PolicySource::Global as i32);
+    assert!(ports_of(&after).contains(&9443), "{after:?}");
 }
 
 async fn concurrent_builds_each_get_their_own_sandbox(backend: Backend) {
@@ -126,10 +138,11 @@ async fn concurrent_builds_each_get_their_own_sandbox(backend: Backend) {
             Some((_, port)) => {
                 let snapshot = build.unwrap();
                 assert_eq!(&snapshot.sandbox_id, id);
+                // The example policy's other endpoints keep port 443.
+                let ports = ports_of(&snapshot);
                 assert!(
-                    snapshot.policy_json.contains(&format!("port\":{port}")),
-                    "{id} got another sandbox's policy: {}",
-                    snapshot.policy_json
+                    ports.contains(port) && ports.iter().all(|p| p == port || *p == 443),
+                    "{id} got another sandbox's policy: ports {ports:?}"
                 );
             }
             None => match build {

@@ -1,9 +1,16 @@
-//! Operator authentication: every public API call needs
+//! Operator authentication: every operator call needs
 //! `authorization: Bearer <token>`; the token's name becomes the caller
-//! recorded on operations and scoping idempotency keys.
+//! recorded on operations and scoping idempotency keys. The supervisor
+//! calls of the same service present a supervisor credential instead,
+//! which their handlers check (`supervisor_api::identity`).
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
+use tonic::body::Body;
+use tonic::codegen::{BoxFuture, Service};
+use tonic::server::NamedService;
 use tonic::{Request, Status};
 
 use crate::config::OperatorToken;
@@ -51,16 +58,68 @@ impl OperatorAuth {
     }
 }
 
-impl tonic::service::Interceptor for OperatorAuth {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        let header = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok());
-        let caller = self.authenticate(header)?;
-        request.extensions_mut().insert(caller);
-        Ok(request)
+/// The methods of service `OpenShell` that supervisors call.
+pub const SUPERVISOR_METHODS: [&str; 6] = [
+    "ConnectSupervisor",
+    "GetSandboxConfig",
+    "GetGatewayConfig",
+    "GetSandboxProviderEnvironment",
+    "ReportPolicyStatus",
+    "PushSandboxLogs",
+];
+
+fn is_supervisor_call(path: &str) -> bool {
+    path.rsplit_once('/')
+        .is_some_and(|(_, method)| SUPERVISOR_METHODS.contains(&method))
+}
+
+/// A service whose operator calls must pass [`OperatorAuth`] before they
+/// reach it; the supervisor calls pass through to their own check. An
+/// interceptor cannot do this: it does not see which method is called.
+#[derive(Clone)]
+pub struct Authenticated<S> {
+    inner: S,
+    auth: OperatorAuth,
+}
+
+impl<S> Authenticated<S> {
+    pub fn new(inner: S, auth: OperatorAuth) -> Self {
+        Self { inner, auth }
     }
+}
+
+impl<S> Service<http::Request<Body>> for Authenticated<S>
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<Body>) -> Self::Future {
+        if !is_supervisor_call(request.uri().path()) {
+            let header = request
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok());
+            match self.auth.authenticate(header) {
+                Ok(caller) => {
+                    request.extensions_mut().insert(caller);
+                }
+                Err(status) => return Box::pin(async move { Ok(status.into_http()) }),
+            }
+        }
+        Box::pin(self.inner.call(request))
+    }
+}
+
+impl<S: NamedService> NamedService for Authenticated<S> {
+    const NAME: &'static str = S::NAME;
 }
 
 /// The caller of a request that passed [`OperatorAuth`].
@@ -88,6 +147,15 @@ mod tests {
     fn accepts_the_right_token_and_names_the_caller() {
         let caller = auth().authenticate(Some("Bearer tok-1")).unwrap();
         assert_eq!(caller.0, "ci");
+    }
+
+    #[test]
+    fn only_the_supervisor_methods_skip_the_operator_token() {
+        assert!(is_supervisor_call("/openshell.v1.OpenShell/GetSandboxConfig"));
+        assert!(is_supervisor_call("/openshell.v1.OpenShell/ConnectSupervisor"));
+        assert!(!is_supervisor_call("/openshell.v1.OpenShell/UpdateConfig"));
+        assert!(!is_supervisor_call("/openshell.v1.OpenShell/GetSandboxConfigX"));
+        assert!(!is_supervisor_call("GetSandboxConfig"));
     }
 
     #[test]

@@ -10,12 +10,11 @@ use openshell_proto::v1::open_shell_server::OpenShellServer;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 use crate::api::{ApiContext, OpenShellApi};
-use crate::auth::OperatorAuth;
+use crate::auth::{Authenticated, OperatorAuth};
 use crate::config::GatewayConfig;
 use crate::crypto::CredentialCipher;
 use crate::delivery::{FanoutActivity, Permits, Publisher};
@@ -27,7 +26,6 @@ use crate::session_registry::SessionRegistry;
 use crate::state::GatewayState;
 use crate::store::{Backend, OwnerClaims, Store, StoreOptions, now_ms};
 use crate::supervisor_api::{SessionContext, SupervisorApi};
-use openshell_proto::v1::supervisor_server::SupervisorServer;
 
 /// How long shutdown waits for in-flight calls.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -287,27 +285,12 @@ fn assemble(
     }
 }
 
-/// The three services, each given the handles its layer uses.
+/// The services, each given the handles its layer uses.
 fn router(
     state: &GatewayState,
     tls: Option<ServerTlsConfig>,
 ) -> Result<tonic::transport::server::Router, StartError> {
-    let api = InterceptedService::new(
-        OpenShellServer::new(OpenShellApi::new(ApiContext {
-            store: state.store.clone(),
-            config: state.config.clone(),
-            announcer: state.announcer(),
-            activity: state.activity.clone(),
-            sessions: state.sessions.clone(),
-            publisher: state.publisher.clone(),
-            metrics: state.metrics.clone(),
-            stopping: state.stopping.clone(),
-            started_at_ms: state.started_at_ms,
-        }))
-        .max_decoding_message_size(MAX_MESSAGE_BYTES),
-        OperatorAuth::new(state.config.operator_tokens.clone()),
-    );
-    let supervisor = SupervisorServer::new(SupervisorApi::new(SessionContext {
+    let supervisor = SupervisorApi::new(SessionContext {
         store: state.store.clone(),
         config: state.config.clone(),
         sessions: state.sessions.clone(),
@@ -319,19 +302,34 @@ fn router(
         reports: state.reports.clone(),
         owner_claims: state.owner_claims.clone(),
         session_tasks: state.session_tasks.clone(),
+        served: Arc::default(),
         stopping: state.stopping.clone(),
-    }))
-    .max_decoding_message_size(MAX_MESSAGE_BYTES);
+    });
+    let api = OpenShellApi::new(
+        ApiContext {
+            store: state.store.clone(),
+            config: state.config.clone(),
+            announcer: state.announcer(),
+            activity: state.activity.clone(),
+            sessions: state.sessions.clone(),
+            publisher: state.publisher.clone(),
+            metrics: state.metrics.clone(),
+            stopping: state.stopping.clone(),
+            started_at_ms: state.started_at_ms,
+        },
+        supervisor,
+    );
+    let api = Authenticated::new(
+        OpenShellServer::new(api).max_decoding_message_size(MAX_MESSAGE_BYTES),
+        OperatorAuth::new(state.config.operator_tokens.clone()),
+    );
     let peer = GatewayPeerServer::new(PeerApi::new(peer_context(state)))
         .max_decoding_message_size(MAX_PEER_MESSAGE_BYTES);
     let mut builder = Server::builder();
     if let Some(tls) = tls {
         builder = builder.tls_config(tls)?;
     }
-    Ok(builder
-        .add_service(api)
-        .add_service(supervisor)
-        .add_service(peer))
+    Ok(builder.add_service(api).add_service(peer))
 }
 
 fn peer_context(state: &GatewayState) -> PeerContext {

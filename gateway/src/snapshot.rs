@@ -7,11 +7,14 @@
 //! writes end INACTIVE ("takes effect when it starts"), and that must stay true
 //! of what its supervisor holds. Starting it again publishes a rebuild.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use openshell_core::policy::parse_policy;
 use openshell_core::settings;
+use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
 use sha2::{Digest, Sha256};
 
@@ -84,7 +87,7 @@ fn ensure_deliverable(sandbox: &SandboxRecord) -> Result<()> {
 pub async fn build_sandbox_config(
     store: &Store,
     sandbox_id: &str,
-) -> Result<pb::SandboxConfigSnapshot> {
+) -> Result<sb::GetSandboxConfigResponse> {
     let read = store.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground);
     Ok(sandbox_config_from(store, sandbox_id, read).await?.0)
 }
@@ -95,18 +98,21 @@ async fn sandbox_config_from(
     store: &Store,
     sandbox_id: &str,
     read: PendingInputs,
-) -> Result<(pb::SandboxConfigSnapshot, bool)> {
+) -> Result<(sb::GetSandboxConfigResponse, bool)> {
     let mut inputs = read.inputs(store).await?;
     ensure_deliverable(&inputs.sandbox)?;
-    let (policy_json, policy_hash, source) = match (&inputs.global_policy, inputs.own_policy.take())
-    {
+    let (policy, policy_hash, source) = match (&inputs.global_policy, inputs.own_policy.take()) {
         (Some(g), _) => (
-            g.policy_json.clone(),
+            Some(typed_policy(&g.policy_hash, &g.policy_json)?),
             g.policy_hash.clone(),
-            pb::PolicySource::Global,
+            sb::PolicySource::Global,
         ),
-        (None, Some((hash, json))) => (json, hash, pb::PolicySource::Sandbox),
-        (None, None) => (String::new(), String::new(), pb::PolicySource::Sandbox),
+        (None, Some((hash, json))) => (
+            Some(typed_policy(&hash, &json)?),
+            hash,
+            sb::PolicySource::Sandbox,
+        ),
+        (None, None) => (None, String::new(), sb::PolicySource::Sandbox),
     };
     let sandbox = &inputs.sandbox;
     let effective = settings::effective(
@@ -114,32 +120,79 @@ async fn sandbox_config_from(
         &inputs.workspace_settings.values,
         &inputs.sandbox_settings.values,
     );
-    let snapshot = pb::SandboxConfigSnapshot {
-        sandbox_id: sandbox_id.to_string(),
-        policy_json,
-        policy_source: source as i32,
-        policy_revision: sandbox.policy_revision,
+    let failure_mode = effective
+        .iter()
+        .find(|e| e.key == "policy_validation_failure_mode")
+        .map(|e| e.value.to_string())
+        .unwrap_or_default();
+    let provider_env = provider_env_revision_of(
+        sandbox.attachment_epoch,
+        &inputs.attached_provider_revisions,
+    );
+    let snapshot = sb::GetSandboxConfigResponse {
+        policy: policy.map(|p| (*p).clone()),
+        version: wire::version_u32(sandbox.policy_revision),
         policy_hash,
-        global_policy_revision: inputs.global_policy_revision,
         settings: effective
             .iter()
-            .map(|e| pb::Setting {
-                key: e.key.clone(),
-                value: Some(wire::setting_value(&e.value)),
-                scope: wire::scope(e.source) as i32,
+            .map(|e| {
+                (
+                    e.key.clone(),
+                    sb::EffectiveSetting {
+                        value: Some(wire::sandbox_setting_value(&e.value)),
+                        scope: wire::sandbox_setting_scope(e.source) as i32,
+                    },
+                )
             })
             .collect(),
+        config_revision: 0,
+        policy_source: source as i32,
+        global_policy_version: match source {
+            sb::PolicySource::Global => wire::version_u32(inputs.global_policy_revision),
+            _ => 0,
+        },
+        provider_env_revision: wire::revision_number(&provider_env),
+        supervisor_middleware_services: Vec::new(),
+        workspace: sandbox.workspace.clone(),
+        policy_validation_failure_mode: failure_mode,
+        sandbox_id: sandbox_id.to_string(),
+        policy_revision: sandbox.policy_revision,
+        global_policy_revision: inputs.global_policy_revision,
         global_settings_revision: inputs.global_settings.revision,
         workspace_settings_revision: inputs.workspace_settings.revision,
         sandbox_settings_revision: inputs.sandbox_settings.revision,
-        provider_env_revision: provider_env_revision_of(
-            sandbox.attachment_epoch,
-            &inputs.attached_provider_revisions,
-        ),
+        provider_env_fingerprint: provider_env,
         built_at: Some(wire::timestamp(now_ms())),
-        lifecycle: wire::lifecycle(sandbox.lifecycle) as i32,
     };
     Ok((snapshot, inputs.pending_operation))
+}
+
+/// Typed policies by hash. Many sandboxes share one policy (the global
+/// one above all): a fanout converts it once, not once per sandbox. A hash
+/// names its content, so an entry never goes stale; the map is emptied when
+/// it grows past a bound, which costs one conversion per policy in use.
+static TYPED_POLICIES: LazyLock<Mutex<HashMap<String, Arc<sb::SandboxPolicy>>>> =
+    LazyLock::new(Mutex::default);
+const TYPED_POLICIES_KEPT: usize = 1024;
+
+/// The wire form of a stored policy (canonical JSON, valid when stored).
+fn typed_policy(hash: &str, policy_json: &str) -> Result<Arc<sb::SandboxPolicy>> {
+    let cached = TYPED_POLICIES
+        .lock()
+        .ok()
+        .and_then(|map| map.get(hash).cloned());
+    if let Some(typed) = cached {
+        return Ok(typed);
+    }
+    let policy = parse_policy(policy_json).map_err(|e| GatewayError::Corrupt(e.to_string()))?;
+    let typed = Arc::new(sb::SandboxPolicy::from(&policy));
+    if let Ok(mut map) = TYPED_POLICIES.lock() {
+        if map.len() >= TYPED_POLICIES_KEPT {
+            map.clear();
+        }
+        map.insert(hash.to_string(), typed.clone());
+    }
+    Ok(typed)
 }
 
 /// A cheap summary of the provider environment: the attachment epoch plus
@@ -174,64 +227,68 @@ pub fn provider_env_revision_of(attachment_epoch: u64, attached: &[(String, u64)
 pub async fn build_provider_environment(
     store: &Store,
     sandbox_id: &str,
-) -> Result<pb::ProviderEnvironmentSnapshot> {
+) -> Result<pb::GetSandboxProviderEnvironmentResponse> {
     let sandbox = store.get_sandbox(sandbox_id).await?;
     ensure_deliverable(&sandbox)?;
     let providers = store
         .attached_providers_with_credentials(sandbox_id)
         .await?;
-    let mut values = Vec::new();
+    let mut environment = BTreeMap::new();
+    let mut sources = BTreeMap::new();
+    let mut credential_expires_at_ms = BTreeMap::new();
     let mut expires_at: Option<i64> = None;
     for (provider, credentials) in &providers {
+        let source = |class: pb::ValueClass| pb::EnvValueSource {
+            class: class as i32,
+            provider: provider.name.clone(),
+        };
         for (name, value) in &provider.env {
-            values.push(pb::EnvValue {
-                name: name.clone(),
-                value: value.clone(),
-                class: pb::ValueClass::NonSecret as i32,
-                provider: provider.name.clone(),
-            });
+            environment.insert(name.clone(), value.clone());
+            sources.insert(name.clone(), source(pb::ValueClass::NonSecret));
         }
         for (name, secret) in credentials {
-            values.push(pb::EnvValue {
-                name: name.clone(),
-                value: secret.expose().to_string(),
-                class: pb::ValueClass::Credential as i32,
-                provider: provider.name.clone(),
-            });
+            environment.insert(name.clone(), secret.expose().to_string());
+            sources.insert(name.clone(), source(pb::ValueClass::Credential));
+            if let Some(at) = provider.expires_at {
+                credential_expires_at_ms.insert(name.clone(), at);
+            }
         }
         if let Some(at) = provider.expires_at {
             expires_at = Some(expires_at.map_or(at, |e| e.min(at)));
         }
     }
-    Ok(pb::ProviderEnvironmentSnapshot {
+    let fingerprint = provider_env_revision(store, sandbox_id, sandbox.attachment_epoch).await?;
+    Ok(pb::GetSandboxProviderEnvironmentResponse {
+        environment,
+        provider_env_revision: wire::revision_number(&fingerprint),
+        credential_expires_at_ms,
         sandbox_id: sandbox_id.to_string(),
-        values,
-        provider_env_revision: provider_env_revision(store, sandbox_id, sandbox.attachment_epoch)
-            .await?,
+        provider_env_fingerprint: fingerprint,
         attachment_epoch: sandbox.attachment_epoch,
+        sources,
         expires_at: expires_at.map(wire::timestamp),
         built_at: Some(wire::timestamp(now_ms())),
     })
 }
 
 /// Content fingerprint of a `sandbox_config` snapshot, so an unchanged
-/// rebuild is recognised as a duplicate. Build time and lifecycle are left
-/// out, as the supervisor's own fingerprint leaves them out: a sandbox
-/// turning running after its bootstrap is no reason to send it again.
-/// They are set aside during the encoding and put back, which spares
-/// copying the snapshot (and its policy) on every build.
-pub fn sandbox_config_fingerprint(s: &mut pb::SandboxConfigSnapshot) -> String {
+/// rebuild is recognised as a duplicate, and the `config_revision` upstream
+/// supervisors compare, taken from it. Build time is left out, as the
+/// supervisor's own fingerprint leaves it out. It is set aside during the
+/// encoding and put back, which spares copying the snapshot (and its
+/// policy) on every build.
+pub fn sandbox_config_fingerprint(s: &mut sb::GetSandboxConfigResponse) -> String {
     let built_at = s.built_at.take();
-    let lifecycle = std::mem::take(&mut s.lifecycle);
+    s.config_revision = 0;
     let fingerprint = fingerprint_of(&prost::Message::encode_to_vec(&*s));
     s.built_at = built_at;
-    s.lifecycle = lifecycle;
+    s.config_revision = wire::revision_number(&fingerprint);
     fingerprint
 }
 
 /// Content fingerprint of a `provider_environment` snapshot (build time left
 /// out, as for [`sandbox_config_fingerprint`]).
-pub fn provider_environment_fingerprint(s: &mut pb::ProviderEnvironmentSnapshot) -> String {
+pub fn provider_environment_fingerprint(s: &mut pb::GetSandboxProviderEnvironmentResponse) -> String {
     let built_at = s.built_at.take();
     let fingerprint = fingerprint_of(&prost::Message::encode_to_vec(&*s));
     s.built_at = built_at;
@@ -269,7 +326,7 @@ pub fn start_build<'a>(
 
 /// `pending_operation`: see [`Built::pending_operation`].
 pub fn sandbox_config_built(
-    mut snapshot: pb::SandboxConfigSnapshot,
+    mut snapshot: sb::GetSandboxConfigResponse,
     pending_operation: bool,
 ) -> Built {
     let fingerprint = sandbox_config_fingerprint(&mut snapshot);
@@ -291,7 +348,7 @@ pub fn sandbox_config_built(
         component: Component::SandboxConfig,
         policy_revision: snapshot.policy_revision,
         settings_revision: snapshot.sandbox_settings_revision,
-        provider_env_revision: snapshot.provider_env_revision.clone(),
+        provider_env_revision: snapshot.provider_env_fingerprint.clone(),
         pending_operation,
         update: pb::ConfigUpdate {
             delivery_id: 0,
@@ -305,18 +362,18 @@ pub fn sandbox_config_built(
     }
 }
 
-pub fn provider_environment_built(mut snapshot: pb::ProviderEnvironmentSnapshot) -> Built {
+pub fn provider_environment_built(mut snapshot: pb::GetSandboxProviderEnvironmentResponse) -> Built {
     let fingerprint = provider_environment_fingerprint(&mut snapshot);
     let summary = format!(
         "provider env {} ({} values)",
-        snapshot.provider_env_revision,
-        snapshot.values.len()
+        snapshot.provider_env_fingerprint,
+        snapshot.environment.len()
     );
     Built {
         component: Component::ProviderEnvironment,
         policy_revision: 0,
         settings_revision: 0,
-        provider_env_revision: snapshot.provider_env_revision.clone(),
+        provider_env_revision: snapshot.provider_env_fingerprint.clone(),
         pending_operation: false,
         update: pb::ConfigUpdate {
             delivery_id: 0,
@@ -343,8 +400,8 @@ pub async fn build_bootstrap(
         let env = build_provider_environment(store, sandbox_id).await?;
         let read = store.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground);
         let (again, pending) = sandbox_config_from(store, sandbox_id, read).await?;
-        let consistent = config.provider_env_revision == env.provider_env_revision
-            && again.provider_env_revision == env.provider_env_revision
+        let consistent = config.provider_env_fingerprint == env.provider_env_fingerprint
+            && again.provider_env_fingerprint == env.provider_env_fingerprint
             && again.policy_hash == config.policy_hash;
         if consistent {
             return Ok((
@@ -409,34 +466,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_fingerprint_ignores_build_time_and_lifecycle_only() {
-        let base = pb::SandboxConfigSnapshot {
+    fn the_fingerprint_ignores_build_time_only_and_names_the_config_revision() {
+        let base = sb::GetSandboxConfigResponse {
             sandbox_id: "sb-1".into(),
             policy_revision: 2,
-            lifecycle: pb::SandboxLifecycle::Pending as i32,
             built_at: Some(wire::timestamp(1)),
             ..Default::default()
         };
-        let running_later = pb::SandboxConfigSnapshot {
-            lifecycle: pb::SandboxLifecycle::Running as i32,
+        let built_later = sb::GetSandboxConfigResponse {
             built_at: Some(wire::timestamp(2)),
             ..base.clone()
         };
-        let next_revision = pb::SandboxConfigSnapshot {
+        let next_revision = sb::GetSandboxConfigResponse {
             policy_revision: 3,
             ..base.clone()
         };
         assert_eq!(
             sandbox_config_fingerprint(&mut base.clone()),
-            sandbox_config_fingerprint(&mut running_later.clone())
+            sandbox_config_fingerprint(&mut built_later.clone())
         );
         assert_ne!(
             sandbox_config_fingerprint(&mut base.clone()),
             sandbox_config_fingerprint(&mut next_revision.clone())
         );
-        // The left-out fields are put back: what is sent is what was built.
-        let mut fingerprinted = running_later.clone();
-        sandbox_config_fingerprint(&mut fingerprinted);
-        assert_eq!(fingerprinted, running_later);
+        // The left-out field is put back, and the config revision follows the content.
+        let mut fingerprinted = built_later.clone();
+        let fingerprint = sandbox_config_fingerprint(&mut fingerprinted);
+        assert_eq!(fingerprinted.built_at, built_later.built_at);
+        assert_eq!(
+            fingerprinted.config_revision,
+            wire::revision_number(&fingerprint)
+        );
+        assert_ne!(fingerprinted.config_revision, 0);
+        // Taking the fingerprint again gives the same answer.
+        assert_eq!(sandbox_config_fingerprint(&mut fingerprinted), fingerprint);
     }
 }

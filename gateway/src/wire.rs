@@ -4,7 +4,9 @@
 //! records and the reported revisions operations are resolved on).
 
 use openshell_core::settings::{Scope, SettingValue};
+use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
+use sha2::{Digest, Sha256};
 
 use crate::operations::resolution::ReportedRevisions;
 use crate::store::{
@@ -187,6 +189,46 @@ pub fn scope(s: Option<Scope>) -> pb::SettingScope {
         Some(Scope::Global) => pb::SettingScope::Global,
         Some(Scope::Workspace) => pb::SettingScope::Workspace,
         Some(Scope::Sandbox) => pb::SettingScope::Sandbox,
+    }
+}
+
+/// A revision in upstream's 32-bit `version` fields: one past `u32::MAX`
+/// stays at the maximum rather than wrapping to an older-looking number.
+pub fn version_u32(revision: u64) -> u32 {
+    u32::try_from(revision).unwrap_or(u32::MAX)
+}
+
+/// A textual revision (a fingerprint) as the number upstream's fields hold:
+/// the first 8 bytes of its SHA-256, so equal texts give equal numbers and a
+/// change gives another number.
+pub fn revision_number(text: &str) -> u64 {
+    if text.is_empty() {
+        return 0;
+    }
+    let digest = Sha256::digest(text.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first)
+}
+
+/// A setting value in the supervisor-facing (upstream) form.
+pub fn sandbox_setting_value(v: &SettingValue) -> sb::SettingValue {
+    sb::SettingValue {
+        value: Some(match v {
+            SettingValue::Bool(b) => sb::setting_value::Value::BoolValue(*b),
+            SettingValue::Int(i) => sb::setting_value::Value::IntValue(*i),
+            SettingValue::String(s) => sb::setting_value::Value::StringValue(s.clone()),
+        }),
+    }
+}
+
+/// The scope a setting's value comes from, in the supervisor-facing form.
+pub fn sandbox_setting_scope(s: Option<Scope>) -> sb::SettingScope {
+    match s {
+        None => sb::SettingScope::Default,
+        Some(Scope::Global) => sb::SettingScope::Global,
+        Some(Scope::Workspace) => sb::SettingScope::Workspace,
+        Some(Scope::Sandbox) => sb::SettingScope::Sandbox,
     }
 }
 

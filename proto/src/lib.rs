@@ -1,9 +1,10 @@
-//! The OpenShell gRPC contract, `openshell.v1`, as generated Rust code.
+//! The OpenShell gRPC contract, `openshell.v1` and `openshell.sandbox.v1`,
+//! as generated Rust code.
 //!
 //! Owns the wire format only: messages, enums and the client/server stubs
-//! of the `OpenShell`, `Supervisor` and `GatewayPeer` services. It holds no
-//! behaviour; validation, storage and delivery live in the crates above it.
-//! The `.proto` sources in `openshell/v1/` are the contract's documentation.
+//! of the `OpenShell` and `GatewayPeer` services. It holds no behaviour;
+//! validation, storage and delivery live in the crates above it. The
+//! `.proto` sources in `openshell/` are the contract's documentation.
 
 #![allow(clippy::all, clippy::pedantic, missing_docs)]
 

@@ -25,30 +25,21 @@ impl fmt::Debug for v1::ProviderValueInput {
     }
 }
 
-impl fmt::Debug for v1::EnvValue {
+/// Names every variable and where it comes from; never a value, since the
+/// environment holds the provider credentials.
+impl fmt::Debug for v1::GetSandboxProviderEnvironmentResponse {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let credential = self.class == v1::ValueClass::Credential as i32;
-        f.debug_struct("EnvValue")
-            .field("name", &self.name)
-            .field(
-                "value",
-                &if credential {
-                    HIDDEN
-                } else {
-                    self.value.as_str()
-                },
-            )
-            .field("class", &self.class)
-            .field("provider", &self.provider)
-            .finish()
-    }
-}
-
-impl fmt::Debug for v1::SupervisorIdentity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SupervisorIdentity")
+        let names: Vec<&str> = self.environment.keys().map(String::as_str).collect();
+        f.debug_struct("GetSandboxProviderEnvironmentResponse")
+            .field("environment", &format_args!("{names:?} (values {HIDDEN})"))
+            .field("provider_env_revision", &self.provider_env_revision)
+            .field("credential_expires_at_ms", &self.credential_expires_at_ms)
             .field("sandbox_id", &self.sandbox_id)
-            .field("credential", &HIDDEN)
+            .field("provider_env_fingerprint", &self.provider_env_fingerprint)
+            .field("attachment_epoch", &self.attachment_epoch)
+            .field("sources", &self.sources)
+            .field("expires_at", &self.expires_at)
+            .field("built_at", &self.built_at)
             .finish()
     }
 }
@@ -100,18 +91,9 @@ mod tests {
             ],
             ..Default::default()
         };
-        let snapshot = v1::ProviderEnvironmentSnapshot {
-            values: vec![v1::EnvValue {
-                name: "TOKEN".into(),
-                value: secret.into(),
-                class: v1::ValueClass::Credential as i32,
-                provider: "gh".into(),
-            }],
+        let snapshot = v1::GetSandboxProviderEnvironmentResponse {
+            environment: [("TOKEN".to_string(), secret.to_string())].into(),
             ..Default::default()
-        };
-        let identity = v1::SupervisorIdentity {
-            sandbox_id: "sb-1".into(),
-            credential: secret.into(),
         };
         let created = v1::CreateSandboxResponse {
             supervisor_credential: secret.into(),
@@ -120,12 +102,13 @@ mod tests {
         for text in [
             format!("{request:?}"),
             format!("{snapshot:#?}"),
-            format!("{identity:?}"),
             format!("{created:?}"),
         ] {
             assert!(!text.contains(secret), "{text}");
         }
         // Plain values stay visible: they help debugging.
         assert!(format!("{request:?}").contains("acme"));
+        // Variable names stay visible too.
+        assert!(format!("{snapshot:?}").contains("TOKEN"));
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures::Stream;
 use openshell_core::settings::{self, Scope};
 use openshell_core::{Secret, ValueClass};
+use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
 use openshell_proto::v1::open_shell_server::OpenShell;
 use tonic::{Request, Response, Status};
@@ -32,6 +33,7 @@ use crate::operations::{
 use crate::providers::{self, ProviderInput};
 use crate::session_registry::SessionRegistry;
 use crate::state::Announcer;
+use crate::supervisor_api::{GatewayStream, SupervisorApi};
 use crate::store::Store;
 use crate::store::{Lifecycle, OperationFilter, SandboxRecord};
 use crate::wire;
@@ -55,10 +57,11 @@ pub struct ApiContext {
     pub started_at_ms: i64,
 }
 
-/// The service; cheap to clone.
+/// The service; cheap to clone. Its supervisor calls go to `supervisor`.
 #[derive(Clone)]
 pub struct OpenShellApi {
     state: Arc<ApiContext>,
+    supervisor: SupervisorApi,
 }
 
 impl ApiContext {
@@ -74,9 +77,10 @@ impl ApiContext {
 }
 
 impl OpenShellApi {
-    pub fn new(state: ApiContext) -> Self {
+    pub fn new(state: ApiContext, supervisor: SupervisorApi) -> Self {
         Self {
             state: Arc::new(state),
+            supervisor,
         }
     }
 
@@ -717,12 +721,10 @@ impl OpenShell for OpenShellApi {
         Ok(Response::new(wire::operation(&op)))
     }
 
-    type WaitForApplyStream = OperationStream;
-
     async fn wait_for_apply(
         &self,
         request: Request<pb::WaitForApplyRequest>,
-    ) -> Result<Response<Self::WaitForApplyStream>, Status> {
+    ) -> Result<Response<OperationStream>, Status> {
         let req = request.into_inner();
         if req.id.is_empty() {
             return Err(GatewayError::invalid("id", "an operation id is required").into());
@@ -839,5 +841,47 @@ impl OpenShell for OpenShellApi {
             sessions: u32::try_from(state.sessions.count()).unwrap_or(u32::MAX),
             started_at: Some(wire::timestamp(state.started_at_ms)),
         }))
+    }
+
+    async fn connect_supervisor(
+        &self,
+        request: Request<tonic::Streaming<pb::SupervisorMessage>>,
+    ) -> Result<Response<GatewayStream>, Status> {
+        Ok(self.supervisor.connect_supervisor(request))
+    }
+
+    async fn get_sandbox_config(
+        &self,
+        request: Request<sb::GetSandboxConfigRequest>,
+    ) -> Result<Response<sb::GetSandboxConfigResponse>, Status> {
+        self.supervisor.get_sandbox_config(request).await
+    }
+
+    async fn get_gateway_config(
+        &self,
+        request: Request<sb::GetGatewayConfigRequest>,
+    ) -> Result<Response<sb::GetGatewayConfigResponse>, Status> {
+        self.supervisor.get_gateway_config(request).await
+    }
+
+    async fn get_sandbox_provider_environment(
+        &self,
+        request: Request<pb::GetSandboxProviderEnvironmentRequest>,
+    ) -> Result<Response<pb::GetSandboxProviderEnvironmentResponse>, Status> {
+        self.supervisor.get_sandbox_provider_environment(request).await
+    }
+
+    async fn report_policy_status(
+        &self,
+        request: Request<pb::ReportPolicyStatusRequest>,
+    ) -> Result<Response<pb::ReportPolicyStatusResponse>, Status> {
+        self.supervisor.report_policy_status(request).await
+    }
+
+    async fn push_sandbox_logs(
+        &self,
+        request: Request<tonic::Streaming<pb::PushSandboxLogsRequest>>,
+    ) -> Result<Response<pb::PushSandboxLogsResponse>, Status> {
+        self.supervisor.push_sandbox_logs(request).await
     }
 }

@@ -711,7 +711,7 @@ async fn send_ready(
             );
         }
         let frame = pb::GatewayMessage {
-            message: Some(pb::gateway_message::Message::ConfigUpdate(update)),
+            payload: Some(pb::gateway_message::Payload::ConfigUpdate(update)),
         };
         if out.send(Box::new(frame)).await.is_err() {
             return false;

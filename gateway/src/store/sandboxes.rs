@@ -113,6 +113,18 @@ impl Store {
         Ok(row.map(|r| r.try_get("credential_hash")).transpose()?)
     }
 
+    /// The sandbox whose supervisor credential hashes to `hash`, for calls
+    /// that present a credential without naming a sandbox. Rare (the
+    /// gateway-global settings), so a scan of the sandboxes is cheaper than
+    /// an index every sandbox write would maintain.
+    pub async fn sandbox_id_by_credential_hash(&self, hash: &str) -> Result<Option<String>> {
+        let row = sqlx::query("SELECT id FROM sandboxes WHERE credential_hash = $1")
+            .bind(hash)
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(row.map(|r| r.try_get("id")).transpose()?)
+    }
+
     /// Whether a workspace exists.
     pub async fn workspace_exists(&self, name: &str) -> Result<bool> {
         let row = sqlx::query("SELECT name FROM workspaces WHERE name = $1")

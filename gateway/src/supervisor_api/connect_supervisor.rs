@@ -9,6 +9,7 @@ use futures::{Stream, StreamExt};
 use openshell_proto::v1 as pb;
 use tokio::sync::mpsc;
 use tonic::Streaming;
+use tonic::metadata::MetadataMap;
 
 use super::context::SessionContext;
 use super::identity::{Refusal, authenticate};
@@ -39,12 +40,13 @@ const MISSED_HEARTBEATS: u32 = 3;
 /// configuration frames waiting at the same time.
 pub fn spawn(
     state: Arc<SessionContext>,
+    metadata: MetadataMap,
     inbound: Streaming<pb::SupervisorMessage>,
 ) -> impl Stream<Item = pb::GatewayMessage> {
     let (control_tx, control_rx) = mpsc::channel(16);
     let (config_tx, config_rx) = mpsc::channel(4);
     let tasks = state.session_tasks.clone();
-    tasks.spawn(run(state, inbound, control_tx, config_tx));
+    tasks.spawn(run(state, metadata, inbound, control_tx, config_tx));
     futures::stream::unfold(
         (control_rx, config_rx, false),
         |(mut control, mut config, mut config_done)| async move {
@@ -67,7 +69,7 @@ pub fn spawn(
 
 fn rejected(refusal: Refusal) -> Frame {
     Box::new(pb::GatewayMessage {
-        message: Some(pb::gateway_message::Message::Rejected(
+        payload: Some(pb::gateway_message::Payload::SessionRejected(
             pb::SessionRejected {
                 reason: refusal.reason,
                 permanent: refusal.permanent,
@@ -78,7 +80,7 @@ fn rejected(refusal: Refusal) -> Frame {
 
 fn heartbeat() -> Frame {
     Box::new(pb::GatewayMessage {
-        message: Some(pb::gateway_message::Message::Heartbeat(pb::Heartbeat {
+        payload: Some(pb::gateway_message::Payload::Heartbeat(pb::GatewayHeartbeat {
             sent_at: Some(timestamp(now_ms())),
         })),
     })
@@ -90,7 +92,7 @@ async fn read_hello(
     let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.next()).await;
     match first {
         Ok(Some(Ok(pb::SupervisorMessage {
-            message: Some(pb::supervisor_message::Message::Hello(hello)),
+            payload: Some(pb::supervisor_message::Payload::Hello(hello)),
         }))) => Ok(hello),
         Ok(Some(Ok(_))) => Err(Refusal {
             reason: "the first frame of a session must be SupervisorHello".into(),
@@ -173,11 +175,12 @@ struct Opened {
 
 async fn run(
     state: Arc<SessionContext>,
+    metadata: MetadataMap,
     mut inbound: Streaming<pb::SupervisorMessage>,
     tx: mpsc::Sender<Frame>,
     config_tx: mpsc::Sender<Frame>,
 ) {
-    let admitted = match Box::pin(admit(&state, &mut inbound, &tx)).await {
+    let admitted = match Box::pin(admit(&state, &metadata, &mut inbound, &tx)).await {
         Ok(admitted) => admitted,
         Err(turnaway) => return turnaway.send(&state, &tx).await,
     };
@@ -203,12 +206,14 @@ async fn run(
         bootstrap_config: bootstrap.as_ref().map(|b| b.config_frame.clone()),
         bootstrap_provider_environment: bootstrap.as_ref().map(|b| b.env_frame.clone()),
         heartbeat_interval_ms: u32::try_from(heartbeat_interval.as_millis()).unwrap_or(u32::MAX),
+        // Upstream supervisors read whole seconds; never 0, which they may take as "no heartbeat".
+        heartbeat_interval_secs: u32::try_from(heartbeat_interval.as_secs().max(1)).unwrap_or(u32::MAX),
         poll_interval_ms: 0,
         replica_id: state.config.replica_id.clone(),
     };
     let closer = register(&state, &hello, &sandbox, &negotiation, &session_id);
     let accepted_frame = pb::GatewayMessage {
-        message: Some(pb::gateway_message::Message::Accepted(accepted)),
+        payload: Some(pb::gateway_message::Payload::SessionAccepted(accepted)),
     };
     if tx.send(Box::new(accepted_frame)).await.is_ok() {
         let mut session = LiveSession {
@@ -250,11 +255,12 @@ async fn run(
 /// first start with an image policy.
 async fn admit(
     state: &SessionContext,
+    metadata: &MetadataMap,
     inbound: &mut Streaming<pb::SupervisorMessage>,
     tx: &mpsc::Sender<Frame>,
 ) -> Result<Admitted, Turnaway> {
     let hello = read_hello(inbound).await.map_err(Turnaway::rejected)?;
-    let sandbox = authenticate(&state.store, hello.identity.as_ref())
+    let sandbox = authenticate(&state.store, &hello.sandbox_id, metadata)
         .await
         .map_err(Turnaway::rejected)?;
     if sandbox.lifecycle == Lifecycle::Stopped {
@@ -456,7 +462,7 @@ async fn startup_exchange(
         None => ("image", image_policy.to_string()),
     };
     let frame = pb::GatewayMessage {
-        message: Some(pb::gateway_message::Message::StartupCandidate(
+        payload: Some(pb::gateway_message::Payload::StartupCandidate(
             pb::StartupConfigCandidate {
                 origin: origin.into(),
                 policy: candidate.clone(),
@@ -477,10 +483,10 @@ async fn startup_exchange(
             })?;
         match frame {
             Some(Ok(pb::SupervisorMessage {
-                message: Some(pb::supervisor_message::Message::StartupPrepared(prepared)),
+                payload: Some(pb::supervisor_message::Payload::StartupPrepared(prepared)),
             })) => break prepared,
             Some(Ok(pb::SupervisorMessage {
-                message: Some(pb::supervisor_message::Message::Heartbeat(_)),
+                payload: Some(pb::supervisor_message::Payload::Heartbeat(_)),
             })) => continue,
             Some(Ok(_)) => {
                 return Err(Refusal {
@@ -856,20 +862,20 @@ impl LiveSession<'_> {
                         Some(Ok(msg)) => {
                             last_heard = tokio::time::Instant::now();
                             self.state.sessions.heartbeat(self.sandbox_id, self.session_id);
-                            match msg.message {
-                                Some(pb::supervisor_message::Message::Heartbeat(_)) | None => {}
-                                Some(pb::supervisor_message::Message::BootstrapResult(result)) => {
+                            match msg.payload {
+                                Some(pb::supervisor_message::Payload::Heartbeat(_)) | None => {}
+                                Some(pb::supervisor_message::Payload::BootstrapResult(result)) => {
                                     if !Box::pin(self.on_bootstrap_result(result)).await {
                                         return;
                                     }
                                 }
-                                Some(pb::supervisor_message::Message::ConfigUpdateResult(result)) => {
+                                Some(pb::supervisor_message::Payload::ConfigUpdateResult(result)) => {
                                     self.on_config_result(result);
                                 }
-                                Some(pb::supervisor_message::Message::Hello(_)) => {
+                                Some(pb::supervisor_message::Payload::Hello(_)) => {
                                     tracing::warn!(sandbox = %self.sandbox_id, "second hello on a session ignored");
                                 }
-                                Some(pb::supervisor_message::Message::StartupPrepared(_)) => {
+                                Some(pb::supervisor_message::Payload::StartupPrepared(_)) => {
                                     tracing::warn!(sandbox = %self.sandbox_id, "startup frame outside the startup exchange ignored");
                                 }
                             }

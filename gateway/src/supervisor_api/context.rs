@@ -30,6 +30,9 @@ pub struct SessionContext {
     /// Session tasks, which outlive their response streams for a moment
     /// (owner release): shutdown waits for them before closing the store.
     pub session_tasks: tokio_util::task::TaskTracker,
+    /// What each sandbox was last served by poll, to read upstream
+    /// supervisors' version-only reports.
+    pub served: Arc<super::legacy::ServedRevisions>,
     /// Flips to true when the gateway stops, ending the sessions.
     pub stopping: tokio::sync::watch::Receiver<bool>,
 }

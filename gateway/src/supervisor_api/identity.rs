@@ -1,9 +1,10 @@
 //! Supervisor authentication: the per-sandbox credential issued at
-//! creation, compared with its stored hash. A credential only ever opens
-//! its own sandbox.
+//! creation, presented as `authorization: Bearer <credential>` metadata as
+//! upstream supervisors present their token, compared with its stored hash.
+//! The request names the sandbox; a credential only ever opens its own.
 
-use openshell_proto::v1 as pb;
 use tonic::Status;
+use tonic::metadata::MetadataMap;
 
 use crate::crypto::{constant_time_eq, hash_credential};
 use crate::error::GatewayError;
@@ -23,25 +24,42 @@ impl From<Refusal> for Status {
     }
 }
 
-/// Checks an identity and returns the live sandbox it names.
+/// The credential a supervisor call presents, if it presents one.
+pub fn presented_credential(metadata: &MetadataMap) -> Option<&str> {
+    let header = metadata.get("authorization")?.to_str().ok()?;
+    header
+        .strip_prefix("Bearer ")
+        .or_else(|| header.strip_prefix("bearer "))
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+}
+
+/// Checks the credential a call presents for the sandbox it names, and
+/// returns that live sandbox.
 pub async fn authenticate(
     store: &Store,
-    identity: Option<&pb::SupervisorIdentity>,
+    sandbox_id: &str,
+    metadata: &MetadataMap,
 ) -> Result<SandboxRecord, Refusal> {
-    let Some(identity) = identity.filter(|i| !i.sandbox_id.is_empty()) else {
+    if sandbox_id.is_empty() {
         return Err(Refusal {
-            reason: "the supervisor identity (sandbox id and credential) is missing".into(),
+            reason: "sandbox_id is missing: a supervisor names its sandbox by id".into(),
+            permanent: true,
+        });
+    }
+    let Some(credential) = presented_credential(metadata) else {
+        return Err(Refusal {
+            reason: "missing supervisor credential: send `authorization: Bearer <credential>` with the credential issued when the sandbox was created".into(),
             permanent: true,
         });
     };
     let unknown = || Refusal {
         reason: format!(
-            "credential is not valid for sandbox {}; use the credential issued when the sandbox was created",
-            identity.sandbox_id
+            "credential is not valid for sandbox {sandbox_id}; use the credential issued when the sandbox was created"
         ),
         permanent: true,
     };
-    let stored = match store.sandbox_credential_hash(&identity.sandbox_id).await {
+    let stored = match store.sandbox_credential_hash(sandbox_id).await {
         Ok(Some(hash)) => hash,
         Ok(None) => return Err(unknown()),
         Err(e) => {
@@ -52,12 +70,12 @@ pub async fn authenticate(
             });
         }
     };
-    let presented = hash_credential(&identity.credential);
+    let presented = hash_credential(credential);
     if !constant_time_eq(stored.as_bytes(), presented.as_bytes()) {
         return Err(unknown());
     }
     let sandbox = store
-        .get_sandbox(&identity.sandbox_id)
+        .get_sandbox(sandbox_id)
         .await
         .map_err(|e| match e {
             GatewayError::NotFound(_) => unknown(),
@@ -76,4 +94,29 @@ pub async fn authenticate(
         });
     }
     Ok(sandbox)
+}
+
+/// Checks a credential presented without a sandbox id (upstream's
+/// `GetGatewayConfig` names none): it must open some live sandbox.
+pub async fn authenticate_any(store: &Store, metadata: &MetadataMap) -> Result<SandboxRecord, Refusal> {
+    let Some(credential) = presented_credential(metadata) else {
+        return authenticate(store, "", metadata).await;
+    };
+    match store
+        .sandbox_id_by_credential_hash(&hash_credential(credential))
+        .await
+    {
+        Ok(Some(sandbox_id)) => authenticate(store, &sandbox_id, metadata).await,
+        Ok(None) => Err(Refusal {
+            reason: "supervisor credential is not valid; use the credential issued when the sandbox was created".into(),
+            permanent: true,
+        }),
+        Err(e) => {
+            tracing::warn!(error = %e, "credential lookup failed");
+            Err(Refusal {
+                reason: "the gateway's store is unavailable; retry later".into(),
+                permanent: false,
+            })
+        }
+    }
 }

@@ -1,24 +1,29 @@
-//! The `Supervisor` service: the long-lived `ConnectSupervisor` session
-//! (`connect_supervisor`), the poll RPCs that project the one snapshot builder, and
-//! poll-mode reports that resolve operations.
+//! The supervisor-facing RPCs of service `OpenShell`, in upstream's
+//! layout: the long-lived `ConnectSupervisor` session
+//! (`connect_supervisor`), the poll RPCs that project the one snapshot
+//! builder, and poll-mode reports that resolve operations. `api` routes
+//! these calls here; they authenticate by the supervisor credential, not
+//! by an operator token.
 
 pub mod connect_supervisor;
 pub mod context;
 pub mod identity;
+pub mod legacy;
 pub mod negotiate;
 
 use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
+use openshell_core::settings::{self, Scope};
+use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
-use openshell_proto::v1::supervisor_server::Supervisor;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::metrics::{RpcLabel, StatusLabel};
 use crate::operations::{ReportStatus, SupervisorReport};
 use crate::snapshot;
-use crate::wire::revisions_from_pb;
+use crate::wire::{self, revisions_from_pb};
 pub use context::SessionContext;
 use identity::authenticate;
 
@@ -27,6 +32,7 @@ const MAX_LOG_LINES_PER_BATCH: usize = 1000;
 /// Longest log line kept, in bytes.
 const MAX_LOG_LINE_BYTES: usize = 8 * 1024;
 
+/// The supervisor-facing calls; cheap to clone.
 #[derive(Clone)]
 pub struct SupervisorApi {
     state: Arc<SessionContext>,
@@ -51,74 +57,115 @@ fn truncate(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-type GatewayStream = Pin<Box<dyn Stream<Item = Result<pb::GatewayMessage, Status>> + Send>>;
+pub type GatewayStream = Pin<Box<dyn Stream<Item = Result<pb::GatewayMessage, Status>> + Send>>;
 
-#[tonic::async_trait]
-impl Supervisor for SupervisorApi {
-    type ConnectSupervisorStream = GatewayStream;
-
-    async fn connect_supervisor(
-        &self,
-        request: Request<Streaming<pb::SupervisorMessage>>,
-    ) -> Result<Response<Self::ConnectSupervisorStream>, Status> {
-        let inbound = request.into_inner();
-        let outbound = connect_supervisor::spawn(self.state.clone(), inbound);
-        Ok(Response::new(Box::pin(outbound.map(Ok))))
-    }
-
-    async fn get_sandbox_config(
-        &self,
-        request: Request<pb::GetSandboxConfigRequest>,
-    ) -> Result<Response<pb::SandboxConfigSnapshot>, Status> {
-        let sandbox = authenticate(&self.state.store, request.get_ref().identity.as_ref()).await?;
+impl SupervisorApi {
+    fn count_poll(&self, rpc: &'static str) {
         self.state
             .metrics
             .poll_requests
-            .get_or_create(&RpcLabel {
-                rpc: "GetSandboxConfig",
-            })
+            .get_or_create(&RpcLabel { rpc })
             .inc();
+    }
+
+    pub fn connect_supervisor(
+        &self,
+        request: Request<Streaming<pb::SupervisorMessage>>,
+    ) -> Response<GatewayStream> {
+        let (metadata, _, inbound) = request.into_parts();
+        let outbound = connect_supervisor::spawn(self.state.clone(), metadata, inbound);
+        Response::new(Box::pin(outbound.map(Ok)))
+    }
+
+    pub async fn get_sandbox_config(
+        &self,
+        request: Request<sb::GetSandboxConfigRequest>,
+    ) -> Result<Response<sb::GetSandboxConfigResponse>, Status> {
+        let sandbox = authenticate(
+            &self.state.store,
+            &request.get_ref().sandbox_id,
+            request.metadata(),
+        )
+        .await?;
+        self.count_poll("GetSandboxConfig");
         let snapshot = snapshot::build_sandbox_config(&self.state.store, &sandbox.id).await?;
+        self.state.served.record(&snapshot);
         Ok(Response::new(snapshot))
     }
 
-    async fn get_sandbox_provider_environment(
+    pub async fn get_gateway_config(
+        &self,
+        request: Request<sb::GetGatewayConfigRequest>,
+    ) -> Result<Response<sb::GetGatewayConfigResponse>, Status> {
+        // Any supervisor may read the global settings, as upstream's may.
+        identity::authenticate_any(&self.state.store, request.metadata()).await?;
+        self.count_poll("GetGatewayConfig");
+        let global = self.state.store.settings_at(Scope::Global, "").await?;
+        let settings = settings::registry()
+            .iter()
+            .map(|def| {
+                let value = global
+                    .values
+                    .get(def.key)
+                    .map(wire::sandbox_setting_value)
+                    .unwrap_or_default();
+                (def.key.to_string(), value)
+            })
+            .collect();
+        Ok(Response::new(sb::GetGatewayConfigResponse {
+            settings,
+            settings_revision: global.revision,
+        }))
+    }
+
+    pub async fn get_sandbox_provider_environment(
         &self,
         request: Request<pb::GetSandboxProviderEnvironmentRequest>,
-    ) -> Result<Response<pb::ProviderEnvironmentSnapshot>, Status> {
-        let sandbox = authenticate(&self.state.store, request.get_ref().identity.as_ref()).await?;
-        self.state
-            .metrics
-            .poll_requests
-            .get_or_create(&RpcLabel {
-                rpc: "GetSandboxProviderEnvironment",
-            })
-            .inc();
+    ) -> Result<Response<pb::GetSandboxProviderEnvironmentResponse>, Status> {
+        let sandbox = authenticate(
+            &self.state.store,
+            &request.get_ref().sandbox_id,
+            request.metadata(),
+        )
+        .await?;
+        self.count_poll("GetSandboxProviderEnvironment");
         let snapshot = snapshot::build_provider_environment(&self.state.store, &sandbox.id).await?;
         Ok(Response::new(snapshot))
     }
 
-    async fn report_policy_status(
+    pub async fn report_policy_status(
         &self,
         request: Request<pb::ReportPolicyStatusRequest>,
     ) -> Result<Response<pb::ReportPolicyStatusResponse>, Status> {
+        let sandbox = authenticate(
+            &self.state.store,
+            &request.get_ref().sandbox_id,
+            request.metadata(),
+        )
+        .await?;
         let req = request.into_inner();
-        let sandbox = authenticate(&self.state.store, req.identity.as_ref()).await?;
-        let status = match pb::PolicyLoadStatus::try_from(req.status) {
-            Ok(pb::PolicyLoadStatus::Loaded) => ReportStatus::Applied,
-            Ok(pb::PolicyLoadStatus::Failed) => ReportStatus::Failed {
-                failed_closed: req.failed_closed,
+        let report = match pb::PolicyLoadStatus::try_from(req.load_status) {
+            Ok(pb::PolicyLoadStatus::Unspecified) | Err(_) => {
+                legacy::report(&self.state.served, &sandbox.id, &req)?
+            }
+            Ok(load_status) => SupervisorReport {
+                sandbox_id: sandbox.id.clone(),
+                status: match load_status {
+                    pb::PolicyLoadStatus::Loaded => ReportStatus::Applied,
+                    pb::PolicyLoadStatus::Failed => ReportStatus::Failed {
+                        failed_closed: req.failed_closed,
+                    },
+                    pb::PolicyLoadStatus::RetainedLocalOverride => {
+                        ReportStatus::RetainedLocalOverride
+                    }
+                    pb::PolicyLoadStatus::RetainedLastKnownGoodPolicy
+                    | pb::PolicyLoadStatus::Unspecified => ReportStatus::RetainedRejectedPolicy,
+                },
+                revisions: revisions_from_pb(req.revisions.as_ref()),
+                reason: req.load_error,
             },
-            Ok(pb::PolicyLoadStatus::RetainedLocalOverride) => ReportStatus::RetainedLocalOverride,
-            Ok(pb::PolicyLoadStatus::RetainedLastKnownGoodPolicy) => {
-                ReportStatus::RetainedRejectedPolicy
-            }
-            _ => {
-                return Err(Status::invalid_argument(
-                    "status: expected LOADED, FAILED, RETAINED_LOCAL_OVERRIDE or RETAINED_LAST_KNOWN_GOOD_POLICY",
-                ));
-            }
         };
+        let status = report.status;
         self.state
             .metrics
             .reports
@@ -126,12 +173,6 @@ impl Supervisor for SupervisorApi {
                 status: status.as_str(),
             })
             .inc();
-        let report = SupervisorReport {
-            sandbox_id: sandbox.id.clone(),
-            status,
-            revisions: revisions_from_pb(req.revisions.as_ref()),
-            reason: req.reason,
-        };
         let resolved = self.state.reports.resolve(report.clone()).await?;
         tracing::info!(
             sandbox = %sandbox.id,
@@ -146,23 +187,30 @@ impl Supervisor for SupervisorApi {
         }))
     }
 
-    async fn push_sandbox_logs(
+    pub async fn push_sandbox_logs(
         &self,
-        request: Request<Streaming<pb::SandboxLogBatch>>,
+        request: Request<Streaming<pb::PushSandboxLogsRequest>>,
     ) -> Result<Response<pb::PushSandboxLogsResponse>, Status> {
-        let mut inbound = request.into_inner();
+        let (metadata, _, mut inbound) = request.into_parts();
         let mut accepted = 0u64;
         let mut sandbox_id: Option<String> = None;
         while let Some(batch) = inbound.message().await? {
             let id = match &sandbox_id {
-                Some(id) => id.clone(),
+                Some(id) if *id == batch.sandbox_id => id.clone(),
+                Some(id) => {
+                    return Err(Status::permission_denied(format!(
+                        "sandbox_id: this stream pushes the logs of {id}, not of {}",
+                        truncate(&batch.sandbox_id, 64)
+                    )));
+                }
                 None => {
-                    let sandbox = authenticate(&self.state.store, batch.identity.as_ref()).await?;
+                    let sandbox =
+                        authenticate(&self.state.store, &batch.sandbox_id, &metadata).await?;
                     sandbox_id = Some(sandbox.id.clone());
                     sandbox.id
                 }
             };
-            for line in batch.lines.iter().take(MAX_LOG_LINES_PER_BATCH) {
+            for line in batch.logs.iter().take(MAX_LOG_LINES_PER_BATCH) {
                 tracing::info!(
                     target: "openshell::sandbox_log",
                     sandbox = %id,
