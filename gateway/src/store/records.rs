@@ -57,8 +57,21 @@ string_enum! {
 
 impl OperationState {
     /// Terminal states are final: nothing moves an operation out of them.
+    /// Which ones are terminal is the contract's rule, defined once on the
+    /// proto enum; this only names the wire state. (Not via `wire.rs`: the
+    /// store must not import it, as it imports the store.)
     pub fn is_terminal(self) -> bool {
-        !matches!(self, Self::Pending | Self::Delivered)
+        use openshell_proto::v1::OperationState as Wire;
+        match self {
+            Self::Pending => Wire::Pending,
+            Self::Delivered => Wire::Delivered,
+            Self::Applied => Wire::Applied,
+            Self::Failed => Wire::Failed,
+            Self::Superseded => Wire::Superseded,
+            Self::Inactive => Wire::Inactive,
+            Self::Cancelled => Wire::Cancelled,
+        }
+        .is_terminal()
     }
 }
 
