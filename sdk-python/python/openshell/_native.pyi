@@ -20,6 +20,15 @@ from typing_extensions import Self
 
 __version__: str
 
+CONTRACT_ENUMS: dict[str, tuple[str, ...]]
+"""Each enum of ``openshell._enums`` by class name, with its members' wire
+names in wire order, as the Rust SDK defines them: what those classes are
+built from."""
+
+TERMINAL_OPERATION_STATES: frozenset[str]
+"""The wire names of the operation states an operation never leaves, by the
+Rust SDK's rule: what ``OperationState.is_terminal`` reads."""
+
 ProgressCallback = Callable[["Operation"], object]
 """Called with every update of a wait, oldest first. With ``AsyncClient`` it
 runs on the event loop and may be ``async``; an exception it raises ends the
