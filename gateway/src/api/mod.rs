@@ -53,14 +53,12 @@ impl OpenShellApi {
                 "a sandbox id or name is required",
             ))
         })?;
-        Ok(self
-            .state
-            .store
-            .resolve_sandbox(
-                &sandbox.id_or_name,
-                workspace_or_default(&sandbox.workspace),
-            )
-            .await?)
+        Ok(lifecycle::resolve_sandbox(
+            &self.state.store,
+            &sandbox.id_or_name,
+            workspace_or_default(&sandbox.workspace),
+        )
+        .await?)
     }
 
     /// Publishes an attach or detach and settles a repeat from the last report, as
@@ -307,11 +305,12 @@ impl OpenShell for OpenShellApi {
         request: Request<pb::UpdateProviderRequest>,
     ) -> Result<Response<pb::ProviderWriteResponse>, Status> {
         let req = request.into_inner();
-        let existing = self
-            .state
-            .store
-            .resolve_provider(&req.provider, workspace_or_default(&req.workspace))
-            .await?;
+        let existing = providers::resolve(
+            &self.state.store,
+            &req.provider,
+            workspace_or_default(&req.workspace),
+        )
+        .await?;
         let input = provider_input(&req.values, req.expires_at.as_ref());
         let change = providers::update_provider(&self.state.store, &existing, input).await?;
         self.state.publish(change.publication).await;
@@ -328,11 +327,12 @@ impl OpenShell for OpenShellApi {
         request: Request<pb::DeleteProviderRequest>,
     ) -> Result<Response<pb::DeleteProviderResponse>, Status> {
         let req = request.into_inner();
-        let existing = self
-            .state
-            .store
-            .resolve_provider(&req.provider, workspace_or_default(&req.workspace))
-            .await?;
+        let existing = providers::resolve(
+            &self.state.store,
+            &req.provider,
+            workspace_or_default(&req.workspace),
+        )
+        .await?;
         providers::delete_provider(&self.state.store, &existing).await?;
         Ok(Response::new(pb::DeleteProviderResponse {}))
     }
@@ -342,11 +342,12 @@ impl OpenShell for OpenShellApi {
         request: Request<pb::GetProviderRequest>,
     ) -> Result<Response<pb::Provider>, Status> {
         let req = request.into_inner();
-        let record = self
-            .state
-            .store
-            .resolve_provider(&req.provider, workspace_or_default(&req.workspace))
-            .await?;
+        let record = providers::resolve(
+            &self.state.store,
+            &req.provider,
+            workspace_or_default(&req.workspace),
+        )
+        .await?;
         Ok(Response::new(wire::provider(&record)))
     }
 
@@ -369,11 +370,8 @@ impl OpenShell for OpenShellApi {
         let caller = caller_of(&request)?;
         let req = request.into_inner();
         let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
-        let provider = self
-            .state
-            .store
-            .resolve_provider(&req.provider, &sandbox.workspace)
-            .await?;
+        let provider =
+            providers::resolve(&self.state.store, &req.provider, &sandbox.workspace).await?;
         let change =
             providers::attach(&self.state.store, &sandbox, &provider, true, &caller).await?;
         self.attachment_response(change).await
@@ -386,11 +384,8 @@ impl OpenShell for OpenShellApi {
         let caller = caller_of(&request)?;
         let req = request.into_inner();
         let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
-        let provider = self
-            .state
-            .store
-            .resolve_provider(&req.provider, &sandbox.workspace)
-            .await?;
+        let provider =
+            providers::resolve(&self.state.store, &req.provider, &sandbox.workspace).await?;
         let change =
             providers::attach(&self.state.store, &sandbox, &provider, false, &caller).await?;
         self.attachment_response(change).await
@@ -545,10 +540,12 @@ impl OpenShell for OpenShellApi {
         let req = request.into_inner();
         let target = match req.target.as_ref().and_then(|t| t.target.as_ref()) {
             Some(pb::config_target::Target::Sandbox(sb)) => ConfigTarget::Sandbox(
-                self.state
-                    .store
-                    .resolve_sandbox_id(&sb.id_or_name, workspace_or_default(&sb.workspace))
-                    .await?,
+                lifecycle::resolve_sandbox_id(
+                    &self.state.store,
+                    &sb.id_or_name,
+                    workspace_or_default(&sb.workspace),
+                )
+                .await?,
             ),
             Some(pb::config_target::Target::Workspace(ws)) => {
                 ConfigTarget::Workspace(workspace_or_default(ws).to_string())

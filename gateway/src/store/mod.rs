@@ -540,3 +540,16 @@ pub fn duration_ms(duration: std::time::Duration) -> i64 {
 pub fn new_id(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::now_v7())
 }
+
+/// A store on a new SQLite file in `dir`, for unit tests.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) async fn sqlite_for_tests(dir: &std::path::Path) -> Store {
+    let cipher = CredentialCipher::load(None, dir).unwrap();
+    let options = StoreOptions {
+        url: format!("sqlite://{}", dir.join("gateway.db").display()),
+        max_connections: 2,
+        replica_id: "test".into(),
+    };
+    Store::open(&options, cipher).await.unwrap()
+}

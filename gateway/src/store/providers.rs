@@ -49,18 +49,13 @@ fn encode_env(values: &ProviderValues) -> Result<(String, String)> {
 }
 
 impl Store {
-    /// Resolves a provider id (`pv-…`) or a name in `workspace`.
+    /// Resolves a provider id (`pv-…`) or a name in `workspace`. The caller
+    /// refuses an empty reference.
     pub async fn resolve_provider(
         &self,
         id_or_name: &str,
         workspace: &str,
     ) -> Result<ProviderRecord> {
-        if id_or_name.is_empty() {
-            return Err(GatewayError::invalid(
-                "provider",
-                "a provider id or name is required",
-            ));
-        }
         let row = if id_or_name.starts_with("pv-") {
             sqlx::query(AssertSqlSafe(format!(
                 "SELECT {PROVIDER_COLUMNS} FROM providers WHERE id = $1"
@@ -209,16 +204,16 @@ impl WriteTx {
         u64_col(&row, "revision")
     }
 
-    pub async fn delete_provider(&mut self, id: &str) -> Result<()> {
+    /// Attachments of a provider, to sandboxes of any lifecycle.
+    pub async fn provider_attachment_count(&mut self, id: &str) -> Result<u64> {
         let attached = sqlx::query("SELECT COUNT(*) AS n FROM attachments WHERE provider_id = $1")
             .bind(id)
             .fetch_one(self.conn())
             .await?;
-        if u64_col(&attached, "n")? > 0 {
-            return Err(GatewayError::FailedPrecondition(format!(
-                "provider {id} is attached to sandboxes; detach it first"
-            )));
-        }
+        u64_col(&attached, "n")
+    }
+
+    pub async fn delete_provider(&mut self, id: &str) -> Result<()> {
         sqlx::query("DELETE FROM providers WHERE id = $1")
             .bind(id)
             .execute(self.conn())

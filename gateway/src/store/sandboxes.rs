@@ -36,14 +36,9 @@ impl Store {
 
     /// The id a reference names, for a write that reads the sandbox itself
     /// inside its transaction: an id is returned unread (the transaction
-    /// reports it unknown or deleted), a name costs one indexed read.
+    /// reports it unknown or deleted), a name costs one indexed read. The
+    /// caller refuses an empty reference.
     pub async fn resolve_sandbox_id(&self, id_or_name: &str, workspace: &str) -> Result<String> {
-        if id_or_name.is_empty() {
-            return Err(GatewayError::invalid(
-                "sandbox",
-                "a sandbox id or name is required",
-            ));
-        }
         if id_or_name.starts_with("sb-") {
             return Ok(id_or_name.to_string());
         }
