@@ -325,7 +325,9 @@ async fn commit_update_to_end(
             loop {
                 attempt += 1;
                 match try_commit(&writes, &update, &validated, idempotency_retention_ms).await {
-                    Err(e) if attempt < 3 && e.is_unique_violation() => continue,
+                    Err(GatewayError::Store(e)) if attempt < 3 && e.is_unique_violation() => {
+                        continue;
+                    }
                     other => return other,
                 }
             }

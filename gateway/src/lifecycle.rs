@@ -39,7 +39,7 @@ pub async fn resolve_sandbox(
     workspace: &str,
 ) -> Result<SandboxRecord> {
     require_sandbox_reference(id_or_name)?;
-    store.resolve_sandbox(id_or_name, workspace).await
+    Ok(store.resolve_sandbox(id_or_name, workspace).await?)
 }
 
 /// The sandbox id a request names, for a write that reads the sandbox in its own
@@ -50,7 +50,7 @@ pub async fn resolve_sandbox_id(
     workspace: &str,
 ) -> Result<String> {
     require_sandbox_reference(id_or_name)?;
-    store.resolve_sandbox_id(id_or_name, workspace).await
+    Ok(store.resolve_sandbox_id(id_or_name, workspace).await?)
 }
 
 /// An empty reference is a malformed request, not a name that is missing.

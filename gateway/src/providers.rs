@@ -99,7 +99,7 @@ pub async fn resolve(store: &Store, id_or_name: &str, workspace: &str) -> Result
             "a provider id or name is required",
         ));
     }
-    store.resolve_provider(id_or_name, workspace).await
+    Ok(store.resolve_provider(id_or_name, workspace).await?)
 }
 
 pub async fn create_provider(
@@ -131,7 +131,7 @@ pub async fn create_provider(
     tx.insert_provider(&id, name, workspace, provider_type, &values, &sealed)
         .await?;
     tx.commit().await?;
-    store.resolve_provider(&id, workspace).await
+    Ok(store.resolve_provider(&id, workspace).await?)
 }
 
 pub async fn update_provider(
@@ -193,7 +193,7 @@ pub async fn delete_provider(store: &Store, existing: &ProviderRecord) -> Result
         )));
     }
     tx.delete_provider(&existing.id).await?;
-    tx.commit().await
+    Ok(tx.commit().await?)
 }
 
 /// A sandbox's environment holds one value per variable: a provider whose variable another

@@ -72,7 +72,12 @@ impl OpenShellApi {
             Some(publication) => self.state.publish(publication).await,
             None => {
                 settle_from_last_reports(&self.state.store, &operation).await?;
-                operation = self.state.store.get_operation(&operation.id).await?;
+                operation = self
+                    .state
+                    .store
+                    .get_operation(&operation.id)
+                    .await
+                    .map_err(GatewayError::from)?;
             }
         }
         Ok(Response::new(pb::AttachmentResponse {
@@ -224,7 +229,8 @@ impl OpenShell for OpenShellApi {
             .state
             .store
             .list_sandboxes(workspace, req.include_deleted, limit, offset)
-            .await?;
+            .await
+            .map_err(GatewayError::from)?;
         Ok(Response::new(pb::ListSandboxesResponse {
             next_page_token: next_token(offset, limit, records.len()),
             sandboxes: records.iter().map(wire::sandbox).collect(),
@@ -357,7 +363,12 @@ impl OpenShell for OpenShellApi {
     ) -> Result<Response<pb::ListProvidersResponse>, Status> {
         let req = request.into_inner();
         let workspace = Some(req.workspace.as_str()).filter(|w| !w.is_empty());
-        let records = self.state.store.list_providers(workspace).await?;
+        let records = self
+            .state
+            .store
+            .list_providers(workspace)
+            .await
+            .map_err(GatewayError::from)?;
         Ok(Response::new(pb::ListProvidersResponse {
             providers: records.iter().map(wire::provider).collect(),
         }))
@@ -399,13 +410,20 @@ impl OpenShell for OpenShellApi {
         let sandbox = self.resolve(req.sandbox.as_ref()).await?;
         let store = &self.state.store;
         let revision = if req.revision == 0 {
-            store.latest_policy(&sandbox.id).await?.ok_or_else(|| {
-                GatewayError::NotFound(format!("sandbox {} has no policy yet", sandbox.name))
-            })?
+            store
+                .latest_policy(&sandbox.id)
+                .await
+                .map_err(GatewayError::from)?
+                .ok_or_else(|| {
+                    GatewayError::NotFound(format!("sandbox {} has no policy yet", sandbox.name))
+                })?
         } else {
-            store.policy_revision(&sandbox.id, req.revision).await?
+            store
+                .policy_revision(&sandbox.id, req.revision)
+                .await
+                .map_err(GatewayError::from)?
         };
-        let (global_revision, global) = store.global_policy().await?;
+        let (global_revision, global) = store.global_policy().await.map_err(GatewayError::from)?;
         Ok(Response::new(pb::GetSandboxPolicyResponse {
             policy: Some(wire::policy_revision(&revision, true)),
             effective_source: if global.is_some() {
@@ -427,7 +445,8 @@ impl OpenShell for OpenShellApi {
             .state
             .store
             .policy_history(&sandbox.id, page(req.limit))
-            .await?;
+            .await
+            .map_err(GatewayError::from)?;
         Ok(Response::new(pb::ListSandboxPoliciesResponse {
             revisions: revisions
                 .iter()
@@ -454,7 +473,10 @@ impl OpenShell for OpenShellApi {
         };
         let response = match pb::SettingScope::try_from(req.scope) {
             Ok(pb::SettingScope::Global) => {
-                let global = store.settings_at(Scope::Global, "").await?;
+                let global = store
+                    .settings_at(Scope::Global, "")
+                    .await
+                    .map_err(GatewayError::from)?;
                 pb::GetSettingsResponse {
                     values: to_pb(&global.values, Scope::Global),
                     revision: global.revision,
@@ -463,13 +485,20 @@ impl OpenShell for OpenShellApi {
             }
             Ok(pb::SettingScope::Workspace) => {
                 let workspace = workspace_or_default(&req.workspace);
-                if !store.workspace_exists(workspace).await? {
+                if !store
+                    .workspace_exists(workspace)
+                    .await
+                    .map_err(GatewayError::from)?
+                {
                     return Err(GatewayError::NotFound(format!(
                         "workspace {workspace:?} not found"
                     ))
                     .into());
                 }
-                let scoped = store.settings_at(Scope::Workspace, workspace).await?;
+                let scoped = store
+                    .settings_at(Scope::Workspace, workspace)
+                    .await
+                    .map_err(GatewayError::from)?;
                 pb::GetSettingsResponse {
                     values: to_pb(&scoped.values, Scope::Workspace),
                     revision: scoped.revision,
@@ -478,11 +507,18 @@ impl OpenShell for OpenShellApi {
             }
             Ok(pb::SettingScope::Sandbox) => {
                 let sandbox = self.resolve(req.sandbox.as_ref()).await?;
-                let own = store.settings_at(Scope::Sandbox, &sandbox.id).await?;
+                let own = store
+                    .settings_at(Scope::Sandbox, &sandbox.id)
+                    .await
+                    .map_err(GatewayError::from)?;
                 let workspace = store
                     .settings_at(Scope::Workspace, &sandbox.workspace)
-                    .await?;
-                let global = store.settings_at(Scope::Global, "").await?;
+                    .await
+                    .map_err(GatewayError::from)?;
+                let global = store
+                    .settings_at(Scope::Global, "")
+                    .await
+                    .map_err(GatewayError::from)?;
                 let effective = settings::effective(&global.values, &workspace.values, &own.values);
                 pb::GetSettingsResponse {
                     values: to_pb(&own.values, Scope::Sandbox),
@@ -634,7 +670,12 @@ impl OpenShell for OpenShellApi {
         if !committed.idempotent_replay && operation.no_op {
             // The revision may already be in effect: settle it from the last report.
             settle_from_last_reports(&self.state.store, &operation).await?;
-            operation = self.state.store.get_operation(&operation.id).await?;
+            operation = self
+                .state
+                .store
+                .get_operation(&operation.id)
+                .await
+                .map_err(GatewayError::from)?;
         }
         let mut wait_timed_out = false;
         if mode == pb::UpdateMode::WaitForApply && !operation.state.is_terminal() {
@@ -676,7 +717,12 @@ impl OpenShell for OpenShellApi {
         if id.is_empty() {
             return Err(GatewayError::invalid("id", "an operation id is required").into());
         }
-        let op = self.state.store.get_operation(id).await?;
+        let op = self
+            .state
+            .store
+            .get_operation(id)
+            .await
+            .map_err(GatewayError::from)?;
         Ok(Response::new(wire::operation(&op)))
     }
 
@@ -692,7 +738,11 @@ impl OpenShell for OpenShellApi {
         }
         let (wait, threshold) = wait_options(req.wait.as_ref())?;
         // Fail fast on an unknown id rather than with an empty stream.
-        self.state.store.get_operation(&req.id).await?;
+        self.state
+            .store
+            .get_operation(&req.id)
+            .await
+            .map_err(GatewayError::from)?;
         let watch = OperationWatch::new(self.state.store.clone(), req.id, wait, threshold)
             .until_stopping(self.state.stopping.clone());
         let metrics = self.state.metrics.clone();
@@ -758,7 +808,8 @@ impl OpenShell for OpenShellApi {
                 limit,
                 offset,
             })
-            .await?;
+            .await
+            .map_err(GatewayError::from)?;
         Ok(Response::new(pb::ListOperationsResponse {
             next_page_token: next_token(offset, limit, records.len()),
             operations: records.iter().map(wire::operation).collect(),
