@@ -6,8 +6,7 @@ use openshell_proto::v1 as pb;
 use tonic::Status;
 
 use crate::crypto::{constant_time_eq, hash_credential};
-use crate::error::GatewayError;
-use crate::store::{Lifecycle, SandboxRecord, Store};
+use crate::store::{Lifecycle, SandboxRecord, Store, StoreError};
 
 /// Why a supervisor was turned away; the text is safe to send back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +59,7 @@ pub async fn authenticate(
         .get_sandbox(&identity.sandbox_id)
         .await
         .map_err(|e| match e {
-            GatewayError::NotFound(_) => unknown(),
+            StoreError::NotFound(_) => unknown(),
             other => {
                 tracing::warn!(error = %other, "sandbox lookup failed");
                 Refusal {
