@@ -125,6 +125,20 @@ export interface ConnectOptions {
   requestTimeoutMs?: number
 }
 
+/** One contract enum as the Rust core lists it. */
+export interface ContractEnum {
+  /** The type name, e.g. `OperationState`. */
+  name: string
+  /** The members' wire names, in wire order. */
+  members: Array<string>
+}
+
+/**
+ * The contract's enums as the Rust core defines them, for tests that check
+ * the string enums of this package against them.
+ */
+export declare function contractEnums(): Array<ContractEnum>
+
 /** What `createSandbox` resolves to. */
 export interface CreatedSandbox {
   sandbox: Sandbox
@@ -460,6 +474,9 @@ export type SettingScope = 'UNSPECIFIED' | 'GLOBAL' | 'WORKSPACE' | 'SANDBOX' | 
 
 /** What an operation targets. */
 export type TargetKind = 'UNSPECIFIED' | 'SANDBOX' | 'WORKSPACE' | 'GLOBAL' | 'PROVIDER'
+
+/** The operation states an operation never leaves, by the Rust core's rule. */
+export declare function terminalOperationStates(): Array<OperationState>
 
 /** A policy and/or settings write, committed as one durable operation. */
 export interface UpdateConfigOptions {

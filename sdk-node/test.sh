@@ -20,10 +20,20 @@ fi
 # The native module is built by cargo with the workspace's own package
 # selection, so it shares every compiled dependency with the rest of the
 # workspace instead of rebuilding them under the napi CLI's --target dir.
-# `npm run build` (the napi CLI) is for regenerating native.js/native.d.ts.
+# NAPI_TYPE_DEF_TMP_FOLDER makes napi-derive write this crate's type-def
+# fragments there as it compiles; a new folder each run changes the variable,
+# which napi-build's build script watches, so cargo recompiles this crate (and
+# only this crate) and the fragments always describe the current src/.
+typedefs="$(mktemp -d)"
+trap 'rm -rf "$typedefs"' EXIT
 echo "== cargo build --workspace --bins --lib"
-(cd .. && cargo build --workspace --bins --lib)
+(cd .. && NAPI_TYPE_DEF_TMP_FOLDER="$typedefs" cargo build --workspace --bins --lib)
 cp ../target/debug/libopenshell_sdk_node.so openshell-sdk.linux-x64-gnu.node
+
+# The committed loader and types must be what napi-rs generates from src/:
+# fails with a diff otherwise (`npm run generate` rewrites them).
+echo "== native.js and native.d.ts match src/"
+node scripts/generated.mjs --typedefs "$typedefs"
 
 echo "== node --test"
 node --test test/

@@ -4,7 +4,8 @@
 #
 #   bash sdk-python/test.sh [pytest args...]
 #
-# Needs python3 (3.9+), a Rust toolchain and PyPI (only the first time).
+# Needs python3 (3.9+), a Rust toolchain and PyPI (for maturin, pytest and
+# mypy, installed into the venv).
 # Binaries come from target/debug, built here when missing, or from
 # OPENSHELL_BIN_DIR.
 set -euo pipefail
@@ -26,10 +27,9 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 
-pip install --quiet --disable-pip-version-check maturin pytest
-# mypy only adds the strict type check of the stubs; its test skips without it.
-pip install --quiet --disable-pip-version-check mypy \
-    || echo "test.sh: mypy not installed; the stub type check will be skipped" >&2
+# mypy checks the stubs against the built module (stubtest) and under
+# --strict; those tests fail rather than skip without it, so it is required.
+pip install --quiet --disable-pip-version-check maturin pytest mypy
 
 maturin develop --quiet
 

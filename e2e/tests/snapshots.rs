@@ -10,7 +10,7 @@ use openshell_e2e::{Backend, POLICY, TestGateway, TestStore, create_sandbox, pol
 use openshell_gateway::DeliveryMode;
 use openshell_gateway::error::GatewayError;
 use openshell_gateway::snapshot::build_sandbox_config;
-use openshell_gateway::store::ReadPriority;
+use openshell_gateway::store::{ReadPriority, StoreError};
 use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
 
@@ -146,7 +146,9 @@ async fn concurrent_builds_each_get_their_own_sandbox(backend: Backend) {
                 );
             }
             None => match build {
-                Err(GatewayError::NotFound(message)) => assert!(message.contains(id), "{message}"),
+                Err(GatewayError::Store(StoreError::NotFound(message))) => {
+                    assert!(message.contains(id), "{message}")
+                }
                 other => panic!("{id}: expected not found, got {other:?}"),
             },
         }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use openshell_e2e::{Backend, POLICY, TestGateway, create_sandbox, eventually};
 use openshell_gateway::config_update::{ConfigTarget, ConfigUpdate, commit_update};
-use openshell_gateway::store::WritePlace;
+use openshell_gateway::store::{StoreError, WritePlace};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_writes_run_on_the_stores_writer_thread() {
@@ -18,7 +18,7 @@ async fn sqlite_writes_run_on_the_stores_writer_thread() {
         .state()
         .store
         .run_write(WritePlace::WriterThread, async {
-            Ok(std::thread::current().name().map(str::to_string))
+            Ok::<_, StoreError>(std::thread::current().name().map(str::to_string))
         })
         .await
         .unwrap();

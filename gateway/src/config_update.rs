@@ -325,7 +325,9 @@ async fn commit_update_to_end(
             loop {
                 attempt += 1;
                 match try_commit(&writes, &update, &validated, idempotency_retention_ms).await {
-                    Err(e) if attempt < 3 && e.is_unique_violation() => continue,
+                    Err(GatewayError::Store(e)) if attempt < 3 && e.is_unique_violation() => {
+                        continue;
+                    }
                     other => return other,
                 }
             }
@@ -600,7 +602,7 @@ async fn list_fleet_targets(
     workspace: Option<&str>,
 ) -> Result<()> {
     if fleet_targets::lists_after_commit(store) {
-        return tx.begin_target_listing(operation_id).await;
+        return Ok(tx.begin_target_listing(operation_id).await?);
     }
     let listed = tx.insert_live_targets(operation_id, workspace).await?;
     if listed.pending + listed.inactive == 0 {

@@ -1,8 +1,10 @@
-//! Errors of the gateway's domain and store layers, and their one mapping to
-//! gRPC status codes (done only at the API edge).
+//! The gateway's domain error, and the one mapping of it (the store's error
+//! inside it included) to gRPC status codes, done only at the API edge.
 
 use openshell_core::Violation;
 use tonic_types::{ErrorDetails, FieldViolation, StatusExt};
+
+use crate::store::StoreError;
 
 /// Everything a gateway operation can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -25,13 +27,15 @@ pub enum GatewayError {
     /// The caller is not who it claims to be.
     #[error("{0}")]
     Unauthenticated(String),
-    /// The store failed; details are logged, not returned.
-    #[error("store error: {0}")]
-    Store(#[from] sqlx::Error),
+    /// The store failed or reported a missing row or a taken name; database
+    /// details are logged, not returned.
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// The gateway cannot serve the request now (it is stopping); retry.
     #[error("{0}")]
     Unavailable(String),
-    /// Stored data could not be decoded (corruption or a bad key).
+    /// Stored data the domain reads (a policy, sealed credentials) could not
+    /// be decoded or sealed (corruption or a bad key).
     #[error("stored data is unreadable: {0}")]
     Corrupt(String),
 }
@@ -60,14 +64,6 @@ impl GatewayError {
     /// The gateway is shutting down and no longer takes this request.
     pub fn stopping() -> Self {
         Self::Unavailable("the gateway is stopping".into())
-    }
-
-    /// True when the store refused a write because a unique index was hit.
-    pub fn is_unique_violation(&self) -> bool {
-        match self {
-            Self::Store(sqlx::Error::Database(db)) => db.is_unique_violation(),
-            _ => false,
-        }
     }
 }
 
@@ -113,19 +109,15 @@ pub const MAX_DETAILED_VIOLATIONS: usize = 64;
 
 impl From<GatewayError> for tonic::Status {
     fn from(err: GatewayError) -> Self {
-        match err {
-            GatewayError::Invalid {
-                summary,
-                violations,
-            } => invalid_argument(summary, &violations),
-            other => {
-                let status = unbounded_status(other);
-                if status.message().len() <= MAX_STATUS_LINE_CHARS {
-                    return status;
-                }
-                tonic::Status::new(status.code(), bounded_message(status.message()))
-            }
+        let status = unbounded_status(err);
+        // INVALID_ARGUMENT is bounded as it is built: cutting it again here
+        // would drop its details.
+        if status.code() == tonic::Code::InvalidArgument
+            || status.message().len() <= MAX_STATUS_LINE_CHARS
+        {
+            return status;
         }
+        tonic::Status::new(status.code(), bounded_message(status.message()))
     }
 }
 
@@ -165,15 +157,34 @@ fn unbounded_status(err: GatewayError) -> tonic::Status {
         GatewayError::FailedPrecondition(m) => tonic::Status::failed_precondition(m),
         GatewayError::Unauthenticated(m) => tonic::Status::unauthenticated(m),
         GatewayError::Unavailable(m) => tonic::Status::unavailable(m),
-        GatewayError::Store(e) => {
+        GatewayError::Store(e) => store_status(e),
+        GatewayError::Corrupt(m) => corrupt(&m),
+    }
+}
+
+/// A store failure as the client sees it: a missing row or a taken name as
+/// such, anything from the database itself as a generic message with the
+/// detail in the log (it may quote SQL, hosts or rows).
+fn store_status(err: StoreError) -> tonic::Status {
+    match err {
+        StoreError::NotFound(m) => tonic::Status::not_found(m),
+        StoreError::AlreadyExists(m) => tonic::Status::already_exists(m),
+        StoreError::Unavailable(m) => tonic::Status::unavailable(m),
+        StoreError::Corrupt(m) => corrupt(&m),
+        StoreError::BadUrl(m) => invalid_argument(
+            format!("database_url: {m}"),
+            &[Violation::new("database_url", m)],
+        ),
+        StoreError::Database(e) => {
             tracing::error!(error = %e, "store error");
             tonic::Status::unavailable("the gateway's store is unavailable; retry later")
         }
-        GatewayError::Corrupt(m) => {
-            tracing::error!(error = %m, "stored data unreadable");
-            tonic::Status::internal("stored data is unreadable; see the gateway log")
-        }
     }
+}
+
+fn corrupt(detail: &str) -> tonic::Status {
+    tracing::error!(error = %detail, "stored data unreadable");
+    tonic::Status::internal("stored data is unreadable; see the gateway log")
 }
 
 pub type Result<T, E = GatewayError> = std::result::Result<T, E>;
@@ -182,6 +193,7 @@ pub type Result<T, E = GatewayError> = std::result::Result<T, E>;
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::store::{Store, sqlite_for_tests};
 
     /// Probe: an error quoting a 1.4 MB input reached the client as RESOURCE_EXHAUSTED.
     #[test]
@@ -238,6 +250,46 @@ mod tests {
         );
         assert_eq!(details.field_violations[0].description, "must be 1-65535");
         assert!(status.message().starts_with("2 problems found\n"));
+    }
+
+    async fn insert_sandbox(store: &Store, id: &str, name: &str) -> Result<(), StoreError> {
+        let mut tx = store.begin_write().await?;
+        tx.ensure_workspace("default").await?;
+        tx.insert_sandbox(id, name, "default", "hash").await?;
+        tx.commit().await
+    }
+
+    /// A name taken in the store reaches the client as ALREADY_EXISTS naming it, not as a
+    /// failed store.
+    #[tokio::test]
+    async fn a_taken_name_is_already_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_for_tests(dir.path()).await;
+        insert_sandbox(&store, "sb-1", "web").await.unwrap();
+        let err = insert_sandbox(&store, "sb-2", "web").await.unwrap_err();
+        let status = tonic::Status::from(GatewayError::from(err));
+        assert_eq!(status.code(), tonic::Code::AlreadyExists);
+        assert_eq!(
+            status.message(),
+            r#"a sandbox named "web" already exists in workspace "default""#
+        );
+    }
+
+    /// A store that cannot be reached is UNAVAILABLE, and the client gets no database
+    /// detail, only the generic message.
+    #[tokio::test]
+    async fn an_unreachable_store_is_unavailable_without_detail() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_for_tests(dir.path()).await;
+        store.close().await;
+        let err = store.get_sandbox("sb-1").await.unwrap_err();
+        assert!(matches!(err, StoreError::Database(_)), "{err:?}");
+        let status = tonic::Status::from(GatewayError::from(err));
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert_eq!(
+            status.message(),
+            "the gateway's store is unavailable; retry later"
+        );
     }
 
     #[test]

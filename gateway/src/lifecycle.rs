@@ -31,6 +31,39 @@ pub fn workspace_or_default(workspace: &str) -> &str {
     }
 }
 
+/// The sandbox a request names: an id (any lifecycle) or a live sandbox's name in
+/// `workspace`.
+pub async fn resolve_sandbox(
+    store: &Store,
+    id_or_name: &str,
+    workspace: &str,
+) -> Result<SandboxRecord> {
+    require_sandbox_reference(id_or_name)?;
+    Ok(store.resolve_sandbox(id_or_name, workspace).await?)
+}
+
+/// The sandbox id a request names, for a write that reads the sandbox in its own
+/// transaction (see [`Store::resolve_sandbox_id`]).
+pub async fn resolve_sandbox_id(
+    store: &Store,
+    id_or_name: &str,
+    workspace: &str,
+) -> Result<String> {
+    require_sandbox_reference(id_or_name)?;
+    Ok(store.resolve_sandbox_id(id_or_name, workspace).await?)
+}
+
+/// An empty reference is a malformed request, not a name that is missing.
+fn require_sandbox_reference(id_or_name: &str) -> Result<()> {
+    if id_or_name.is_empty() {
+        return Err(GatewayError::invalid(
+            "sandbox",
+            "a sandbox id or name is required",
+        ));
+    }
+    Ok(())
+}
+
 pub async fn create_sandbox(
     store: &Store,
     name: &str,
@@ -182,4 +215,31 @@ pub async fn set_lifecycle(
 pub struct LifecycleChange {
     pub sandbox: SandboxRecord,
     pub publication: Option<Publication>,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::store::sqlite_for_tests;
+
+    /// An empty reference is bad input, not a sandbox that is missing, whichever way the
+    /// request resolves it.
+    #[tokio::test]
+    async fn an_empty_sandbox_reference_is_invalid() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_for_tests(dir.path()).await;
+        let statuses = [
+            resolve_sandbox(&store, "", "default").await.unwrap_err(),
+            resolve_sandbox_id(&store, "", "default").await.unwrap_err(),
+        ]
+        .map(tonic::Status::from);
+        for status in statuses {
+            assert_eq!(status.code(), tonic::Code::InvalidArgument);
+            assert_eq!(
+                status.message(),
+                "sandbox: a sandbox id or name is required"
+            );
+        }
+    }
 }

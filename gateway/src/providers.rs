@@ -90,6 +90,18 @@ impl ProviderInput {
     }
 }
 
+/// The provider a request names: an id (`pv-…`) or a name in `workspace`. An empty
+/// reference is a malformed request, not a name that is missing.
+pub async fn resolve(store: &Store, id_or_name: &str, workspace: &str) -> Result<ProviderRecord> {
+    if id_or_name.is_empty() {
+        return Err(GatewayError::invalid(
+            "provider",
+            "a provider id or name is required",
+        ));
+    }
+    Ok(store.resolve_provider(id_or_name, workspace).await?)
+}
+
 pub async fn create_provider(
     store: &Store,
     name: &str,
@@ -119,7 +131,7 @@ pub async fn create_provider(
     tx.insert_provider(&id, name, workspace, provider_type, &values, &sealed)
         .await?;
     tx.commit().await?;
-    store.resolve_provider(&id, workspace).await
+    Ok(store.resolve_provider(&id, workspace).await?)
 }
 
 pub async fn update_provider(
@@ -171,11 +183,17 @@ pub struct ProviderChange {
     pub publication: Publication,
 }
 
-/// Deletes a provider; the store refuses while a sandbox attaches it, so no session is affected.
+/// Deletes a provider; refused while a sandbox attaches it, so no session is affected.
 pub async fn delete_provider(store: &Store, existing: &ProviderRecord) -> Result<()> {
     let mut tx = store.begin_write().await?;
+    if tx.provider_attachment_count(&existing.id).await? > 0 {
+        return Err(GatewayError::FailedPrecondition(format!(
+            "provider {} is attached to sandboxes; detach it first",
+            existing.id
+        )));
+    }
     tx.delete_provider(&existing.id).await?;
-    tx.commit().await
+    Ok(tx.commit().await?)
 }
 
 /// A sandbox's environment holds one value per variable: a provider whose variable another
@@ -293,4 +311,62 @@ pub async fn attach(
         operation,
         publication,
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::store::sqlite_for_tests;
+
+    /// The store only deletes; refusing while a sandbox attaches the provider is this
+    /// layer's rule, and clients read the same refusal as when the store made it.
+    #[tokio::test]
+    async fn an_attached_provider_is_not_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_for_tests(dir.path()).await;
+        let values = ProviderValues {
+            env: BTreeMap::new(),
+            credentials: BTreeMap::new(),
+            expires_at: None,
+        };
+        let mut tx = store.begin_write().await.unwrap();
+        tx.ensure_workspace("default").await.unwrap();
+        tx.insert_sandbox("sb-1", "web", "default", "hash")
+            .await
+            .unwrap();
+        tx.insert_provider("pv-1", "gh", "default", "github", &values, b"")
+            .await
+            .unwrap();
+        tx.attach("sb-1", "pv-1").await.unwrap();
+        tx.commit().await.unwrap();
+        let provider = resolve(&store, "gh", "default").await.unwrap();
+
+        let status = tonic::Status::from(delete_provider(&store, &provider).await.unwrap_err());
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+        assert_eq!(
+            status.message(),
+            "provider pv-1 is attached to sandboxes; detach it first"
+        );
+
+        let mut tx = store.begin_write().await.unwrap();
+        tx.detach("sb-1", "pv-1").await.unwrap();
+        tx.commit().await.unwrap();
+        delete_provider(&store, &provider).await.unwrap();
+        let gone = tonic::Status::from(resolve(&store, "pv-1", "default").await.unwrap_err());
+        assert_eq!(gone.code(), tonic::Code::NotFound);
+    }
+
+    /// An empty reference is bad input, not a provider that is missing.
+    #[tokio::test]
+    async fn an_empty_provider_reference_is_invalid() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_for_tests(dir.path()).await;
+        let status = tonic::Status::from(resolve(&store, "", "default").await.unwrap_err());
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert_eq!(
+            status.message(),
+            "provider: a provider id or name is required"
+        );
+    }
 }

@@ -18,6 +18,7 @@ use crate::auth::{Authenticated, OperatorAuth};
 use crate::config::GatewayConfig;
 use crate::crypto::CredentialCipher;
 use crate::delivery::{FanoutActivity, Permits, Publisher};
+use crate::error::GatewayError;
 use crate::limits::{MAX_MESSAGE_BYTES, MAX_PEER_MESSAGE_BYTES};
 use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
@@ -133,7 +134,10 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         source,
     })?;
     // Sessions this replica owned before a restart are gone.
-    store.release_replica_sessions(&config.replica_id).await?;
+    store
+        .release_replica_sessions(&config.replica_id)
+        .await
+        .map_err(GatewayError::from)?;
     crate::operations::fleet_targets::finish_interrupted_listings(&store).await?;
     let metrics_listener = match config.metrics_listen {
         Some(addr) => Some(bind(addr).await?),
@@ -209,7 +213,8 @@ async fn open_store(config: &GatewayConfig) -> Result<Store, StartError> {
         },
         cipher,
     )
-    .await?)
+    .await
+    .map_err(GatewayError::from)?)
 }
 
 /// The server's TLS identity, and its certificate for the peer hints, when

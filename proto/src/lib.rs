@@ -1,10 +1,11 @@
 //! The OpenShell gRPC contract, `openshell.v1` and `openshell.sandbox.v1`,
 //! as generated Rust code.
 //!
-//! Owns the wire format only: messages, enums and the client/server stubs
-//! of the `OpenShell` and `GatewayPeer` services. It holds no behaviour;
-//! validation, storage and delivery live in the crates above it. The
-//! `.proto` sources in `openshell/` are the contract's documentation.
+//! Owns the wire format: messages, enums and the client/server stubs of the
+//! `OpenShell` and `GatewayPeer` services, plus the few rules the contract
+//! itself states (which operation states are terminal). It holds no other
+//! behaviour; validation, storage and delivery live in the crates above it.
+//! The `.proto` sources in `openshell/` are the contract's documentation.
 
 #![allow(clippy::all, clippy::pedantic, missing_docs)]
 
@@ -25,4 +26,5 @@ pub mod sandbox {
 pub use v1::*;
 
 pub mod codec;
+mod operation_state;
 mod redact;

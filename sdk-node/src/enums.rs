@@ -1,6 +1,11 @@
 //! The contract's enums as JS string unions, spelled exactly as the sdk
 //! serializes them (`'APPLIED'`, `'WAIT_FOR_APPLY'`), so JSON printed by the
 //! CLI and objects returned here compare equal.
+//!
+//! The variant lists below are napi's to turn into TypeScript; `mirror!`
+//! ties each one to the sdk's at compile time, and `contractEnums()` and
+//! `terminalOperationStates()` export the sdk's lists and terminal rule, which
+//! `test/enums.test.mjs` holds the exported enums (and the docs) to.
 
 use napi_derive::napi;
 use openshell_sdk as sdk;
@@ -169,3 +174,31 @@ mirror!(UpdateMode {
     CommitOnly,
     WaitForApply,
 });
+
+/// One contract enum as the Rust core lists it.
+#[napi(object)]
+pub struct ContractEnum {
+    /// The type name, e.g. `OperationState`.
+    pub name: String,
+    /// The members' wire names, in wire order.
+    pub members: Vec<String>,
+}
+
+/// The contract's enums as the Rust core defines them, for tests that check
+/// the string enums of this package against them.
+#[napi]
+pub fn contract_enums() -> Vec<ContractEnum> {
+    sdk::CONTRACT_ENUMS
+        .iter()
+        .map(|(name, members)| ContractEnum {
+            name: (*name).to_owned(),
+            members: members.iter().map(|m| (*m).to_owned()).collect(),
+        })
+        .collect()
+}
+
+/// The operation states an operation never leaves, by the Rust core's rule.
+#[napi]
+pub fn terminal_operation_states() -> Vec<OperationState> {
+    sdk::OperationState::terminal().map(Into::into).collect()
+}

@@ -23,4 +23,5 @@ mod watch;
 // of test builds; naming the entry points here keeps them reachable in every
 // build, so dead-code analysis sees what JS sees.
 pub use client::{NativeClient, connect};
+pub use enums::{contract_enums, terminal_operation_states};
 pub use watch::OperationWatch;

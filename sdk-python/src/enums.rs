@@ -1,15 +1,19 @@
 //! The SDK's enums as the Python enums of `openshell._enums`, converted by
 //! their wire name so both sides spell every value the same way.
+//!
+//! `_enums.py` builds those classes from `CONTRACT_ENUMS` and
+//! `TERMINAL_OPERATION_STATES`, registered here from the SDK's own lists and
+//! terminal rule, so Python keeps no copy of either.
 
 use std::str::FromStr;
 
 use openshell_sdk::{
-    ApplyOutcome, DeliveryMode, OperationState, ParseEnumError, PolicySource, SandboxLifecycle,
-    SettingScope, TargetKind, UpdateMode,
+    ApplyOutcome, CONTRACT_ENUMS, DeliveryMode, OperationState, ParseEnumError, PolicySource,
+    SandboxLifecycle, SettingScope, TargetKind, UpdateMode,
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{PyDict, PyFrozenSet, PyTuple, PyType};
 
 use crate::errors;
 
@@ -66,4 +70,18 @@ pub(crate) fn parse<T: PyEnum>(value: &Bound<'_, PyAny>, param: &str) -> PyResul
     })?;
     text.parse::<T>()
         .map_err(|err| errors::invalid_argument(value.py(), param, &err.to_string()))
+}
+
+/// Adds `CONTRACT_ENUMS` (each enum's type name to its members' wire names,
+/// in wire order) and `TERMINAL_OPERATION_STATES` (wire names) to the module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let enums = PyDict::new(py);
+    for (name, members) in CONTRACT_ENUMS {
+        enums.set_item(name, PyTuple::new(py, members.iter())?)?;
+    }
+    m.add("CONTRACT_ENUMS", enums)?;
+    let terminal = OperationState::terminal().map(OperationState::as_str);
+    m.add("TERMINAL_OPERATION_STATES", PyFrozenSet::new(py, terminal)?)?;
+    Ok(())
 }

@@ -91,14 +91,12 @@ impl OpenShellApi {
                 "a sandbox id or name is required",
             ))
         })?;
-        Ok(self
-            .state
-            .store
-            .resolve_sandbox(
-                &sandbox.id_or_name,
-                workspace_or_default(&sandbox.workspace),
-            )
-            .await?)
+        Ok(lifecycle::resolve_sandbox(
+            &self.state.store,
+            &sandbox.id_or_name,
+            workspace_or_default(&sandbox.workspace),
+        )
+        .await?)
     }
 
     /// Publishes an attach or detach and settles a repeat from the last report, as
@@ -112,7 +110,12 @@ impl OpenShellApi {
             Some(publication) => self.state.announcer.publish(publication).await,
             None => {
                 settle_from_last_reports(&self.state.store, &operation).await?;
-                operation = self.state.store.get_operation(&operation.id).await?;
+                operation = self
+                    .state
+                    .store
+                    .get_operation(&operation.id)
+                    .await
+                    .map_err(GatewayError::from)?;
             }
         }
         Ok(Response::new(pb::AttachmentResponse {
@@ -264,7 +267,8 @@ impl OpenShell for OpenShellApi {
             .state
             .store
             .list_sandboxes(workspace, req.include_deleted, limit, offset)
-            .await?;
+            .await
+            .map_err(GatewayError::from)?;
         Ok(Response::new(pb::ListSandboxesResponse {
             next_page_token: next_token(offset, limit, records.len()),
             sandboxes: records.iter().map(wire::sandbox).collect(),
@@ -345,11 +349,12 @@ impl OpenShell for OpenShellApi {
         request: Request<pb::UpdateProviderRequest>,
     ) -> Result<Response<pb::ProviderWriteResponse>, Status> {
         let req = request.into_inner();
-        let existing = self
-            .state
-            .store
-            .resolve_provider(&req.provider, workspace_or_default(&req.workspace))
-            .await?;
+        let existing = providers::resolve(
+            &self.state.store,
+            &req.provider,
+            workspace_or_default(&req.workspace),
+        )
+        .await?;
         let input = provider_input(&req.values, req.expires_at.as_ref());
         let change = providers::update_provider(&self.state.store, &existing, input).await?;
         self.state.announcer.publish(change.publication).await;
@@ -366,11 +371,12 @@ impl OpenShell for OpenShellApi {
         request: Request<pb::DeleteProviderRequest>,
     ) -> Result<Response<pb::DeleteProviderResponse>, Status> {
         let req = request.into_inner();
-        let existing = self
-            .state
-            .store
-            .resolve_provider(&req.provider, workspace_or_default(&req.workspace))
-            .await?;
+        let existing = providers::resolve(
+            &self.state.store,
+            &req.provider,
+            workspace_or_default(&req.workspace),
+        )
+        .await?;
         providers::delete_provider(&self.state.store, &existing).await?;
         Ok(Response::new(pb::DeleteProviderResponse {}))
     }
@@ -380,11 +386,12 @@ impl OpenShell for OpenShellApi {
         request: Request<pb::GetProviderRequest>,
     ) -> Result<Response<pb::Provider>, Status> {
         let req = request.into_inner();
-        let record = self
-            .state
-            .store
-            .resolve_provider(&req.provider, workspace_or_default(&req.workspace))
-            .await?;
+        let record = providers::resolve(
+            &self.state.store,
+            &req.provider,
+            workspace_or_default(&req.workspace),
+        )
+        .await?;
         Ok(Response::new(wire::provider(&record)))
     }
 
@@ -394,7 +401,12 @@ impl OpenShell for OpenShellApi {
     ) -> Result<Response<pb::ListProvidersResponse>, Status> {
         let req = request.into_inner();
         let workspace = Some(req.workspace.as_str()).filter(|w| !w.is_empty());
-        let records = self.state.store.list_providers(workspace).await?;
+        let records = self
+            .state
+            .store
+            .list_providers(workspace)
+            .await
+            .map_err(GatewayError::from)?;
         Ok(Response::new(pb::ListProvidersResponse {
             providers: records.iter().map(wire::provider).collect(),
         }))
@@ -407,11 +419,8 @@ impl OpenShell for OpenShellApi {
         let caller = caller_of(&request)?;
         let req = request.into_inner();
         let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
-        let provider = self
-            .state
-            .store
-            .resolve_provider(&req.provider, &sandbox.workspace)
-            .await?;
+        let provider =
+            providers::resolve(&self.state.store, &req.provider, &sandbox.workspace).await?;
         let change =
             providers::attach(&self.state.store, &sandbox, &provider, true, &caller).await?;
         self.attachment_response(change).await
@@ -424,11 +433,8 @@ impl OpenShell for OpenShellApi {
         let caller = caller_of(&request)?;
         let req = request.into_inner();
         let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
-        let provider = self
-            .state
-            .store
-            .resolve_provider(&req.provider, &sandbox.workspace)
-            .await?;
+        let provider =
+            providers::resolve(&self.state.store, &req.provider, &sandbox.workspace).await?;
         let change =
             providers::attach(&self.state.store, &sandbox, &provider, false, &caller).await?;
         self.attachment_response(change).await
@@ -442,13 +448,20 @@ impl OpenShell for OpenShellApi {
         let sandbox = self.resolve(req.sandbox.as_ref()).await?;
         let store = &self.state.store;
         let revision = if req.revision == 0 {
-            store.latest_policy(&sandbox.id).await?.ok_or_else(|| {
-                GatewayError::NotFound(format!("sandbox {} has no policy yet", sandbox.name))
-            })?
+            store
+                .latest_policy(&sandbox.id)
+                .await
+                .map_err(GatewayError::from)?
+                .ok_or_else(|| {
+                    GatewayError::NotFound(format!("sandbox {} has no policy yet", sandbox.name))
+                })?
         } else {
-            store.policy_revision(&sandbox.id, req.revision).await?
+            store
+                .policy_revision(&sandbox.id, req.revision)
+                .await
+                .map_err(GatewayError::from)?
         };
-        let (global_revision, global) = store.global_policy().await?;
+        let (global_revision, global) = store.global_policy().await.map_err(GatewayError::from)?;
         Ok(Response::new(pb::GetSandboxPolicyResponse {
             policy: Some(wire::policy_revision(&revision, true)),
             effective_source: if global.is_some() {
@@ -470,7 +483,8 @@ impl OpenShell for OpenShellApi {
             .state
             .store
             .policy_history(&sandbox.id, page(req.limit))
-            .await?;
+            .await
+            .map_err(GatewayError::from)?;
         Ok(Response::new(pb::ListSandboxPoliciesResponse {
             revisions: revisions
                 .iter()
@@ -497,7 +511,10 @@ impl OpenShell for OpenShellApi {
         };
         let response = match pb::SettingScope::try_from(req.scope) {
             Ok(pb::SettingScope::Global) => {
-                let global = store.settings_at(Scope::Global, "").await?;
+                let global = store
+                    .settings_at(Scope::Global, "")
+                    .await
+                    .map_err(GatewayError::from)?;
                 pb::GetSettingsResponse {
                     values: to_pb(&global.values, Scope::Global),
                     revision: global.revision,
@@ -506,13 +523,20 @@ impl OpenShell for OpenShellApi {
             }
             Ok(pb::SettingScope::Workspace) => {
                 let workspace = workspace_or_default(&req.workspace);
-                if !store.workspace_exists(workspace).await? {
+                if !store
+                    .workspace_exists(workspace)
+                    .await
+                    .map_err(GatewayError::from)?
+                {
                     return Err(GatewayError::NotFound(format!(
                         "workspace {workspace:?} not found"
                     ))
                     .into());
                 }
-                let scoped = store.settings_at(Scope::Workspace, workspace).await?;
+                let scoped = store
+                    .settings_at(Scope::Workspace, workspace)
+                    .await
+                    .map_err(GatewayError::from)?;
                 pb::GetSettingsResponse {
                     values: to_pb(&scoped.values, Scope::Workspace),
                     revision: scoped.revision,
@@ -521,11 +545,18 @@ impl OpenShell for OpenShellApi {
             }
             Ok(pb::SettingScope::Sandbox) => {
                 let sandbox = self.resolve(req.sandbox.as_ref()).await?;
-                let own = store.settings_at(Scope::Sandbox, &sandbox.id).await?;
+                let own = store
+                    .settings_at(Scope::Sandbox, &sandbox.id)
+                    .await
+                    .map_err(GatewayError::from)?;
                 let workspace = store
                     .settings_at(Scope::Workspace, &sandbox.workspace)
-                    .await?;
-                let global = store.settings_at(Scope::Global, "").await?;
+                    .await
+                    .map_err(GatewayError::from)?;
+                let global = store
+                    .settings_at(Scope::Global, "")
+                    .await
+                    .map_err(GatewayError::from)?;
                 let effective = settings::effective(&global.values, &workspace.values, &own.values);
                 pb::GetSettingsResponse {
                     values: to_pb(&own.values, Scope::Sandbox),
@@ -583,10 +614,12 @@ impl OpenShell for OpenShellApi {
         let req = request.into_inner();
         let target = match req.target.as_ref().and_then(|t| t.target.as_ref()) {
             Some(pb::config_target::Target::Sandbox(sb)) => ConfigTarget::Sandbox(
-                self.state
-                    .store
-                    .resolve_sandbox_id(&sb.id_or_name, workspace_or_default(&sb.workspace))
-                    .await?,
+                lifecycle::resolve_sandbox_id(
+                    &self.state.store,
+                    &sb.id_or_name,
+                    workspace_or_default(&sb.workspace),
+                )
+                .await?,
             ),
             Some(pb::config_target::Target::Workspace(ws)) => {
                 ConfigTarget::Workspace(workspace_or_default(ws).to_string())
@@ -675,7 +708,12 @@ impl OpenShell for OpenShellApi {
         if !committed.idempotent_replay && operation.no_op {
             // The revision may already be in effect: settle it from the last report.
             settle_from_last_reports(&self.state.store, &operation).await?;
-            operation = self.state.store.get_operation(&operation.id).await?;
+            operation = self
+                .state
+                .store
+                .get_operation(&operation.id)
+                .await
+                .map_err(GatewayError::from)?;
         }
         let mut wait_timed_out = false;
         if mode == pb::UpdateMode::WaitForApply && !operation.state.is_terminal() {
@@ -717,7 +755,12 @@ impl OpenShell for OpenShellApi {
         if id.is_empty() {
             return Err(GatewayError::invalid("id", "an operation id is required").into());
         }
-        let op = self.state.store.get_operation(id).await?;
+        let op = self
+            .state
+            .store
+            .get_operation(id)
+            .await
+            .map_err(GatewayError::from)?;
         Ok(Response::new(wire::operation(&op)))
     }
 
@@ -731,7 +774,11 @@ impl OpenShell for OpenShellApi {
         }
         let (wait, threshold) = wait_options(req.wait.as_ref())?;
         // Fail fast on an unknown id rather than with an empty stream.
-        self.state.store.get_operation(&req.id).await?;
+        self.state
+            .store
+            .get_operation(&req.id)
+            .await
+            .map_err(GatewayError::from)?;
         let watch = OperationWatch::new(self.state.store.clone(), req.id, wait, threshold)
             .until_stopping(self.state.stopping.clone());
         let metrics = self.state.metrics.clone();
@@ -797,7 +844,8 @@ impl OpenShell for OpenShellApi {
                 limit,
                 offset,
             })
-            .await?;
+            .await
+            .map_err(GatewayError::from)?;
         Ok(Response::new(pb::ListOperationsResponse {
             next_page_token: next_token(offset, limit, records.len()),
             operations: records.iter().map(wire::operation).collect(),

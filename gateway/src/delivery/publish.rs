@@ -46,8 +46,9 @@ impl Publication {
             PublicationScope::Provider(id) => ("provider", id.as_str()),
         };
         let components: Vec<&str> = self.components.iter().map(|c| c.as_str()).collect();
-        tx.insert_fanout_intent(scope, scope_id, &components, operation_id)
-            .await
+        Ok(tx
+            .insert_fanout_intent(scope, scope_id, &components, operation_id)
+            .await?)
     }
 
     /// The publication an intent records; None for one this replica does not understand

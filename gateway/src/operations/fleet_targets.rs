@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::operations::resolution::{SupervisorReport, sanitize_error, target_verdict};
-use crate::store::{Backend, LiveTarget, OperationRecord, Store, TargetKind, WritePlace};
+use crate::store::{
+    Backend, LiveTarget, OperationRecord, Store, StoreError, TargetKind, WritePlace,
+};
 
 /// Sandboxes listed per transaction: about 2.5 ms of SQLite work.
 pub const LISTING_CHUNK: usize = 1000;
@@ -52,7 +54,7 @@ pub async fn list_targets(store: &Store, operation: &OperationRecord) {
                     "listing a fleet operation's targets failed; retrying in the background");
                 tokio::spawn(retry_listing(writes, listed, RETRY_FIRST_DELAY));
             }
-            Ok(())
+            Ok::<_, StoreError>(())
         })
         .await;
     if let Err(e) = ran {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use crate::error::Result;
+use crate::error::{GatewayError, Result};
 use crate::store::{OperationRecord, OperationSignal, Store};
 
 /// Default server-side wait.
@@ -165,7 +165,7 @@ impl OperationWatch {
                     Ok(op) => op,
                     Err(e) => {
                         self.done = true;
-                        return Some(Err(e));
+                        return Some(Err(e.into()));
                     }
                 },
             };
@@ -242,6 +242,9 @@ pub async fn wait_for_terminal(
             let timed_out = ended_by_deadline(&op, threshold);
             Ok((op, timed_out))
         }
-        None => Ok((store.get_operation(&id).await?, true)),
+        None => Ok((
+            store.get_operation(&id).await.map_err(GatewayError::from)?,
+            true,
+        )),
     }
 }

@@ -23,12 +23,12 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::task::AbortOnDropHandle;
 
+use super::error::{Result, StoreError};
 use super::policies::CURRENT_GLOBAL_POLICY_REVISION;
 use super::records::{GlobalPolicyRecord, SandboxRecord, sandbox_from_row, u64_col};
 use super::sandboxes::SANDBOX_COLUMNS;
 use super::settings::ScopedSettings;
 use super::{Backend, Store, json_list};
-use crate::error::{GatewayError, Result};
 
 /// Everything a `sandbox_config` snapshot is built from.
 #[derive(Debug, Clone)]
@@ -262,7 +262,7 @@ async fn answer_batch(pool: &AnyPool, sql: &'static str, batch: Vec<InputRead>) 
             .bind(ids)
             .fetch_all(pool)
             .await
-            .map_err(GatewayError::from),
+            .map_err(StoreError::from),
         Err(e) => Err(e),
     };
     let rows = match rows {
@@ -273,7 +273,7 @@ async fn answer_batch(pool: &AnyPool, sql: &'static str, batch: Vec<InputRead>) 
             for read in batch {
                 let _ = read
                     .reply
-                    .send(Err(GatewayError::Unavailable(message.clone())));
+                    .send(Err(StoreError::Unavailable(message.clone())));
             }
             return;
         }
@@ -285,7 +285,7 @@ async fn answer_batch(pool: &AnyPool, sql: &'static str, batch: Vec<InputRead>) 
     for read in batch {
         let inputs = match by_id.get(&read.sandbox_id) {
             Some(row) => SandboxInputs::from_row(row),
-            None => Err(GatewayError::NotFound(format!(
+            None => Err(StoreError::NotFound(format!(
                 "sandbox {} not found",
                 read.sandbox_id
             ))),
@@ -319,7 +319,7 @@ impl PendingInputs {
             global_settings_revision,
             workspace_settings_revision,
             pending_operation,
-        } = answer.await.map_err(|_| GatewayError::stopping())??;
+        } = answer.await.map_err(|_| StoreError::stopping())??;
         let (global_policy_revision, global_policy) =
             store.cached_global_policy(global_policy_revision).await?;
         let global_settings = store

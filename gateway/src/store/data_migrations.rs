@@ -6,8 +6,8 @@
 use openshell_core::policy::{hash_of_canonical_json, migrate_legacy_policy_json};
 use sqlx::{AnyPool, Row};
 
+use super::error::Result;
 use super::now_ms;
-use crate::error::Result;
 
 /// Stored policies written before the policy schema became upstream OpenShell's.
 const UPSTREAM_POLICY_SCHEMA: &str = "upstream_policy_schema";

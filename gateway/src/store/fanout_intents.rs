@@ -6,7 +6,7 @@
 use sqlx::Row;
 
 use super::Store;
-use crate::error::Result;
+use super::error::Result;
 
 /// One recorded intent.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,6 +11,7 @@
 
 mod build_inputs;
 pub mod data_migrations;
+mod error;
 mod events;
 mod fanout_intents;
 mod operations;
@@ -34,11 +35,11 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::crypto::CredentialCipher;
-use crate::error::{GatewayError, Result};
 use crate::in_flight::InFlight;
 
 use build_inputs::InputReads;
 pub use build_inputs::{PendingInputs, ReadPriority, SandboxConfigInputs, SharedInputCache};
+pub use error::{Result, StoreError};
 use events::ChangedOperation;
 pub use events::{OperationEvents, OperationSignal};
 pub use fanout_intents::FanoutIntent;
@@ -180,7 +181,7 @@ impl WriteTx {
             .await?;
         let rows: String = sqlx::Row::try_get(&row, "json_rows")?;
         serde_json::from_str(&rows)
-            .map_err(|e| GatewayError::Corrupt(format!("unreadable aggregated rows: {e}")))
+            .map_err(|e| StoreError::Corrupt(format!("unreadable aggregated rows: {e}")))
     }
 
     /// Row-lock suffix for a read that precedes a write of the same row.
@@ -210,9 +211,8 @@ impl Store {
         } else if options.url.starts_with("postgres:") || options.url.starts_with("postgresql:") {
             Backend::Postgres
         } else {
-            return Err(GatewayError::invalid(
-                "database_url",
-                "expected a sqlite:// or postgres:// URL",
+            return Err(StoreError::BadUrl(
+                "expected a sqlite:// or postgres:// URL".into(),
             ));
         };
         let url = match backend {
@@ -238,7 +238,7 @@ impl Store {
         migrator
             .run(&pool)
             .await
-            .map_err(|e| GatewayError::Store(sqlx::Error::Migrate(Box::new(e))))?;
+            .map_err(|e| StoreError::Database(sqlx::Error::Migrate(Box::new(e))))?;
         data_migrations::convert_stored_policies(&writer).await?;
         let input_reads = InputReads::start(pool.clone(), backend);
         let writer_thread = match backend {
@@ -316,11 +316,18 @@ impl Store {
     /// the caller stops waiting: a transaction commits or rolls back on its
     /// own terms, not when a client hangs up. In the caller's task, dropping
     /// the future rolls back what has not committed.
-    pub async fn run_write<T: Send + 'static>(
+    ///
+    /// `write` fails with its caller's error, so a write may refuse on a
+    /// domain rule; the store's own failures convert into it.
+    pub async fn run_write<T, E>(
         &self,
         place: WritePlace,
-        write: impl std::future::Future<Output = Result<T>> + Send + 'static,
-    ) -> Result<T> {
+        write: impl std::future::Future<Output = Result<T, E>> + Send + 'static,
+    ) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
         match (place, &self.writer_thread) {
             (WritePlace::Caller, _) => write.await,
             (WritePlace::WriterThread, Some(thread)) => thread.run(write).await,
@@ -472,10 +479,7 @@ fn sqlite_url_with_create(url: &str) -> Result<String> {
         && !parent.as_os_str().is_empty()
     {
         std::fs::create_dir_all(parent).map_err(|e| {
-            GatewayError::invalid(
-                "database_url",
-                format!("cannot create directory {}: {e}", parent.display()),
-            )
+            StoreError::BadUrl(format!("cannot create directory {}: {e}", parent.display()))
         })?;
     }
     Ok(if url.contains('?') {
@@ -520,7 +524,7 @@ impl Backend {
 
 /// A list as the JSON array that [`Backend::json_strings`] reads.
 pub(crate) fn json_list<T: serde::Serialize>(items: &[T]) -> Result<String> {
-    serde_json::to_string(items).map_err(|e| GatewayError::Store(sqlx::Error::Encode(Box::new(e))))
+    serde_json::to_string(items).map_err(|e| StoreError::Database(sqlx::Error::Encode(Box::new(e))))
 }
 
 /// Milliseconds since the Unix epoch, the store's time unit.
@@ -539,4 +543,17 @@ pub fn duration_ms(duration: std::time::Duration) -> i64 {
 /// A new id with a type prefix: time-ordered, so ids sort by creation.
 pub fn new_id(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::now_v7())
+}
+
+/// A store on a new SQLite file in `dir`, for unit tests.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) async fn sqlite_for_tests(dir: &std::path::Path) -> Store {
+    let cipher = CredentialCipher::load(None, dir).unwrap();
+    let options = StoreOptions {
+        url: format!("sqlite://{}", dir.join("gateway.db").display()),
+        max_connections: 2,
+        replica_id: "test".into(),
+    };
+    Store::open(&options, cipher).await.unwrap()
 }

@@ -5,6 +5,7 @@ use std::sync::LazyLock;
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
+use super::error::{Result, StoreError};
 use super::policies::CURRENT_GLOBAL_POLICY_REVISION;
 use super::records::{
     OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
@@ -12,7 +13,6 @@ use super::records::{
 use super::reports::last_report_from_row;
 use super::sandboxes::to_i64;
 use super::{Backend, LastReport, Store, WritePlace, WriteTx, now_ms};
-use crate::error::{GatewayError, Result};
 
 pub(crate) const OPERATION_COLUMNS: &str = "id, target_kind, target, sandbox_id, state, outcome, error, \
      policy_revision, settings_revision, global_policy_revision, no_op, touches_policy, caller, \
@@ -82,7 +82,7 @@ impl Store {
         .bind(id)
         .fetch_optional(self.pool())
         .await?
-        .ok_or_else(|| GatewayError::NotFound(format!("operation {id} not found")))?;
+        .ok_or_else(|| StoreError::NotFound(format!("operation {id} not found")))?;
         operation_from_row(&row)
     }
 
@@ -540,7 +540,7 @@ impl WriteTx {
         .bind(id)
         .fetch_optional(self.conn())
         .await?
-        .ok_or_else(|| GatewayError::NotFound(format!("operation {id} not found")))?;
+        .ok_or_else(|| StoreError::NotFound(format!("operation {id} not found")))?;
         operation_from_row(&row)
     }
 }

@@ -3,10 +3,10 @@
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
+use super::error::{Result, StoreError};
 use super::records::{GlobalPolicyRecord, PolicyRevisionRecord, policy_revision_from_row, u64_col};
 use super::sandboxes::to_i64;
 use super::{Store, WriteTx, now_ms};
-use crate::error::{GatewayError, Result};
 
 const REVISION_COLUMNS: &str =
     "sandbox_id, revision, policy_hash, policy_json, operation_id, created_at";
@@ -44,7 +44,7 @@ impl Store {
         .fetch_optional(self.pool())
         .await?
         .ok_or_else(|| {
-            GatewayError::NotFound(format!("sandbox {sandbox_id} has no policy revision {revision}"))
+            StoreError::NotFound(format!("sandbox {sandbox_id} has no policy revision {revision}"))
         })?;
         policy_revision_from_row(&row)
     }

@@ -6,9 +6,9 @@ use openshell_core::Secret;
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
+use super::error::{Result, StoreError, is_unique_violation};
 use super::records::{ProviderRecord, u64_col};
 use super::{Store, WriteTx, now_ms};
-use crate::error::{GatewayError, Result};
 
 const PROVIDER_COLUMNS: &str =
     "id, name, workspace, provider_type, env_json, credential_names, revision, expires_at";
@@ -30,9 +30,9 @@ fn provider_from_row(row: &AnyRow) -> Result<ProviderRecord> {
         workspace: row.try_get("workspace")?,
         provider_type: row.try_get("provider_type")?,
         env: serde_json::from_str(&env_json)
-            .map_err(|e| GatewayError::Corrupt(format!("provider env: {e}")))?,
+            .map_err(|e| StoreError::Corrupt(format!("provider env: {e}")))?,
         credential_names: serde_json::from_str(&names_json)
-            .map_err(|e| GatewayError::Corrupt(format!("provider credential names: {e}")))?,
+            .map_err(|e| StoreError::Corrupt(format!("provider credential names: {e}")))?,
         revision: u64_col(row, "revision")?,
         expires_at: row.try_get("expires_at")?,
         attached_sandbox_ids: Vec::new(),
@@ -41,26 +41,21 @@ fn provider_from_row(row: &AnyRow) -> Result<ProviderRecord> {
 
 fn encode_env(values: &ProviderValues) -> Result<(String, String)> {
     let env = serde_json::to_string(&values.env)
-        .map_err(|e| GatewayError::Corrupt(format!("provider env: {e}")))?;
+        .map_err(|e| StoreError::Corrupt(format!("provider env: {e}")))?;
     let names: Vec<&String> = values.credentials.keys().collect();
     let names = serde_json::to_string(&names)
-        .map_err(|e| GatewayError::Corrupt(format!("provider credential names: {e}")))?;
+        .map_err(|e| StoreError::Corrupt(format!("provider credential names: {e}")))?;
     Ok((env, names))
 }
 
 impl Store {
-    /// Resolves a provider id (`pv-…`) or a name in `workspace`.
+    /// Resolves a provider id (`pv-…`) or a name in `workspace`. The caller
+    /// refuses an empty reference.
     pub async fn resolve_provider(
         &self,
         id_or_name: &str,
         workspace: &str,
     ) -> Result<ProviderRecord> {
-        if id_or_name.is_empty() {
-            return Err(GatewayError::invalid(
-                "provider",
-                "a provider id or name is required",
-            ));
-        }
         let row = if id_or_name.starts_with("pv-") {
             sqlx::query(AssertSqlSafe(format!(
                 "SELECT {PROVIDER_COLUMNS} FROM providers WHERE id = $1"
@@ -78,7 +73,7 @@ impl Store {
             .await?
         };
         let row = row.ok_or_else(|| {
-            GatewayError::NotFound(format!(
+            StoreError::NotFound(format!(
                 "provider {id_or_name:?} not found in workspace {workspace:?}"
             ))
         })?;
@@ -139,7 +134,7 @@ impl Store {
             let credentials = self
                 .cipher()
                 .open(&sealed)
-                .map_err(|e| GatewayError::Corrupt(format!("provider {}: {e}", record.name)))?;
+                .map_err(|e| StoreError::Corrupt(format!("provider {}: {e}", record.name)))?;
             out.push((record, credentials));
         }
         Ok(out)
@@ -176,11 +171,9 @@ impl WriteTx {
         .await;
         match result {
             Ok(_) => Ok(()),
-            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
-                Err(GatewayError::AlreadyExists(format!(
-                    "a provider named {name:?} already exists in workspace {workspace:?}"
-                )))
-            }
+            Err(e) if is_unique_violation(&e) => Err(StoreError::AlreadyExists(format!(
+                "a provider named {name:?} already exists in workspace {workspace:?}"
+            ))),
             Err(e) => Err(e.into()),
         }
     }
@@ -205,20 +198,20 @@ impl WriteTx {
         .bind(now_ms())
         .fetch_optional(self.conn())
         .await?
-        .ok_or_else(|| GatewayError::NotFound(format!("provider {id} not found")))?;
+        .ok_or_else(|| StoreError::NotFound(format!("provider {id} not found")))?;
         u64_col(&row, "revision")
     }
 
-    pub async fn delete_provider(&mut self, id: &str) -> Result<()> {
+    /// Attachments of a provider, to sandboxes of any lifecycle.
+    pub async fn provider_attachment_count(&mut self, id: &str) -> Result<u64> {
         let attached = sqlx::query("SELECT COUNT(*) AS n FROM attachments WHERE provider_id = $1")
             .bind(id)
             .fetch_one(self.conn())
             .await?;
-        if u64_col(&attached, "n")? > 0 {
-            return Err(GatewayError::FailedPrecondition(format!(
-                "provider {id} is attached to sandboxes; detach it first"
-            )));
-        }
+        u64_col(&attached, "n")
+    }
+
+    pub async fn delete_provider(&mut self, id: &str) -> Result<()> {
         sqlx::query("DELETE FROM providers WHERE id = $1")
             .bind(id)
             .execute(self.conn())

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::error::{GatewayError, Result};
+use super::error::{Result, StoreError};
 
 macro_rules! string_enum {
     ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
@@ -22,7 +22,7 @@ macro_rules! string_enum {
             pub fn parse(text: &str) -> Result<Self> {
                 match text {
                     $($text => Ok(Self::$variant),)+
-                    other => Err(GatewayError::Corrupt(format!(
+                    other => Err(StoreError::Corrupt(format!(
                         concat!("unknown ", stringify!($name), " {:?}"), other
                     ))),
                 }
@@ -57,8 +57,21 @@ string_enum! {
 
 impl OperationState {
     /// Terminal states are final: nothing moves an operation out of them.
+    /// Which ones are terminal is the contract's rule, defined once on the
+    /// proto enum; this only names the wire state. (Not via `wire.rs`: the
+    /// store must not import it, as it imports the store.)
     pub fn is_terminal(self) -> bool {
-        !matches!(self, Self::Pending | Self::Delivered)
+        use openshell_proto::v1::OperationState as Wire;
+        match self {
+            Self::Pending => Wire::Pending,
+            Self::Delivered => Wire::Delivered,
+            Self::Applied => Wire::Applied,
+            Self::Failed => Wire::Failed,
+            Self::Superseded => Wire::Superseded,
+            Self::Inactive => Wire::Inactive,
+            Self::Cancelled => Wire::Cancelled,
+        }
+        .is_terminal()
     }
 }
 
@@ -183,7 +196,7 @@ impl ProviderRecord {
 
 pub(crate) fn u64_col(row: &AnyRow, col: &str) -> Result<u64> {
     let v: i64 = row.try_get(col)?;
-    u64::try_from(v).map_err(|_| GatewayError::Corrupt(format!("negative {col}")))
+    u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("negative {col}")))
 }
 
 pub(crate) fn sandbox_from_row(row: &AnyRow) -> Result<SandboxRecord> {

@@ -4,8 +4,8 @@
 
 use sqlx::Row;
 
+use super::error::Result;
 use super::{Store, now_ms};
-use crate::error::Result;
 
 /// A replica whose heartbeat is recent.
 #[derive(Debug, Clone, PartialEq, Eq)]

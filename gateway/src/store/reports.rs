@@ -6,12 +6,12 @@ use std::sync::LazyLock;
 
 use sqlx::{AssertSqlSafe, Row};
 
+use super::error::Result;
 use super::operations::OPERATION_COLUMNS;
 use super::records::{
     Lifecycle, OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
 };
 use super::{Backend, Store, WriteTx, json_list, now_ms};
-use crate::error::Result;
 
 /// Ends a live operation and returns the row, so its waiters need not read it.
 static FINISH_OPERATION_SQL: LazyLock<String> = LazyLock::new(|| {

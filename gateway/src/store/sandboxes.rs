@@ -2,9 +2,9 @@
 
 use sqlx::{AssertSqlSafe, Row};
 
+use super::error::{Result, StoreError, is_unique_violation};
 use super::records::{Lifecycle, SandboxRecord, sandbox_from_row};
 use super::{Store, WriteTx, now_ms};
-use crate::error::{GatewayError, Result};
 
 pub(super) const SANDBOX_COLUMNS: &str = "id, name, workspace, lifecycle, policy_revision, settings_revision, \
      attachment_epoch, created_at, updated_at";
@@ -18,7 +18,7 @@ impl Store {
         .bind(id)
         .fetch_optional(self.pool())
         .await?
-        .ok_or_else(|| GatewayError::NotFound(format!("sandbox {id} not found")))?;
+        .ok_or_else(|| StoreError::NotFound(format!("sandbox {id} not found")))?;
         let mut record = sandbox_from_row(&row)?;
         record.providers = self.attached_provider_names(&record.id).await?;
         Ok(record)
@@ -36,14 +36,9 @@ impl Store {
 
     /// The id a reference names, for a write that reads the sandbox itself
     /// inside its transaction: an id is returned unread (the transaction
-    /// reports it unknown or deleted), a name costs one indexed read.
+    /// reports it unknown or deleted), a name costs one indexed read. The
+    /// caller refuses an empty reference.
     pub async fn resolve_sandbox_id(&self, id_or_name: &str, workspace: &str) -> Result<String> {
-        if id_or_name.is_empty() {
-            return Err(GatewayError::invalid(
-                "sandbox",
-                "a sandbox id or name is required",
-            ));
-        }
         if id_or_name.starts_with("sb-") {
             return Ok(id_or_name.to_string());
         }
@@ -55,7 +50,7 @@ impl Store {
         .fetch_optional(self.pool())
         .await?
         .ok_or_else(|| {
-            GatewayError::NotFound(format!(
+            StoreError::NotFound(format!(
                 "sandbox {id_or_name:?} not found in workspace {workspace:?}"
             ))
         })?;
@@ -185,8 +180,8 @@ impl WriteTx {
         .await;
         match result {
             Ok(_) => {}
-            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
-                return Err(GatewayError::AlreadyExists(format!(
+            Err(e) if is_unique_violation(&e) => {
+                return Err(StoreError::AlreadyExists(format!(
                     "a sandbox named {name:?} already exists in workspace {workspace:?}"
                 )));
             }
@@ -217,7 +212,7 @@ impl WriteTx {
             .bind(id)
             .fetch_optional(self.conn())
             .await?
-            .ok_or_else(|| GatewayError::NotFound(format!("sandbox {id} not found")))?;
+            .ok_or_else(|| StoreError::NotFound(format!("sandbox {id} not found")))?;
         sandbox_from_row(&row)
     }
 

@@ -12,9 +12,9 @@
 use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
 
+use super::error::{Result, StoreError};
 use super::records::u64_col;
 use super::{Store, WriteTx, now_ms};
-use crate::error::{GatewayError, Result};
 use crate::group_commit::take_queued;
 
 /// One row of the index.
@@ -143,8 +143,8 @@ impl OwnerClaims {
         let (reply, answer) = oneshot::channel();
         self.jobs
             .send((claim, reply))
-            .map_err(|_| GatewayError::stopping())?;
-        answer.await.map_err(|_| GatewayError::stopping())?
+            .map_err(|_| StoreError::stopping())?;
+        answer.await.map_err(|_| StoreError::stopping())?
     }
 }
 

@@ -6,9 +6,9 @@ use openshell_core::settings::{Scope, SettingValue};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use super::error::{Result, StoreError};
 use super::records::u64_col;
 use super::{Store, WriteTx, now_ms};
-use crate::error::{GatewayError, Result};
 
 /// Settings stored at one scope.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -62,7 +62,7 @@ fn scoped_settings_from_rows(rows: &[AnyRow]) -> Result<ScopedSettings> {
         };
         let json: String = row.try_get("value_json")?;
         let value: SettingValue = serde_json::from_str(&json)
-            .map_err(|e| GatewayError::Corrupt(format!("setting {key}: {e}")))?;
+            .map_err(|e| StoreError::Corrupt(format!("setting {key}: {e}")))?;
         values.insert(key, value);
     }
     Ok(ScopedSettings {
@@ -108,7 +108,7 @@ impl WriteTx {
             let result = match value {
                 Some(value) => {
                     let json = serde_json::to_string(value)
-                        .map_err(|e| GatewayError::Corrupt(format!("setting {key}: {e}")))?;
+                        .map_err(|e| StoreError::Corrupt(format!("setting {key}: {e}")))?;
                     sqlx::query(
                         "INSERT INTO settings (scope, scope_id, key, value_json, updated_at) \
                          VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, scope_id, key) \
@@ -158,7 +158,7 @@ impl WriteTx {
             .fetch_optional(self.conn())
             .await?
             .ok_or_else(|| {
-                GatewayError::NotFound(format!("settings scope {scope_id:?} not found"))
+                StoreError::NotFound(format!("settings scope {scope_id:?} not found"))
             })?;
         Ok(Some(u64_col(&row, "revision")?))
     }

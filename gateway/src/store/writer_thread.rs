@@ -14,7 +14,7 @@ use std::future::Future;
 use tokio::runtime::{Builder, Handle};
 use tokio::sync::oneshot;
 
-use crate::error::{GatewayError, Result};
+use super::error::{Result, StoreError};
 
 /// A single-threaded runtime on a thread of its own; it stops, cancelling
 /// what still runs on it, when this handle is dropped.
@@ -58,10 +58,14 @@ impl WriterThread {
 
     /// Runs `write` to completion on the writer thread, even if the
     /// returned future is dropped.
-    pub(super) async fn run<T: Send + 'static>(
+    pub(super) async fn run<T, E>(
         &self,
-        write: impl Future<Output = Result<T>> + Send + 'static,
-    ) -> Result<T> {
+        write: impl Future<Output = Result<T, E>> + Send + 'static,
+    ) -> Result<T, E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
         self.handle
             .spawn(write)
             .await
@@ -76,7 +80,7 @@ impl WriterThread {
 
 /// A write that could not run, or whose task panicked: the detail is
 /// logged, not returned.
-pub(super) fn writes_unavailable(e: &dyn std::fmt::Display) -> GatewayError {
+pub(super) fn writes_unavailable(e: &dyn std::fmt::Display) -> StoreError {
     tracing::error!(error = %e, "a store write task failed");
-    GatewayError::Unavailable("the store cannot take writes now; retry".into())
+    StoreError::Unavailable("the store cannot take writes now; retry".into())
 }

@@ -451,7 +451,7 @@ async fn startup_exchange(
         .store
         .latest_policy(&sandbox.id)
         .await
-        .map_err(unavailable)?;
+        .map_err(|e| unavailable(e.into()))?;
     let (origin, candidate) = match &stored {
         Some(revision) => (
             "stored",

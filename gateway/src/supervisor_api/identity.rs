@@ -7,8 +7,7 @@ use tonic::Status;
 use tonic::metadata::MetadataMap;
 
 use crate::crypto::{constant_time_eq, hash_credential};
-use crate::error::GatewayError;
-use crate::store::{Lifecycle, SandboxRecord, Store};
+use crate::store::{Lifecycle, SandboxRecord, Store, StoreError};
 
 /// Why a supervisor was turned away; the text is safe to send back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +77,7 @@ pub async fn authenticate(
         .get_sandbox(sandbox_id)
         .await
         .map_err(|e| match e {
-            GatewayError::NotFound(_) => unknown(),
+            StoreError::NotFound(_) => unknown(),
             other => {
                 tracing::warn!(error = %other, "sandbox lookup failed");
                 Refusal {

@@ -4,11 +4,19 @@ Each member's value is its stable wire name (``"APPLIED"``), the same text the
 CLI prints with ``-o json``, so members compare equal to those strings and
 round-trip through JSON. The native module converts to these classes by value,
 so a name the gateway adds later arrives as ``UNSPECIFIED`` rather than failing.
+
+The members and the terminal states are not written here: the classes are
+built from the Rust SDK's own lists (``_native.CONTRACT_ENUMS`` and
+``_native.TERMINAL_OPERATION_STATES``), so they cannot drift from the client
+core. ``_enums.pyi`` spells them out for type checkers; the stub test checks it
+against these classes.
 """
 
 from __future__ import annotations
 
 import enum
+
+from openshell import _native
 
 
 class _WireEnum(str, enum.Enum):
@@ -18,107 +26,37 @@ class _WireEnum(str, enum.Enum):
         return str(self.value)
 
 
-class OperationState(_WireEnum):
-    """State of a durable operation. Terminal states are final."""
-
-    UNSPECIFIED = "UNSPECIFIED"
-    PENDING = "PENDING"
-    DELIVERED = "DELIVERED"
-    APPLIED = "APPLIED"
-    FAILED = "FAILED"
-    SUPERSEDED = "SUPERSEDED"
-    INACTIVE = "INACTIVE"
-    CANCELLED = "CANCELLED"
+class _OperationStateRule(_WireEnum):
+    """The behaviour of ``OperationState``; its members come from Rust."""
 
     @property
     def is_terminal(self) -> bool:
         """True for the states an operation never leaves."""
-        return self in _TERMINAL
+        return self.value in _native.TERMINAL_OPERATION_STATES
 
 
-_TERMINAL = frozenset(
-    {
-        OperationState.APPLIED,
-        OperationState.FAILED,
-        OperationState.SUPERSEDED,
-        OperationState.INACTIVE,
-        OperationState.CANCELLED,
-    }
+def _build(name: str, doc: str, base: type[_WireEnum] = _WireEnum) -> type[_WireEnum]:
+    members = [(member, member) for member in _native.CONTRACT_ENUMS[name]]
+    # module and qualname make members picklable and their repr name this module.
+    cls: type[_WireEnum] = base(name, members, module=__name__, qualname=name)
+    cls.__doc__ = doc
+    return cls
+
+
+OperationState = _build(
+    "OperationState",
+    "State of a durable operation. Terminal states are final.",
+    _OperationStateRule,
 )
-
-
-class ApplyOutcome(_WireEnum):
-    """What the supervisor reported for a terminal operation."""
-
-    UNSPECIFIED = "UNSPECIFIED"
-    APPLIED = "APPLIED"
-    DUPLICATE = "DUPLICATE"
-    STALE = "STALE"
-    RETAINED_LOCAL_OVERRIDE = "RETAINED_LOCAL_OVERRIDE"
-    FAILED_RETAINED_LAST_KNOWN_GOOD = "FAILED_RETAINED_LAST_KNOWN_GOOD"
-    FAILED_CLOSED = "FAILED_CLOSED"
-    LIFECYCLE = "LIFECYCLE"
-    SUPERSEDED_BY_NEWER = "SUPERSEDED_BY_NEWER"
-
-
-class UpdateMode(_WireEnum):
-    """How ``update_config`` returns."""
-
-    COMMIT_ONLY = "COMMIT_ONLY"
-    """Return right after commit."""
-    WAIT_FOR_APPLY = "WAIT_FOR_APPLY"
-    """Wait server-side until the operation is terminal or the wait deadline."""
-
-
-class TargetKind(_WireEnum):
-    """What an operation or a :class:`Target` addresses."""
-
-    UNSPECIFIED = "UNSPECIFIED"
-    SANDBOX = "SANDBOX"
-    WORKSPACE = "WORKSPACE"
-    GLOBAL = "GLOBAL"
-    PROVIDER = "PROVIDER"
-
-
-class SandboxLifecycle(_WireEnum):
-    """Lifecycle of a sandbox as the gateway records it."""
-
-    UNSPECIFIED = "UNSPECIFIED"
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    STOPPED = "STOPPED"
-    DELETED = "DELETED"
-
-
-class DeliveryMode(_WireEnum):
-    """How configuration reaches a supervisor session."""
-
-    UNSPECIFIED = "UNSPECIFIED"
-    POLL = "POLL"
-    SHADOW_PUSH = "SHADOW_PUSH"
-    PUSH = "PUSH"
-
-
-class PolicySource(_WireEnum):
-    """Where a sandbox's effective policy comes from."""
-
-    UNSPECIFIED = "UNSPECIFIED"
-    SANDBOX = "SANDBOX"
-    GLOBAL = "GLOBAL"
-    """The global policy replaces every sandbox policy while set."""
-    LOCAL = "LOCAL"
-    """A local policy file on the supervisor keeps precedence."""
-
-
-class SettingScope(_WireEnum):
-    """The scope a setting is stored at, or its effective value comes from."""
-
-    UNSPECIFIED = "UNSPECIFIED"
-    GLOBAL = "GLOBAL"
-    WORKSPACE = "WORKSPACE"
-    SANDBOX = "SANDBOX"
-    DEFAULT = "DEFAULT"
-    """No scope set a value; the registry default is in effect."""
+ApplyOutcome = _build("ApplyOutcome", "What the supervisor reported for a terminal operation.")
+UpdateMode = _build("UpdateMode", "How ``update_config`` returns.")
+TargetKind = _build("TargetKind", "What an operation or a :class:`Target` addresses.")
+SandboxLifecycle = _build("SandboxLifecycle", "Lifecycle of a sandbox as the gateway records it.")
+DeliveryMode = _build("DeliveryMode", "How configuration reaches a supervisor session.")
+PolicySource = _build("PolicySource", "Where a sandbox's effective policy comes from.")
+SettingScope = _build(
+    "SettingScope", "The scope a setting is stored at, or its effective value comes from."
+)
 
 
 __all__ = [

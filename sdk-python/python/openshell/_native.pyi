@@ -1,6 +1,8 @@
 # Type stubs for the Rust extension module `openshell._native`.
-# Keep in step with sdk-python/src: tests/test_typing.py runs mypy --strict
-# over code that uses every name here.
+# Keep in step with sdk-python/src: tests/test_typing.py runs mypy's stubtest
+# against the built module (which fails on drift; tests/stubtest-allowlist.txt
+# lists the few stub-only names, each with why) and mypy --strict over code
+# that uses every name here.
 
 from datetime import datetime
 from types import TracebackType
@@ -18,7 +20,49 @@ from openshell._enums import (
 )
 from typing_extensions import Self
 
+# What pyo3 lists in the module's __all__: every name the module adds.
+__all__ = [
+    "AsyncClient",
+    "Attachment",
+    "CONTRACT_ENUMS",
+    "Client",
+    "ComponentDelivery",
+    "CreatedSandbox",
+    "DeletedSandbox",
+    "DeliveryEvent",
+    "DryRunResult",
+    "FleetProgress",
+    "GatewayInfo",
+    "Operation",
+    "PolicyChange",
+    "PolicyDiff",
+    "PolicyRevision",
+    "Provider",
+    "ProviderWrite",
+    "Sandbox",
+    "SandboxPolicy",
+    "ScopeSettings",
+    "SessionInspection",
+    "SessionSummary",
+    "Setting",
+    "SettingDefinition",
+    "SettingDiff",
+    "TERMINAL_OPERATION_STATES",
+    "Target",
+    "UpdateResult",
+    "__version__",
+]
+
 __version__: str
+
+CONTRACT_ENUMS: dict[str, tuple[str, ...]]
+"""Each enum of ``openshell._enums`` by class name, with its members' wire
+names in wire order, as the Rust SDK defines them: what those classes are
+built from."""
+
+TERMINAL_OPERATION_STATES: frozenset[str]
+"""The wire names of the operation states an operation never leaves, by the
+Rust SDK's rule: what ``OperationState.is_terminal`` reads."""
 
 ProgressCallback = Callable[["Operation"], object]
 """Called with every update of a wait, oldest first. With ``AsyncClient`` it
@@ -43,7 +87,7 @@ class Target:
     @property
     def name(self) -> str | None:
         """Sandbox reference or workspace name; ``None`` for the global target."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
 
 @final
@@ -65,7 +109,7 @@ class FleetProgress:
     def superseded(self) -> int: ...
     @property
     def cancelled(self) -> int: ...
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
 
 @final
 class Operation:
@@ -582,13 +626,13 @@ class Client:
     top); ``ca_cert_pem`` is the CA to trust for an ``https://`` endpoint.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         endpoint: str | None = None,
         token: str | None = None,
         ca_cert_pem: str | bytes | None = None,
         timeout: float | None = None,
-    ) -> None:
+    ) -> Self:
         """Left out, ``endpoint``, ``token`` and the CA come from ``OPENSHELL_GATEWAY``
         (else ``http://127.0.0.1:7070``), ``OPENSHELL_TOKEN`` and ``OPENSHELL_CA_CERT``
         (a PEM file), as for the CLI."""
@@ -661,7 +705,7 @@ class Client:
         settings: Mapping[str, SettingValue] | None = None,
         delete_settings: Sequence[str] | None = None,
         clear_global_policy: bool = False,
-        mode: UpdateMode | str = UpdateMode.COMMIT_ONLY,
+        mode: UpdateMode | str | None = UpdateMode.COMMIT_ONLY,
         idempotency_key: str | None = None,
         wait_timeout: float | None = None,
         threshold: float | None = None,
@@ -693,7 +737,7 @@ class Client:
         settings: Mapping[str, SettingValue] | None = None,
         delete_settings: Sequence[str] | None = None,
         clear_global_policy: bool = False,
-        mode: UpdateMode | str = UpdateMode.COMMIT_ONLY,
+        mode: UpdateMode | str | None = UpdateMode.COMMIT_ONLY,
         idempotency_key: str | None = None,
         wait_timeout: float | None = None,
         threshold: float | None = None,
@@ -708,7 +752,7 @@ class Client:
         settings: Mapping[str, SettingValue] | None = None,
         delete_settings: Sequence[str] | None = None,
         clear_global_policy: bool = False,
-        mode: UpdateMode | str = UpdateMode.COMMIT_ONLY,
+        mode: UpdateMode | str | None = UpdateMode.COMMIT_ONLY,
         idempotency_key: str | None = None,
         wait_timeout: float | None = None,
         threshold: float | None = None,
@@ -748,13 +792,13 @@ class AsyncClient:
     already committed keeps going on the gateway.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         endpoint: str | None = None,
         token: str | None = None,
         ca_cert_pem: str | bytes | None = None,
         timeout: float | None = None,
-    ) -> None:
+    ) -> Self:
         """Left out, ``endpoint``, ``token`` and the CA come from ``OPENSHELL_GATEWAY``
         (else ``http://127.0.0.1:7070``), ``OPENSHELL_TOKEN`` and ``OPENSHELL_CA_CERT``
         (a PEM file), as for the CLI."""
@@ -817,7 +861,7 @@ class AsyncClient:
         settings: Mapping[str, SettingValue] | None = None,
         delete_settings: Sequence[str] | None = None,
         clear_global_policy: bool = False,
-        mode: UpdateMode | str = UpdateMode.COMMIT_ONLY,
+        mode: UpdateMode | str | None = UpdateMode.COMMIT_ONLY,
         idempotency_key: str | None = None,
         wait_timeout: float | None = None,
         threshold: float | None = None,
@@ -832,7 +876,7 @@ class AsyncClient:
         settings: Mapping[str, SettingValue] | None = None,
         delete_settings: Sequence[str] | None = None,
         clear_global_policy: bool = False,
-        mode: UpdateMode | str = UpdateMode.COMMIT_ONLY,
+        mode: UpdateMode | str | None = UpdateMode.COMMIT_ONLY,
         idempotency_key: str | None = None,
         wait_timeout: float | None = None,
         threshold: float | None = None,
@@ -847,7 +891,7 @@ class AsyncClient:
         settings: Mapping[str, SettingValue] | None = None,
         delete_settings: Sequence[str] | None = None,
         clear_global_policy: bool = False,
-        mode: UpdateMode | str = UpdateMode.COMMIT_ONLY,
+        mode: UpdateMode | str | None = UpdateMode.COMMIT_ONLY,
         idempotency_key: str | None = None,
         wait_timeout: float | None = None,
         threshold: float | None = None,

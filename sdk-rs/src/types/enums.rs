@@ -40,6 +40,9 @@ macro_rules! view_enum {
             /// Every variant, in wire order.
             pub const ALL: &'static [Self] = &[$(Self::$variant),+];
 
+            /// The serialized name of every variant, in wire order.
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
+
             /// The serialized name, e.g. `"PENDING"`.
             pub fn as_str(self) -> &'static str {
                 match self {
@@ -124,11 +127,17 @@ view_enum! {
 
 impl OperationState {
     /// True for the final states; a terminal operation never changes again.
+    /// The rule is the contract's, defined once on the proto enum.
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            Self::Applied | Self::Failed | Self::Superseded | Self::Inactive | Self::Cancelled
-        )
+        pb::OperationState::from(self).is_terminal()
+    }
+
+    /// The terminal states, in wire order.
+    pub fn terminal() -> impl Iterator<Item = Self> {
+        Self::ALL
+            .iter()
+            .copied()
+            .filter(|state| state.is_terminal())
     }
 }
 
@@ -226,6 +235,7 @@ pub enum UpdateMode {
 
 impl UpdateMode {
     pub const ALL: &'static [Self] = &[Self::CommitOnly, Self::WaitForApply];
+    pub const NAMES: &'static [&'static str] = &["COMMIT_ONLY", "WAIT_FOR_APPLY"];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -289,6 +299,20 @@ impl FromStr for UpdateMode {
             })
     }
 }
+
+/// Each enum of this module by type name, with its members' serialized names
+/// in wire order: what the bindings' enums are held to. Python builds its
+/// enum classes from it; Node's napi enums are checked against it by test.
+pub const CONTRACT_ENUMS: &[(&str, &[&str])] = &[
+    ("OperationState", OperationState::NAMES),
+    ("ApplyOutcome", ApplyOutcome::NAMES),
+    ("TargetKind", TargetKind::NAMES),
+    ("SandboxLifecycle", SandboxLifecycle::NAMES),
+    ("SettingScope", SettingScope::NAMES),
+    ("DeliveryMode", DeliveryMode::NAMES),
+    ("PolicySource", PolicySource::NAMES),
+    ("UpdateMode", UpdateMode::NAMES),
+];
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
@@ -375,13 +399,70 @@ mod tests {
         assert!(err.to_string().contains("APPLIED"), "{err}");
     }
 
+    /// The names prost knows for a proto enum, without the enum's prefix
+    /// (`OPERATION_STATE_PENDING` is `PENDING`), in wire order.
+    macro_rules! proto_names {
+        ($proto:ident) => {{
+            let prefix = screaming(stringify!($proto));
+            (0..)
+                .map_while(|n| pb::$proto::try_from(n).ok())
+                .map(|v| {
+                    v.as_str_name()
+                        .strip_prefix(&prefix)
+                        .expect("prost names start with the enum's name")
+                        .to_owned()
+                })
+                .collect::<Vec<_>>()
+        }};
+    }
+
+    /// `OperationState` as protobuf spells enum value prefixes: `OPERATION_STATE_`.
+    fn screaming(name: &str) -> String {
+        let mut out = String::new();
+        for c in name.chars() {
+            if c.is_ascii_uppercase() && !out.is_empty() {
+                out.push('_');
+            }
+            out.push(c.to_ascii_uppercase());
+        }
+        out.push('_');
+        out
+    }
+
+    #[test]
+    fn contract_enums_name_every_proto_value_in_wire_order() {
+        let mut update_modes = proto_names!(UpdateMode);
+        // The wire's UNSPECIFIED means commit-only; the SDK has no such mode.
+        update_modes.retain(|name| name != "UNSPECIFIED");
+        let expected = vec![
+            ("OperationState", proto_names!(OperationState)),
+            ("ApplyOutcome", proto_names!(ApplyOutcome)),
+            ("TargetKind", proto_names!(TargetKind)),
+            ("SandboxLifecycle", proto_names!(SandboxLifecycle)),
+            ("SettingScope", proto_names!(SettingScope)),
+            ("DeliveryMode", proto_names!(DeliveryMode)),
+            ("PolicySource", proto_names!(PolicySource)),
+            ("UpdateMode", update_modes),
+        ];
+        let exported: Vec<_> = CONTRACT_ENUMS
+            .iter()
+            .map(|(name, members)| (*name, members.iter().map(|m| m.to_string()).collect()))
+            .collect();
+        assert_eq!(exported, expected);
+    }
+
+    #[test]
+    fn names_are_the_serialized_names() {
+        // The macro's enums take both from one literal; UpdateMode spells NAMES out.
+        let names: Vec<_> = UpdateMode::ALL.iter().map(|v| v.as_str()).collect();
+        assert_eq!(names, UpdateMode::NAMES);
+        let names: Vec<_> = ApplyOutcome::ALL.iter().map(|v| v.as_str()).collect();
+        assert_eq!(names, ApplyOutcome::NAMES);
+    }
+
     #[test]
     fn terminal_states() {
-        let terminal: Vec<_> = OperationState::ALL
-            .iter()
-            .filter(|s| s.is_terminal())
-            .map(|s| s.as_str())
-            .collect();
+        let terminal: Vec<_> = OperationState::terminal().map(|s| s.as_str()).collect();
         assert_eq!(
             terminal,
             ["APPLIED", "FAILED", "SUPERSEDED", "INACTIVE", "CANCELLED"]

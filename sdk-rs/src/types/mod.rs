@@ -15,8 +15,8 @@ mod session;
 mod settings;
 
 pub use enums::{
-    ApplyOutcome, DeliveryMode, OperationState, ParseEnumError, PolicySource, SandboxLifecycle,
-    SettingScope, TargetKind, UpdateMode,
+    ApplyOutcome, CONTRACT_ENUMS, DeliveryMode, OperationState, ParseEnumError, PolicySource,
+    SandboxLifecycle, SettingScope, TargetKind, UpdateMode,
 };
 pub use gateway::GatewayInfo;
 pub use operation::{

@@ -1,0 +1,116 @@
+//! What the store fails with: facts about the database and the rows in it, not the rules of
+//! the domain. The domain error wraps it (`GatewayError::Store`); only the API edge turns it
+//! into a gRPC status, so nothing here knows about status codes.
+
+/// Everything a store call can fail with.
+///
+/// The messages of the typed outcomes (a missing row, a taken name) are the ones clients
+/// read, so they name the object the way a request does.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database failed or could not be reached. The detail is for the log: it may quote
+    /// SQL, hosts or rows.
+    #[error("store error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A stored value could not be decoded (corruption or a bad key).
+    #[error("stored data is unreadable: {0}")]
+    Corrupt(String),
+    /// The row a call reads or updates does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// An insert hit a unique key: the name is taken.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// The store cannot run the call now: its writer or its batched reader is gone, or the
+    /// gateway is stopping. A retry may succeed.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The database URL names no backend the store runs on, or its SQLite directory cannot
+    /// be created.
+    #[error("database_url: {0}")]
+    BadUrl(String),
+}
+
+impl StoreError {
+    /// The part of the store that answers a call has shut down with the gateway.
+    pub fn stopping() -> Self {
+        Self::Unavailable("the gateway is stopping".into())
+    }
+
+    /// True when the database refused a write because a unique index was hit. Inserts that
+    /// know which name is taken report [`StoreError::AlreadyExists`] instead; this is for a
+    /// caller that retries a write racing another for the same key.
+    pub fn is_unique_violation(&self) -> bool {
+        match self {
+            Self::Database(e) => is_unique_violation(e),
+            _ => false,
+        }
+    }
+}
+
+pub(super) fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::store::{NewOperation, TargetKind, sqlite_for_tests};
+
+    fn keyed_operation(id: &str) -> NewOperation {
+        NewOperation {
+            id: id.into(),
+            target_kind: TargetKind::Global,
+            target: String::new(),
+            sandbox_id: None,
+            policy_revision: 0,
+            settings_revision: 0,
+            global_policy_revision: None,
+            no_op: false,
+            touches_policy: false,
+            caller: "ops".into(),
+            idempotency_key: Some("k1".into()),
+            request_fingerprint: None,
+            idempotency_expires_at: None,
+            provider_env_revision: None,
+        }
+    }
+
+    /// A write racing another for the same idempotency key is retried on this (see
+    /// `config_update`), so it must recognise the index hit the database reports.
+    #[tokio::test]
+    async fn a_second_operation_under_one_key_is_a_unique_violation() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_for_tests(dir.path()).await;
+        let mut tx = store.begin_write().await.unwrap();
+        tx.insert_operation(&keyed_operation("op-1")).await.unwrap();
+        let err = tx
+            .insert_operation(&keyed_operation("op-2"))
+            .await
+            .unwrap_err();
+        assert!(err.is_unique_violation(), "{err:?}");
+        assert!(!StoreError::NotFound("operation op-2 not found".into()).is_unique_violation());
+    }
+
+    /// The start-up error names the setting as it did when the store built a bad-input error.
+    #[tokio::test]
+    async fn an_unknown_url_scheme_names_database_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let cipher = crate::crypto::CredentialCipher::load(None, dir.path()).unwrap();
+        let options = crate::store::StoreOptions {
+            url: "mysql://localhost/gateway".into(),
+            max_connections: 1,
+            replica_id: "test".into(),
+        };
+        let err = crate::store::Store::open(&options, cipher)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "database_url: expected a sqlite:// or postgres:// URL"
+        );
+    }
+}
