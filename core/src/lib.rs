@@ -3,8 +3,9 @@
 //! This crate owns the rules every component must agree on:
 //!
 //! - [`policy`]: the sandbox policy schema (upstream OpenShell shape), parsing from YAML or
-//!   JSON, validation with field paths, the canonical form and its hash, and which parts of a
-//!   policy may change after a sandbox's first revision;
+//!   JSON, validation with field paths, the canonical form and its hash, which parts of a
+//!   policy may change after a sandbox's first revision, and its exact conversion to and from
+//!   upstream's typed protobuf message (`openshell.sandbox.v1.SandboxPolicy`);
 //! - [`settings`]: the registry of setting keys, their types, defaults and scopes, and how
 //!   scoped values resolve to an effective value;
 //! - [`secret`] and [`provider`]: credential values that never print, and provider value
@@ -13,9 +14,10 @@
 //! - [`names`]: the naming rule for sandboxes, workspaces and providers;
 //! - [`violation`]: the field-addressed validation error they all report.
 //!
-//! It deliberately does no I/O: no files, no network, no gRPC and no database. Callers read
-//! and store documents; this crate only decides what they mean and whether they are valid,
-//! so the same decision is made wherever the check runs.
+//! It deliberately does no I/O: no files, no network, no gRPC and no database (it uses the
+//! generated message types of `openshell-proto` as plain data, never its services). Callers
+//! read and store documents; this crate only decides what they mean and whether they are
+//! valid, so the same decision is made wherever the check runs.
 
 pub mod names;
 pub mod nesting;

@@ -10,7 +10,8 @@
 //! - [`schema`]: the serde types;
 //! - `validate`, `l7`, `middleware`, `ambiguity`: the rules, by part of the document;
 //! - `host`, `glob`: host patterns and the small glob languages the rules need;
-//! - `migrate`: turning policies stored by earlier versions of this project into this shape.
+//! - `migrate`: turning policies stored by earlier versions of this project into this shape;
+//! - [`wire`]: the same document as upstream's typed protobuf message, and back.
 
 use std::collections::BTreeSet;
 
@@ -27,6 +28,7 @@ mod middleware;
 mod migrate;
 pub mod schema;
 mod validate;
+pub mod wire;
 
 pub use l7::Protocol;
 pub use migrate::migrate_legacy_policy_json;
@@ -36,6 +38,7 @@ pub use schema::{
     ParamMatcher, ProcessPolicy, QueryMatcher, Rule, RuleMatch, SandboxPolicy,
 };
 pub use validate::is_sandbox_identity;
+pub use wire::WireError;
 
 /// Largest accepted policy document, in bytes.
 pub const MAX_POLICY_BYTES: usize = 256 * 1024;
