@@ -1,14 +1,24 @@
-//! The gRPC channel to the gateway.
+//! The gRPC channel to the gateway, and the client every supervisor call goes through.
 //!
 //! The channel connects lazily and reconnects by itself, so the session and the poll loop
-//! share it and each simply retries its own calls.
+//! share it and each simply retries its own calls. The client attaches the supervisor
+//! credential to every call ([`Bearer`]), so no call site handles the credential.
 
+use std::fmt;
 use std::time::Duration;
 
-use openshell_proto::v1::supervisor_client::SupervisorClient;
+use openshell_proto::v1::open_shell_client::OpenShellClient;
+use tonic::metadata::AsciiMetadataValue;
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::{Request, Status};
 
 use crate::error::SupervisorError;
+use crate::identity::Identity;
+
+/// The client of the gateway's `OpenShell` service as the supervisor uses it.
+pub type GatewayClient = OpenShellClient<InterceptedService<Channel, Bearer>>;
 
 /// Snapshots are bounded (policy 256 KiB plus settings and provider values); leave headroom.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -53,8 +63,82 @@ pub fn lazy_channel(
     Ok(endpoint.connect_lazy())
 }
 
-pub fn client(channel: Channel) -> SupervisorClient<Channel> {
-    SupervisorClient::new(channel)
+/// A client on `channel` whose every call carries `identity`'s credential. Fails only when
+/// the credential cannot travel in a header.
+pub fn client(channel: Channel, identity: &Identity) -> Result<GatewayClient, SupervisorError> {
+    let bearer = Bearer {
+        authorization: identity.authorization()?,
+    };
+    Ok(OpenShellClient::with_interceptor(channel, bearer)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES))
+}
+
+/// Adds `authorization: Bearer <supervisor credential>` to every call: the gateway
+/// authenticates each supervisor call by it, streams included.
+#[derive(Clone)]
+pub struct Bearer {
+    /// Marked sensitive (see [`Identity::authorization`]).
+    authorization: AsciiMetadataValue,
+}
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.authorization.clone());
+        Ok(request)
+    }
+}
+
+/// The client (and so everything holding one) may be printed; the credential never is.
+impl fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Bearer(***)")
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use openshell_core::Secret;
+
+    use super::*;
+
+    const CREDENTIAL: &str = "cred-never-printed-0123";
+
+    fn bearer() -> Bearer {
+        let identity = Identity::new("sb-1", Secret::new(CREDENTIAL));
+        Bearer {
+            authorization: identity.authorization().unwrap(),
+        }
+    }
+
+    #[test]
+    fn every_call_carries_the_credential_as_bearer_metadata() {
+        let mut bearer = bearer();
+        for _ in 0..2 {
+            let request = bearer.call(Request::new(())).unwrap();
+            let header = request.metadata().get("authorization").unwrap();
+            assert_eq!(header.to_str().unwrap(), format!("Bearer {CREDENTIAL}"));
+            assert!(header.is_sensitive());
+            // What tonic or a request log would print of the call's metadata.
+            let printed = format!("{:?} {request:?}", request.metadata());
+            assert!(!printed.contains(CREDENTIAL), "{printed}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_client_prints_without_the_credential() {
+        let channel = Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
+        let identity = Identity::new("sb-1", Secret::new(CREDENTIAL));
+        let client = client(channel, &identity).unwrap();
+        for printed in [
+            format!("{client:?}"),
+            format!("{:?}", bearer()),
+            format!("{identity:?}"),
+        ] {
+            assert!(!printed.contains(CREDENTIAL), "{printed}");
+        }
+    }
 }

@@ -7,10 +7,9 @@
 use std::fmt;
 
 use openshell_core::ProviderValue;
-use openshell_proto::v1::{
-    AppliedRevisions, ProviderEnvironmentSnapshot, SandboxConfigSnapshot, Setting, SettingScope,
-    ValueClass as WireValueClass, setting_value,
-};
+use openshell_proto::sandbox::v1 as sb;
+use openshell_proto::v1 as pb;
+use openshell_proto::v1::AppliedRevisions;
 use prost::Message;
 use sha2::{Digest, Sha256};
 
@@ -34,25 +33,29 @@ pub enum FailureMode {
 /// `Debug` shows revisions and value names, never provider values.
 #[derive(Clone, Default, PartialEq)]
 pub struct DesiredConfig {
-    pub sandbox_config: SandboxConfigSnapshot,
-    pub provider_env: ProviderEnvironmentSnapshot,
+    pub sandbox_config: sb::GetSandboxConfigResponse,
+    pub provider_env: pb::GetSandboxProviderEnvironmentResponse,
+    /// The policy in `sandbox_config` is the local policy file's, not the gateway's. Kept
+    /// here because the wire's `policy_source` (upstream's enum) has no value for it.
+    pub policy_is_local: bool,
 }
 
 impl DesiredConfig {
     pub fn new(
-        sandbox_config: SandboxConfigSnapshot,
-        provider_env: ProviderEnvironmentSnapshot,
+        sandbox_config: sb::GetSandboxConfigResponse,
+        provider_env: pb::GetSandboxProviderEnvironmentResponse,
     ) -> Self {
         Self {
             sandbox_config,
             provider_env,
+            policy_is_local: false,
         }
     }
 
     /// The revisions this configuration stands for, as results and reports carry them.
     pub fn revisions(&self) -> AppliedRevisions {
         AppliedRevisions {
-            provider_env_revision: self.provider_env.provider_env_revision.clone(),
+            provider_env_revision: env_revision(&self.provider_env),
             ..config_revisions(&self.sandbox_config)
         }
     }
@@ -60,33 +63,46 @@ impl DesiredConfig {
     /// True when the provider environment is the one the sandbox config was built against;
     /// only such a pair may be activated.
     pub fn pair_matches(&self) -> bool {
-        self.sandbox_config.provider_env_revision == self.provider_env.provider_env_revision
+        pair_matches(&self.sandbox_config, &self.provider_env)
     }
 
-    /// Lowercase hex SHA-256 over both snapshots without their build times and lifecycle, so
-    /// a rebuild of unchanged content compares equal.
+    /// Where the policy comes from, as `revisions.json` and the logs name it.
+    pub fn policy_source_name(&self) -> &'static str {
+        if self.policy_is_local {
+            return "local";
+        }
+        match self.sandbox_config.policy_source() {
+            sb::PolicySource::Sandbox => "sandbox",
+            sb::PolicySource::Global => "global",
+            sb::PolicySource::Unspecified => "unspecified",
+        }
+    }
+
+    /// Lowercase hex SHA-256 over both snapshots without their build times, so a rebuild of
+    /// unchanged content compares equal.
     ///
     /// It covers provider values, so it is compared in memory only: never logged or sent.
     pub fn fingerprint(&self) -> String {
         let mut hasher = Sha256::new();
         hasher.update(config_content(&self.sandbox_config));
         hasher.update(env_content(&self.provider_env));
+        hasher.update([u8::from(self.policy_is_local)]);
         hex::encode(hasher.finalize())
     }
 
-    pub fn setting(&self, key: &str) -> Option<&Setting> {
-        self.sandbox_config.settings.iter().find(|s| s.key == key)
+    pub fn setting(&self, key: &str) -> Option<&sb::EffectiveSetting> {
+        self.sandbox_config.settings.get(key)
     }
 
     /// The string value of a string- or enum-typed setting, with whether an operator set it
     /// (as opposed to the registry default being in effect).
     pub fn string_setting(&self, key: &str) -> Option<(&str, bool)> {
         let setting = self.setting(key)?;
-        match setting.value.as_ref()?.kind.as_ref()? {
-            setting_value::Kind::StringValue(value) => {
+        match setting.value.as_ref()?.value.as_ref()? {
+            sb::setting_value::Value::StringValue(value) => {
                 let explicit = !matches!(
                     setting.scope(),
-                    SettingScope::Default | SettingScope::Unspecified
+                    sb::SettingScope::Default | sb::SettingScope::Unspecified
                 );
                 Some((value.as_str(), explicit))
             }
@@ -95,15 +111,16 @@ impl DesiredConfig {
     }
 
     pub fn failure_mode(&self) -> FailureMode {
-        // A snapshot without the key (an older gateway) gets the registry's default, the
-        // same one the gateway applies.
-        let default = openshell_core::settings::lookup(FAILURE_MODE_KEY)
-            .map(|def| def.default_value())
-            .and_then(|value| value.as_str().map(str::to_owned));
-        let mode = self
-            .string_setting(FAILURE_MODE_KEY)
-            .map(|(value, _)| value.to_owned())
-            .or(default);
+        // Upstream's gateway states the mode in a field of its own as well; a snapshot with
+        // neither (an older gateway) gets the registry's default, the one the gateway applies.
+        let top_level = &self.sandbox_config.policy_validation_failure_mode;
+        let mode = match self.string_setting(FAILURE_MODE_KEY) {
+            Some((value, _)) => Some(value.to_owned()),
+            None if !top_level.is_empty() => Some(top_level.clone()),
+            None => openshell_core::settings::lookup(FAILURE_MODE_KEY)
+                .map(|def| def.default_value())
+                .and_then(|value| value.as_str().map(str::to_owned)),
+        };
         match mode.as_deref() {
             Some("retain_last_valid") => FailureMode::RetainLastValid,
             _ => FailureMode::FailClosed,
@@ -111,24 +128,33 @@ impl DesiredConfig {
     }
 
     /// Every provider value by name, credentials wrapped so they cannot be printed by accident.
-    /// A value of unknown class is treated as a credential.
+    /// A value whose class is unknown (no source given, or a class this supervisor does not
+    /// know) is treated as a credential.
     pub fn provider_values(&self) -> Vec<(String, ProviderValue)> {
         self.provider_env
-            .values
+            .environment
             .iter()
-            .map(|v| {
-                let value = match v.class() {
-                    WireValueClass::NonSecret => ProviderValue::Plain(v.value.clone()),
-                    _ => ProviderValue::Credential(v.value.clone().into()),
+            .map(|(name, value)| {
+                let value = match self.value_class(name) {
+                    pb::ValueClass::NonSecret => ProviderValue::Plain(value.clone()),
+                    _ => ProviderValue::Credential(value.clone().into()),
                 };
-                (v.name.clone(), value)
+                (name.clone(), value)
             })
             .collect()
     }
 
+    /// The class of the provider value `name`; [`pb::ValueClass::Unspecified`] when unknown.
+    pub fn value_class(&self, name: &str) -> pb::ValueClass {
+        self.provider_env
+            .sources
+            .get(name)
+            .map_or(pb::ValueClass::Unspecified, |source| source.class())
+    }
+
     /// Every provider value in plain text, for masking reasons; never for output.
     pub fn sensitive_values(&self) -> impl Iterator<Item = &str> {
-        self.provider_env.values.iter().map(|v| v.value.as_str())
+        self.provider_env.environment.values().map(String::as_str)
     }
 }
 
@@ -137,15 +163,15 @@ impl fmt::Debug for DesiredConfig {
         let c = &self.sandbox_config;
         let names: Vec<&str> = self
             .provider_env
-            .values
-            .iter()
-            .map(|v| v.name.as_str())
+            .environment
+            .keys()
+            .map(String::as_str)
             .collect();
         f.debug_struct("DesiredConfig")
             .field("sandbox_id", &c.sandbox_id)
-            .field("policy_source", &c.policy_source())
+            .field("policy_source", &self.policy_source_name())
             .field("revisions", &self.revisions())
-            .field("policy_bytes", &c.policy_json.len())
+            .field("has_policy", &c.policy.is_some())
             .field("settings", &c.settings.len())
             .field("provider_value_names", &names)
             .finish()
@@ -153,34 +179,75 @@ impl fmt::Debug for DesiredConfig {
 }
 
 /// Revisions of a `sandbox_config` on its own: the provider env revision is the one it expects.
-pub fn config_revisions(c: &SandboxConfigSnapshot) -> AppliedRevisions {
+///
+/// This project's gateway states them in extension fields. An upstream gateway sends none of
+/// those, so each absent one is derived from upstream's own fields: the policy revision is
+/// `version`, the global policy revision `global_policy_version`, the provider env revision the
+/// decimal `provider_env_revision` (as [`env_revision`] reads the environment's), and the
+/// settings revisions stay 0. Reports to such a gateway then name the `version` it served.
+/// For this project's gateway the derived values are the stated ones whenever those are absent
+/// (its `version` is the policy revision, cut to 32 bits), so reading field by field is safe.
+pub fn config_revisions(c: &sb::GetSandboxConfigResponse) -> AppliedRevisions {
+    let or_upstream = |ours: u64, upstream: u32| {
+        if ours == 0 { u64::from(upstream) } else { ours }
+    };
     AppliedRevisions {
-        policy_revision: c.policy_revision,
+        policy_revision: or_upstream(c.policy_revision, c.version),
         policy_hash: c.policy_hash.clone(),
-        global_policy_revision: c.global_policy_revision,
+        global_policy_revision: or_upstream(c.global_policy_revision, c.global_policy_version),
         global_settings_revision: c.global_settings_revision,
         workspace_settings_revision: c.workspace_settings_revision,
         sandbox_settings_revision: c.sandbox_settings_revision,
-        provider_env_revision: c.provider_env_revision.clone(),
+        provider_env_revision: revision_text(&c.provider_env_fingerprint, c.provider_env_revision),
     }
 }
 
+/// The revision of a `provider_environment`: the gateway's fingerprint, or (from an upstream
+/// gateway, which has none) its `provider_env_revision` in decimal. See [`config_revisions`].
+pub fn env_revision(e: &pb::GetSandboxProviderEnvironmentResponse) -> String {
+    revision_text(&e.provider_env_fingerprint, e.provider_env_revision)
+}
+
+fn revision_text(fingerprint: &str, number: u64) -> String {
+    if fingerprint.is_empty() {
+        number.to_string()
+    } else {
+        fingerprint.to_string()
+    }
+}
+
+/// Whether `c` comes from an upstream gateway: it sets none of this project's extension
+/// fields. Its `policy_hash` is then upstream's hash of the policy message, not the hash of
+/// the canonical JSON this supervisor can check.
+pub fn from_upstream_gateway(c: &sb::GetSandboxConfigResponse) -> bool {
+    c.sandbox_id.is_empty() && c.policy_revision == 0 && c.provider_env_fingerprint.is_empty()
+}
+
+/// True when `e` is the provider environment `c` was built against.
+pub fn pair_matches(
+    c: &sb::GetSandboxConfigResponse,
+    e: &pb::GetSandboxProviderEnvironmentResponse,
+) -> bool {
+    config_revisions(c).provider_env_revision == env_revision(e)
+}
+
 /// Revisions of a `provider_environment` on its own.
-pub fn env_revisions(e: &ProviderEnvironmentSnapshot) -> AppliedRevisions {
+pub fn env_revisions(e: &pb::GetSandboxProviderEnvironmentResponse) -> AppliedRevisions {
     AppliedRevisions {
-        provider_env_revision: e.provider_env_revision.clone(),
+        provider_env_revision: env_revision(e),
         ..AppliedRevisions::default()
     }
 }
 
-fn config_content(c: &SandboxConfigSnapshot) -> Vec<u8> {
+/// Maps of the wire types are `BTreeMap`s (see the proto crate's build), so equal content
+/// encodes to equal bytes.
+fn config_content(c: &sb::GetSandboxConfigResponse) -> Vec<u8> {
     let mut c = c.clone();
     c.built_at = None;
-    c.lifecycle = 0;
     framed(c.encode_to_vec())
 }
 
-fn env_content(e: &ProviderEnvironmentSnapshot) -> Vec<u8> {
+fn env_content(e: &pb::GetSandboxProviderEnvironmentResponse) -> Vec<u8> {
     let mut e = e.clone();
     e.built_at = None;
     framed(e.encode_to_vec())
@@ -194,12 +261,12 @@ fn framed(bytes: Vec<u8>) -> Vec<u8> {
 }
 
 /// Fingerprint of one component snapshot, for `DUPLICATE` detection when the gateway sent none.
-pub fn config_fingerprint(c: &SandboxConfigSnapshot) -> String {
+pub fn config_fingerprint(c: &sb::GetSandboxConfigResponse) -> String {
     hex::encode(Sha256::digest(config_content(c)))
 }
 
 /// See [`config_fingerprint`].
-pub fn env_fingerprint(e: &ProviderEnvironmentSnapshot) -> String {
+pub fn env_fingerprint(e: &pb::GetSandboxProviderEnvironmentResponse) -> String {
     hex::encode(Sha256::digest(env_content(e)))
 }
 
@@ -207,66 +274,123 @@ pub fn env_fingerprint(e: &ProviderEnvironmentSnapshot) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 pub(crate) mod tests {
     use super::*;
-    use openshell_proto::v1::{EnvValue, SettingValue as WireSettingValue};
+    use openshell_core::SandboxPolicy;
+
+    /// Puts `policy` into `d`'s sandbox config the way the gateway does: the message and the
+    /// hash of the document's canonical JSON.
+    pub(crate) fn set_policy(d: &mut DesiredConfig, policy: &SandboxPolicy) {
+        d.sandbox_config.policy = Some(sb::SandboxPolicy::from(policy));
+        d.sandbox_config.policy_hash = policy.policy_hash();
+    }
+
+    /// A policy message of an unsupported schema version: it converts, and validation
+    /// refuses it.
+    pub(crate) fn version_9_policy() -> sb::SandboxPolicy {
+        sb::SandboxPolicy {
+            version: 9,
+            ..sb::SandboxPolicy::default()
+        }
+    }
+
+    /// A policy message no document can be read from: upstream's provenance flag
+    /// `advisor_proposed` is never part of a policy document.
+    pub(crate) fn unconvertible_policy() -> sb::SandboxPolicy {
+        let endpoint = sb::NetworkEndpoint {
+            host: "api.example.com".into(),
+            port: 443,
+            advisor_proposed: true,
+            ..sb::NetworkEndpoint::default()
+        };
+        let rule = sb::NetworkPolicyRule {
+            endpoints: vec![endpoint],
+            ..sb::NetworkPolicyRule::default()
+        };
+        sb::SandboxPolicy {
+            version: 1,
+            network_policies: [("proposed".to_string(), rule)].into(),
+            ..sb::SandboxPolicy::default()
+        }
+    }
+
+    fn string_setting(value: &str, scope: sb::SettingScope) -> sb::EffectiveSetting {
+        sb::EffectiveSetting {
+            value: Some(sb::SettingValue {
+                value: Some(sb::setting_value::Value::StringValue(value.into())),
+            }),
+            scope: scope as i32,
+        }
+    }
+
+    fn source(class: pb::ValueClass, provider: &str) -> pb::EnvValueSource {
+        pb::EnvValueSource {
+            class: class as i32,
+            provider: provider.into(),
+        }
+    }
 
     pub(crate) fn sample(policy_revision: u64, env_revision: &str) -> DesiredConfig {
         let policy = openshell_core::parse_and_validate("version: 1").unwrap();
-        DesiredConfig::new(
-            SandboxConfigSnapshot {
+        let mut d = DesiredConfig::new(
+            sb::GetSandboxConfigResponse {
                 sandbox_id: "sb-1".into(),
-                policy_json: policy.canonical_json(),
-                policy_hash: policy.policy_hash(),
+                version: u32::try_from(policy_revision).unwrap_or(u32::MAX),
                 policy_revision,
-                provider_env_revision: env_revision.into(),
-                settings: vec![Setting {
-                    key: FAILURE_MODE_KEY.into(),
-                    value: Some(WireSettingValue {
-                        kind: Some(setting_value::Kind::StringValue("retain_last_valid".into())),
-                    }),
-                    scope: SettingScope::Default as i32,
-                }],
+                provider_env_fingerprint: env_revision.into(),
+                settings: [(
+                    FAILURE_MODE_KEY.to_string(),
+                    string_setting("retain_last_valid", sb::SettingScope::Default),
+                )]
+                .into(),
                 ..Default::default()
             },
-            ProviderEnvironmentSnapshot {
+            pb::GetSandboxProviderEnvironmentResponse {
                 sandbox_id: "sb-1".into(),
-                provider_env_revision: env_revision.into(),
-                values: vec![
-                    EnvValue {
-                        name: "GITHUB_TOKEN".into(),
-                        value: "ghp_secretvalue42".into(),
-                        class: WireValueClass::Credential as i32,
-                        provider: "github".into(),
-                    },
-                    EnvValue {
-                        name: "GITHUB_HOST".into(),
-                        value: "github.example".into(),
-                        class: WireValueClass::NonSecret as i32,
-                        provider: "github".into(),
-                    },
-                ],
+                provider_env_fingerprint: env_revision.into(),
+                environment: [
+                    ("GITHUB_TOKEN".to_string(), "ghp_secretvalue42".to_string()),
+                    ("GITHUB_HOST".to_string(), "github.example".to_string()),
+                ]
+                .into(),
+                sources: [
+                    (
+                        "GITHUB_TOKEN".to_string(),
+                        source(pb::ValueClass::Credential, "github"),
+                    ),
+                    (
+                        "GITHUB_HOST".to_string(),
+                        source(pb::ValueClass::NonSecret, "github"),
+                    ),
+                ]
+                .into(),
                 ..Default::default()
             },
-        )
+        );
+        set_policy(&mut d, &policy);
+        d
     }
 
     #[test]
-    fn fingerprint_ignores_build_time_and_lifecycle_only() {
+    fn fingerprint_ignores_build_time_only() {
         let a = sample(1, "e1");
         let mut b = a.clone();
         b.sandbox_config.built_at = Some(prost_types::Timestamp {
             seconds: 5,
             nanos: 0,
         });
-        b.sandbox_config.lifecycle = 2;
         b.provider_env.built_at = Some(prost_types::Timestamp {
             seconds: 9,
             nanos: 0,
         });
         assert_eq!(a.fingerprint(), b.fingerprint());
         let mut c = a.clone();
-        c.provider_env.values[0].value = "other".into();
+        c.provider_env
+            .environment
+            .insert("GITHUB_TOKEN".into(), "other".into());
         assert_ne!(a.fingerprint(), c.fingerprint());
         assert_ne!(a.fingerprint(), sample(2, "e1").fingerprint());
+        let mut local = a.clone();
+        local.policy_is_local = true;
+        assert_ne!(a.fingerprint(), local.fingerprint());
     }
 
     #[test]
@@ -277,8 +401,56 @@ pub(crate) mod tests {
         assert_eq!(r.provider_env_revision, "e7");
         assert!(d.pair_matches());
         let mut d2 = d.clone();
-        d2.provider_env.provider_env_revision = "e8".into();
+        d2.provider_env.provider_env_fingerprint = "e8".into();
         assert!(!d2.pair_matches());
+    }
+
+    /// An upstream gateway sets none of the extension fields: what a report needs is read
+    /// from upstream's own, and its two answers still pair up.
+    #[test]
+    fn an_upstream_gateways_config_is_read_by_upstreams_fields() {
+        let config = sb::GetSandboxConfigResponse {
+            policy: sample(1, "e1").sandbox_config.policy,
+            version: 7,
+            policy_hash: "hash-of-upstreams-encoding".into(),
+            global_policy_version: 2,
+            provider_env_revision: 42,
+            ..Default::default()
+        };
+        assert!(from_upstream_gateway(&config));
+        assert_eq!(
+            config_revisions(&config),
+            AppliedRevisions {
+                policy_revision: 7,
+                policy_hash: "hash-of-upstreams-encoding".into(),
+                global_policy_revision: 2,
+                global_settings_revision: 0,
+                workspace_settings_revision: 0,
+                sandbox_settings_revision: 0,
+                provider_env_revision: "42".into(),
+            }
+        );
+        let env = pb::GetSandboxProviderEnvironmentResponse {
+            environment: [("TOKEN".to_string(), "value-1234".to_string())].into(),
+            provider_env_revision: 42,
+            ..Default::default()
+        };
+        assert_eq!(env_revision(&env), "42");
+        let d = DesiredConfig::new(config, env);
+        assert!(d.pair_matches());
+        assert_eq!(d.revisions().policy_revision, 7);
+        let mut moved_on = d.clone();
+        moved_on.provider_env.provider_env_revision = 43;
+        assert!(!moved_on.pair_matches());
+
+        // This project's gateway states its revisions: they win over upstream's fields.
+        let mut ours = sample(1 << 40, "e1").sandbox_config;
+        ours.version = u32::MAX;
+        ours.provider_env_revision = 42;
+        assert!(!from_upstream_gateway(&ours));
+        let r = config_revisions(&ours);
+        assert_eq!(r.policy_revision, 1 << 40);
+        assert_eq!(r.provider_env_revision, "e1");
     }
 
     #[test]
@@ -290,19 +462,46 @@ pub(crate) mod tests {
         assert!(out.contains("GITHUB_TOKEN"));
         let values = d.provider_values();
         assert!(!format!("{values:?}").contains("ghp_secretvalue42"));
-        assert_eq!(values[0].1.expose(), "ghp_secretvalue42");
+        let (_, token) = values
+            .iter()
+            .find(|(name, _)| name == "GITHUB_TOKEN")
+            .unwrap();
+        assert_eq!(token.expose(), "ghp_secretvalue42");
+        assert_eq!(token.class(), openshell_core::ValueClass::Credential);
+        let (_, host) = values
+            .iter()
+            .find(|(name, _)| name == "GITHUB_HOST")
+            .unwrap();
+        assert_eq!(host.class(), openshell_core::ValueClass::NonSecret);
+    }
+
+    #[test]
+    fn a_value_without_a_source_is_a_credential() {
+        let mut d = sample(1, "e1");
+        d.provider_env.sources.clear();
+        for (name, value) in d.provider_values() {
+            assert_eq!(
+                value.class(),
+                openshell_core::ValueClass::Credential,
+                "{name}"
+            );
+        }
     }
 
     #[test]
     fn failure_mode_reads_setting() {
         let mut d = sample(1, "e1");
         assert_eq!(d.failure_mode(), FailureMode::RetainLastValid);
-        d.sandbox_config.settings[0].value = Some(WireSettingValue {
-            kind: Some(setting_value::Kind::StringValue("fail_closed".into())),
-        });
+        d.sandbox_config.settings.insert(
+            FAILURE_MODE_KEY.into(),
+            string_setting("fail_closed", sb::SettingScope::Sandbox),
+        );
         assert_eq!(d.failure_mode(), FailureMode::FailClosed);
         // Without the key, upstream's default: fail closed.
         d.sandbox_config.settings.clear();
         assert_eq!(d.failure_mode(), FailureMode::FailClosed);
+        // Upstream's gateway states it in a field of its own.
+        d.sandbox_config.policy_validation_failure_mode = "retain_last_valid".into();
+        assert_eq!(d.failure_mode(), FailureMode::RetainLastValid);
     }
 }

@@ -88,11 +88,14 @@ impl RejectedPolicy {
 fn with_policy_of(gateway: &DesiredConfig, active: &DesiredConfig) -> DesiredConfig {
     let mut merged = gateway.clone();
     let (to, from) = (&mut merged.sandbox_config, &active.sandbox_config);
-    to.policy_json.clone_from(&from.policy_json);
+    to.policy.clone_from(&from.policy);
     to.policy_source = from.policy_source;
     to.policy_revision = from.policy_revision;
+    to.version = from.version;
     to.policy_hash.clone_from(&from.policy_hash);
     to.global_policy_revision = from.global_policy_revision;
+    to.global_policy_version = from.global_policy_version;
+    merged.policy_is_local = active.policy_is_local;
     merged
 }
 
@@ -211,7 +214,7 @@ impl Engine {
     /// it while its revision holds.
     pub async fn last_gateway_env(
         &self,
-    ) -> Option<openshell_proto::v1::ProviderEnvironmentSnapshot> {
+    ) -> Option<openshell_proto::v1::GetSandboxProviderEnvironmentResponse> {
         let state = self.state.lock().await;
         state.last_gateway.as_ref().map(|d| d.provider_env.clone())
     }
@@ -522,7 +525,7 @@ impl Engine {
             return Ok(());
         }
         let r = effective.revisions();
-        let source = effective.sandbox_config.policy_source().as_str_name();
+        let source = effective.policy_source_name();
         match self.applier.apply(&effective).await {
             Ok(report) => {
                 info!(
@@ -534,7 +537,7 @@ impl Engine {
                     workspace_settings_revision = r.workspace_settings_revision,
                     sandbox_settings_revision = r.sandbox_settings_revision,
                     provider_env_revision = %r.provider_env_revision,
-                    provider_values = effective.provider_env.values.len(),
+                    provider_values = effective.provider_env.environment.len(),
                     first_activation = report.first_activation,
                     "configuration applied"
                 );
@@ -609,12 +612,18 @@ fn effective(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::desired::tests::sample;
+    use crate::desired::tests::{sample, version_9_policy};
     use crate::file_applier::state_dir::{WriteFault, WriteStep};
     use crate::file_applier::{FileApplier, FileApplierConfig};
     use crate::{ApplyErrorKind, MemoryApplier};
     use std::path::Path;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    fn rotate_token(d: &mut DesiredConfig) {
+        d.provider_env
+            .environment
+            .insert("GITHUB_TOKEN".into(), "ghp_rotated0001".into());
+    }
 
     async fn engine(applier: Arc<MemoryApplier>, local: Option<LocalPolicy>) -> Engine {
         engine_with(applier, local, BackoffConfig::apply_retry()).await
@@ -775,7 +784,7 @@ mod tests {
         let e = engine_with(disk.applier.clone(), None, exact_backoff()).await;
         e.offer(sample(1, "e1"), Origin::Poll).await;
         let mut bad = sample(2, "e1");
-        bad.sandbox_config.policy_json = "version: 9".into();
+        bad.sandbox_config.policy = Some(version_9_policy());
         // Only its policy differs from what is in effect: the policy is parked as rejected.
         assert!(matches!(
             e.offer(bad.clone(), Origin::Poll).await.verdict,
@@ -925,20 +934,20 @@ mod tests {
 
         // Only the provider environment changes: applied.
         let mut env_only = sample(1, "e2");
-        env_only.provider_env.values[0].value = "ghp_rotated0001".into();
+        rotate_token(&mut env_only);
         assert_eq!(
             e.offer(env_only, Origin::Push).await.verdict,
             Verdict::Applied
         );
         assert_eq!(
-            applier.active().unwrap().provider_env.values[0].value,
+            applier.active().unwrap().provider_env.environment["GITHUB_TOKEN"],
             "ghp_rotated0001"
         );
 
         // A new gateway policy revision: retained, and nothing new to apply.
         let before = applier.apply_count();
         let mut policy_only = sample(2, "e2");
-        policy_only.provider_env.values[0].value = "ghp_rotated0001".into();
+        rotate_token(&mut policy_only);
         let o = e.offer(policy_only, Origin::Push).await;
         assert_eq!(o.verdict, Verdict::RetainedLocalOverride);
         assert_eq!(o.revisions.policy_revision, 2);

@@ -4,22 +4,22 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use openshell_proto::v1::gateway_message::Message as Inbound;
+use openshell_proto::v1::gateway_message::Payload as Inbound;
 use openshell_proto::v1::startup_config_prepared::Result as Prepared;
-use openshell_proto::v1::supervisor_client::SupervisorClient;
-use openshell_proto::v1::supervisor_message::Message as Outbound;
+use openshell_proto::v1::supervisor_message::Payload as Outbound;
 use openshell_proto::v1::{
-    GatewayMessage, Heartbeat, SessionAccepted, StartupConfigPrepared, SupervisorMessage,
+    GatewayHeartbeat, GatewayMessage, SessionAccepted, StartupConfigPrepared, SupervisorHeartbeat,
+    SupervisorMessage,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
-use tonic::transport::Channel;
 use tracing::{debug, error, info, warn};
 
 use crate::backoff::Backoff;
+use crate::client::GatewayClient;
 use crate::engine::{Engine, Origin};
 use crate::poll::{effective_poll_interval, mode_after_session, mode_for};
 use crate::push::{apply_bootstrap, handle_update};
@@ -51,7 +51,7 @@ struct Ended {
 }
 
 pub(crate) struct SessionRunner {
-    pub client: SupervisorClient<Channel>,
+    pub client: GatewayClient,
     pub options: Arc<SupervisorOptions>,
     pub engine: Arc<Engine>,
     pub status: watch::Sender<SupervisorStatus>,
@@ -176,8 +176,8 @@ impl SessionRunner {
                 .await
                 .map_err(|_| SessionError::AcceptTimeout(self.options.accept_timeout))?;
             match next_message(frame)? {
-                Inbound::Accepted(accepted) => return Ok(accepted),
-                Inbound::Rejected(rejected) => {
+                Inbound::SessionAccepted(accepted) => return Ok(accepted),
+                Inbound::SessionRejected(rejected) => {
                     return Err(SessionError::Rejected {
                         reason: rejected.reason,
                         permanent: rejected.permanent,
@@ -224,11 +224,7 @@ impl SessionRunner {
         accepted: SessionAccepted,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<(), SessionError> {
-        let heartbeat = if accepted.heartbeat_interval_ms > 0 {
-            Duration::from_millis(u64::from(accepted.heartbeat_interval_ms))
-        } else {
-            self.options.heartbeat_interval
-        };
+        let heartbeat = heartbeat_interval(&accepted, self.options.heartbeat_interval);
         let poll_interval =
             effective_poll_interval(accepted.poll_interval_ms, self.options.poll_interval);
         let push_apply = accepted.config_apply_enabled && self.options.supports_config_apply();
@@ -337,17 +333,29 @@ impl SessionRunner {
                     send(&tx, Outbound::ConfigUpdateResult(result)).await?;
                     self.status.send_modify(|s| s.acks_sent += 1);
                 }
-                Inbound::Rejected(rejected) => {
+                Inbound::SessionRejected(rejected) => {
                     return Err(SessionError::Rejected {
                         reason: rejected.reason,
                         permanent: rejected.permanent,
                     });
                 }
-                Inbound::Accepted(_) | Inbound::StartupCandidate(_) => {
+                Inbound::SessionAccepted(_) | Inbound::StartupCandidate(_) => {
                     warn!("unexpected handshake frame in an accepted session ignored");
                 }
             }
         }
+    }
+}
+
+/// The heartbeat interval a session asks for: our gateway's milliseconds when it sends them,
+/// else upstream's whole seconds, else `configured`.
+fn heartbeat_interval(accepted: &SessionAccepted, configured: Duration) -> Duration {
+    if accepted.heartbeat_interval_ms > 0 {
+        Duration::from_millis(u64::from(accepted.heartbeat_interval_ms))
+    } else if accepted.heartbeat_interval_secs > 0 {
+        Duration::from_secs(u64::from(accepted.heartbeat_interval_secs))
+    } else {
+        configured
     }
 }
 
@@ -356,18 +364,21 @@ fn next_message(
 ) -> Result<Inbound, SessionError> {
     match frame {
         Ok(Some(GatewayMessage {
-            message: Some(message),
-        })) => Ok(message),
-        // An empty frame from a newer gateway: a message kind this supervisor does not know.
-        Ok(Some(GatewayMessage { message: None })) => Ok(Inbound::Heartbeat(Heartbeat::default())),
+            payload: Some(payload),
+        })) => Ok(payload),
+        // An empty frame from a newer gateway: a message kind this supervisor does not know
+        // (upstream's relay frames among them). It proves the gateway is alive, like a heartbeat.
+        Ok(Some(GatewayMessage { payload: None })) => {
+            Ok(Inbound::Heartbeat(GatewayHeartbeat::default()))
+        }
         Ok(None) => Err(SessionError::Closed),
         Err(status) => Err(SessionError::Transport(status_text(&status))),
     }
 }
 
-async fn send(tx: &mpsc::Sender<SupervisorMessage>, message: Outbound) -> Result<(), SessionError> {
+async fn send(tx: &mpsc::Sender<SupervisorMessage>, payload: Outbound) -> Result<(), SessionError> {
     tx.send(SupervisorMessage {
-        message: Some(message),
+        payload: Some(payload),
     })
     .await
     .map_err(|_| SessionError::Closed)
@@ -378,7 +389,7 @@ async fn send_heartbeats(tx: mpsc::Sender<SupervisorMessage>, every: Duration) {
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
-        let beat = Outbound::Heartbeat(Heartbeat {
+        let beat = Outbound::Heartbeat(SupervisorHeartbeat {
             sent_at: Some(SystemTime::now().into()),
         });
         if send(&tx, beat).await.is_err() {
@@ -389,4 +400,29 @@ async fn send_heartbeats(tx: mpsc::Sender<SupervisorMessage>, every: Duration) {
 
 fn status_text(status: &tonic::Status) -> String {
     format!("{:?}: {}", status.code(), status.message())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_heartbeat_interval_prefers_milliseconds_then_seconds() {
+        let configured = Duration::from_secs(5);
+        let accepted = |secs, ms| SessionAccepted {
+            heartbeat_interval_secs: secs,
+            heartbeat_interval_ms: ms,
+            ..SessionAccepted::default()
+        };
+        assert_eq!(
+            heartbeat_interval(&accepted(3, 250), configured),
+            Duration::from_millis(250)
+        );
+        // An upstream gateway states whole seconds only.
+        assert_eq!(
+            heartbeat_interval(&accepted(3, 0), configured),
+            Duration::from_secs(3)
+        );
+        assert_eq!(heartbeat_interval(&accepted(0, 0), configured), configured);
+    }
 }

@@ -1,9 +1,13 @@
 //! Who this supervisor is: its sandbox id and the credential issued at sandbox creation.
+//!
+//! The credential travels only as `authorization: Bearer <credential>` metadata, attached to
+//! every call by [`crate::client`]'s interceptor; requests name the sandbox by id and carry no
+//! secret, so no message the supervisor builds or logs can hold the credential.
 
 use std::path::{Path, PathBuf};
 
 use openshell_core::Secret;
-use openshell_proto::v1::SupervisorIdentity;
+use tonic::metadata::{AsciiMetadataValue, MetadataValue};
 
 /// The sandbox id and its supervisor credential. `Debug` never shows the credential.
 #[derive(Debug, Clone)]
@@ -24,6 +28,10 @@ pub enum IdentityError {
     Empty { path: PathBuf },
     #[error("sandbox id is empty")]
     NoSandbox,
+    /// The credential cannot travel in an `authorization` header (a control character or a
+    /// non-ASCII byte, say). Which character is not said: it is part of the secret.
+    #[error("the supervisor credential holds characters an authorization header cannot carry")]
+    CredentialNotHeaderSafe,
 }
 
 impl Identity {
@@ -57,16 +65,26 @@ impl Identity {
                 path: path.to_path_buf(),
             });
         }
-        Ok(Self::new(sandbox_id, credential))
+        let identity = Self::new(sandbox_id, credential);
+        // Checked here too, so the binary refuses a bad file at start instead of at its first
+        // call.
+        identity.authorization()?;
+        Ok(identity)
     }
 
-    /// The identity as the wire carries it. The result holds the credential in plain text, so
-    /// it goes straight into a request and is never logged.
-    pub fn to_proto(&self) -> SupervisorIdentity {
-        SupervisorIdentity {
-            sandbox_id: self.sandbox_id.clone(),
-            credential: self.credential.expose().to_string(),
+    /// The `authorization` metadata value every supervisor call carries. Marked sensitive:
+    /// its `Debug` prints `Sensitive` and HTTP/2 sends it never-indexed, so neither a log of
+    /// the request nor a proxy's header table keeps the credential.
+    pub fn authorization(&self) -> Result<AsciiMetadataValue, IdentityError> {
+        let mut value = MetadataValue::try_from(format!("Bearer {}", self.credential.expose()))
+            .map_err(|_| IdentityError::CredentialNotHeaderSafe)?;
+        // The header type takes bytes above 127 too, but a gateway reads the header as
+        // visible ASCII: such a credential would be refused there as if none were sent.
+        if value.to_str().is_err() {
+            return Err(IdentityError::CredentialNotHeaderSafe);
         }
+        value.set_sensitive(true);
+        Ok(value)
     }
 }
 
@@ -82,8 +100,11 @@ mod tests {
         std::fs::write(&path, "  tok-123\n").unwrap();
         let id = Identity::from_credential_file("sb-1", &path).unwrap();
         assert_eq!(id.credential.expose(), "tok-123");
-        assert_eq!(id.to_proto().credential, "tok-123");
+        let header = id.authorization().unwrap();
+        assert_eq!(header.to_str().unwrap(), "Bearer tok-123");
+        assert!(header.is_sensitive());
         assert!(!format!("{id:?}").contains("tok-123"));
+        assert!(!format!("{header:?}").contains("tok-123"), "{header:?}");
     }
 
     #[test]
@@ -103,5 +124,17 @@ mod tests {
             Identity::from_credential_file(" ", &path),
             Err(IdentityError::NoSandbox)
         ));
+    }
+
+    #[test]
+    fn a_credential_no_header_can_carry_is_refused_without_showing_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cred");
+        for credential in ["tok\u{7f}secret", "tok-sécret"] {
+            std::fs::write(&path, format!("{credential}\n")).unwrap();
+            let err = Identity::from_credential_file("sb-1", &path).unwrap_err();
+            assert!(matches!(err, IdentityError::CredentialNotHeaderSafe));
+            assert!(!err.to_string().contains("ecret"), "{err}");
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The OpenShell sandbox supervisor.
 //!
-//! It owns the supervisor's side of the `Supervisor` gRPC contract and everything between a
+//! It owns the supervisor's side of the gRPC contract (the supervisor calls of the gateway's
+//! `OpenShell` service, in upstream OpenShell's wire layout) and everything between a
 //! delivered snapshot and a running workload:
 //!
 //! - the `ConnectSupervisor` session ([`Supervisor`], [`run_session`]): hello with capability

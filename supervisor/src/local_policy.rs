@@ -7,17 +7,16 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use openshell_core::policy::{PolicyError, SandboxPolicy, parse_and_validate};
 use openshell_core::settings::{SettingValue as CoreSettingValue, registry};
-use openshell_proto::v1::{
-    PolicySource, ProviderEnvironmentSnapshot, SandboxConfigSnapshot, Setting, SettingScope,
-    SettingValue as WireSettingValue, setting_value,
-};
+use openshell_proto::sandbox::v1 as sb;
+use openshell_proto::v1 as pb;
 use sha2::{Digest, Sha256};
 
-use crate::desired::DesiredConfig;
+use crate::desired::{DesiredConfig, config_revisions};
 
 /// Why a local policy file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -32,11 +31,12 @@ pub enum LocalPolicyError {
 }
 
 /// A validated local policy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LocalPolicy {
     path: PathBuf,
     policy: SandboxPolicy,
-    canonical: String,
+    /// The policy as a sandbox config carries it, converted once and shared by clones.
+    message: Arc<sb::SandboxPolicy>,
     hash: String,
 }
 
@@ -56,7 +56,7 @@ impl LocalPolicy {
         })?;
         Ok(Self {
             path: path.to_path_buf(),
-            canonical: policy.canonical_json(),
+            message: Arc::new(sb::SandboxPolicy::from(&policy)),
             hash: policy.policy_hash(),
             policy,
         })
@@ -79,11 +79,16 @@ impl LocalPolicy {
     pub fn overlay(&self, gateway: &DesiredConfig) -> DesiredConfig {
         let mut desired = gateway.clone();
         let config = &mut desired.sandbox_config;
-        config.policy_json = self.canonical.clone();
+        config.policy = Some(sb::SandboxPolicy::clone(&self.message));
         config.policy_hash = self.hash.clone();
-        config.policy_source = PolicySource::Local as i32;
+        config.policy_source = sb::PolicySource::Unspecified as i32;
+        // Upstream's fields too: a revision left in `version` would be read as the local
+        // policy's (see `config_revisions`).
         config.policy_revision = 0;
+        config.version = 0;
         config.global_policy_revision = 0;
+        config.global_policy_version = 0;
+        desired.policy_is_local = true;
         desired
     }
 
@@ -92,36 +97,39 @@ impl LocalPolicy {
     pub fn standalone_config(&self, sandbox_id: &str) -> DesiredConfig {
         let settings = registry()
             .iter()
-            .map(|def| Setting {
-                key: def.key.to_string(),
-                value: Some(wire_value(def.default_value())),
-                scope: SettingScope::Default as i32,
+            .map(|def| {
+                let setting = sb::EffectiveSetting {
+                    value: Some(wire_value(def.default_value())),
+                    scope: sb::SettingScope::Default as i32,
+                };
+                (def.key.to_string(), setting)
             })
             .collect();
-        DesiredConfig::new(
-            SandboxConfigSnapshot {
+        let mut desired = DesiredConfig::new(
+            sb::GetSandboxConfigResponse {
                 sandbox_id: sandbox_id.to_string(),
-                policy_json: self.canonical.clone(),
-                policy_source: PolicySource::Local as i32,
+                policy: Some(sb::SandboxPolicy::clone(&self.message)),
                 policy_hash: self.hash.clone(),
                 settings,
-                ..SandboxConfigSnapshot::default()
+                ..sb::GetSandboxConfigResponse::default()
             },
-            ProviderEnvironmentSnapshot {
+            pb::GetSandboxProviderEnvironmentResponse {
                 sandbox_id: sandbox_id.to_string(),
-                ..ProviderEnvironmentSnapshot::default()
+                ..pb::GetSandboxProviderEnvironmentResponse::default()
             },
-        )
+        );
+        desired.policy_is_local = true;
+        desired
     }
 }
 
-fn wire_value(value: CoreSettingValue) -> WireSettingValue {
-    let kind = match value {
-        CoreSettingValue::Bool(b) => setting_value::Kind::BoolValue(b),
-        CoreSettingValue::Int(i) => setting_value::Kind::IntValue(i),
-        CoreSettingValue::String(s) => setting_value::Kind::StringValue(s),
+fn wire_value(value: CoreSettingValue) -> sb::SettingValue {
+    let value = match value {
+        CoreSettingValue::Bool(b) => sb::setting_value::Value::BoolValue(b),
+        CoreSettingValue::Int(i) => sb::setting_value::Value::IntValue(i),
+        CoreSettingValue::String(s) => sb::setting_value::Value::StringValue(s),
     };
-    WireSettingValue { kind: Some(kind) }
+    sb::SettingValue { value: Some(value) }
 }
 
 /// Which gateway policy a snapshot carries: enough to notice that it changed.
@@ -133,11 +141,12 @@ pub struct GatewayPolicyId {
 }
 
 impl GatewayPolicyId {
-    pub fn of(config: &SandboxConfigSnapshot) -> Self {
+    pub fn of(config: &sb::GetSandboxConfigResponse) -> Self {
+        let revisions = config_revisions(config);
         Self {
-            policy_hash: config.policy_hash.clone(),
-            policy_revision: config.policy_revision,
-            global_policy_revision: config.global_policy_revision,
+            policy_hash: revisions.policy_hash,
+            policy_revision: revisions.policy_revision,
+            global_policy_revision: revisions.global_policy_revision,
         }
     }
 
@@ -266,9 +275,15 @@ mod tests {
         let local = LocalPolicy::parse(Path::new("p.yaml"), LOCAL).unwrap();
         let gateway = sample(5, "e3");
         let d = local.overlay(&gateway);
-        assert_eq!(d.sandbox_config.policy_source(), PolicySource::Local);
+        assert!(d.policy_is_local);
+        assert_eq!(d.policy_source_name(), "local");
         assert_eq!(d.sandbox_config.policy_hash, local.hash());
-        assert!(d.sandbox_config.policy_json.contains("api.local.example"));
+        let policy = d.sandbox_config.policy.as_ref().unwrap();
+        assert_eq!(
+            policy.network_policies["local"].endpoints[0].host,
+            "api.local.example"
+        );
+        assert_eq!(d.revisions().policy_revision, 0);
         assert_eq!(d.provider_env, gateway.provider_env);
         assert_eq!(d.sandbox_config.settings, gateway.sandbox_config.settings);
         crate::file_applier::stage::validate(&d, &mut Default::default()).unwrap();

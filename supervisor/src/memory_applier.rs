@@ -147,7 +147,7 @@ mod tests {
     async fn rejects_invalid_policy() {
         let a = MemoryApplier::new();
         let mut d = sample(1, "e1");
-        d.sandbox_config.policy_json = "{nope".into();
+        d.sandbox_config.policy = Some(crate::desired::tests::unconvertible_policy());
         assert!(a.apply(&d).await.is_err());
         assert!(a.active().is_none());
     }

@@ -9,30 +9,29 @@
 
 use std::time::Duration;
 
-use openshell_proto::v1::supervisor_client::SupervisorClient;
+use openshell_proto::sandbox::v1::GetSandboxConfigRequest;
 use openshell_proto::v1::{
-    GetSandboxConfigRequest, GetSandboxProviderEnvironmentRequest, PolicyLoadStatus,
-    ProviderEnvironmentSnapshot,
+    GetSandboxProviderEnvironmentRequest, GetSandboxProviderEnvironmentResponse, PolicyLoadStatus,
 };
 use std::sync::Arc;
 use tokio::sync::watch;
-use tonic::transport::Channel;
 use tracing::{debug, warn};
 
 use crate::backoff::spread;
-use crate::desired::DesiredConfig;
+use crate::client::GatewayClient;
+use crate::desired::{DesiredConfig, config_revisions, env_revision};
 use crate::engine::{Engine, Mode, Origin, Outcome, Verdict};
-use crate::identity::Identity;
 use crate::outbox::{Outbox, StatusReport};
 
 pub(crate) struct PollLoop {
-    pub client: SupervisorClient<Channel>,
-    pub identity: Identity,
+    /// Attaches the credential to every call.
+    pub client: GatewayClient,
+    pub sandbox_id: String,
     pub engine: Arc<Engine>,
     pub outbox: Outbox,
     pub rpc_timeout: Duration,
     /// The provider environment fetched last, reused while its revision is the expected one.
-    pub cached_env: Option<ProviderEnvironmentSnapshot>,
+    pub cached_env: Option<GetSandboxProviderEnvironmentResponse>,
     /// Consecutive failed polls, so an unreachable gateway logs once, not every interval.
     pub failures: u32,
 }
@@ -76,19 +75,20 @@ impl PollLoop {
     async fn fetch(&mut self) -> Result<Option<DesiredConfig>, String> {
         let mut client = self.client.clone();
         let request = GetSandboxConfigRequest {
-            identity: Some(self.identity.to_proto()),
+            sandbox_id: self.sandbox_id.clone(),
         };
         let config = rpc(self.rpc_timeout, client.get_sandbox_config(request)).await?;
         if self.cached_env.is_none() {
             self.cached_env = self.engine.last_gateway_env().await;
         }
+        let expected = config_revisions(&config).provider_env_revision;
         let cached_matches = self
             .cached_env
             .as_ref()
-            .is_some_and(|env| env.provider_env_revision == config.provider_env_revision);
+            .is_some_and(|env| env_revision(env) == expected);
         if !cached_matches {
             let request = GetSandboxProviderEnvironmentRequest {
-                identity: Some(self.identity.to_proto()),
+                sandbox_id: self.sandbox_id.clone(),
             };
             let env = rpc(
                 self.rpc_timeout,
@@ -101,8 +101,8 @@ impl PollLoop {
         let desired = DesiredConfig::new(config, env);
         if !desired.pair_matches() {
             debug!(
-                expected = %desired.sandbox_config.provider_env_revision,
-                got = %desired.provider_env.provider_env_revision,
+                %expected,
+                got = %env_revision(&desired.provider_env),
                 "provider environment does not match the sandbox config yet; retrying next poll"
             );
             return Ok(None);

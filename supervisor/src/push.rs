@@ -7,14 +7,16 @@
 //! retry ([`crate::engine::Engine::retry`]) the success is acked for that delivery and
 //! revisions. It is created fresh for every session, from that session's bootstrap.
 
+use openshell_proto::sandbox::v1::GetSandboxConfigResponse;
 use openshell_proto::v1::config_update::Snapshot;
 use openshell_proto::v1::{
     AppliedRevisions, BootstrapResult, ConfigApplyStatus, ConfigComponent, ConfigUpdate,
-    ConfigUpdateResult, ProviderEnvironmentSnapshot, SandboxConfigSnapshot,
+    ConfigUpdateResult, GetSandboxProviderEnvironmentResponse,
 };
 
 use crate::desired::{
-    DesiredConfig, config_fingerprint, config_revisions, env_fingerprint, env_revisions,
+    DesiredConfig, config_fingerprint, config_revisions, env_fingerprint, env_revision,
+    env_revisions, pair_matches,
 };
 use crate::engine::{Engine, Origin, Outcome, Verdict};
 
@@ -31,7 +33,8 @@ pub(crate) enum Step {
     Ack(ConfigUpdateResult),
     /// The pair is complete: apply it, then [`PushState::finish`] builds the answer.
     Activate {
-        desired: DesiredConfig,
+        /// Boxed: a pair of snapshots is large beside an answer.
+        desired: Box<DesiredConfig>,
         delivery_id: u64,
         component: ConfigComponent,
     },
@@ -40,8 +43,8 @@ pub(crate) enum Step {
 #[derive(Debug, Default)]
 pub(crate) struct PushState {
     highest_sequence: Option<u64>,
-    config: Option<Latest<SandboxConfigSnapshot>>,
-    env: Option<Latest<ProviderEnvironmentSnapshot>>,
+    config: Option<Latest<GetSandboxConfigResponse>>,
+    env: Option<Latest<GetSandboxProviderEnvironmentResponse>>,
     active_config: Option<String>,
     active_env: Option<String>,
     failed: Option<FailedActivation>,
@@ -93,7 +96,8 @@ impl PushState {
                         state,
                         Err(format!(
                             "bootstrap components disagree: sandbox_config expects provider_env_revision {:?}, provider_environment has {:?}",
-                            c.provider_env_revision, e.provider_env_revision
+                            config_revisions(c).provider_env_revision,
+                            env_revision(e)
                         )),
                     )
                 }
@@ -177,15 +181,11 @@ impl PushState {
             }
         }
         match (&self.config, &self.env) {
-            (Some(c), Some(e))
-                if c.snapshot.provider_env_revision == e.snapshot.provider_env_revision =>
-            {
-                Step::Activate {
-                    desired: DesiredConfig::new(c.snapshot.clone(), e.snapshot.clone()),
-                    delivery_id: update.delivery_id,
-                    component,
-                }
-            }
+            (Some(c), Some(e)) if pair_matches(&c.snapshot, &e.snapshot) => Step::Activate {
+                desired: Box::new(DesiredConfig::new(c.snapshot.clone(), e.snapshot.clone())),
+                delivery_id: update.delivery_id,
+                component,
+            },
             _ => ack(ConfigApplyStatus::AwaitingComponent, ""),
         }
     }
@@ -266,7 +266,7 @@ pub(crate) async fn handle_update(
             delivery_id,
             component,
         } => {
-            let outcome = engine.offer(desired, Origin::Push).await;
+            let outcome = engine.offer(*desired, Origin::Push).await;
             state.finish(delivery_id, component, outcome)
         }
     }

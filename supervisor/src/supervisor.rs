@@ -3,7 +3,7 @@
 //! of these with in-memory appliers.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use openshell_proto::v1::SupervisorHello;
@@ -25,6 +25,15 @@ use crate::status::SupervisorStatus;
 
 /// Protocol revision this supervisor speaks by default.
 pub const PROTOCOL_REVISION: u32 = 1;
+
+/// This process among the supervisors of a sandbox (`SupervisorHello.instance_id`): random,
+/// drawn once per process start, so a restarted supervisor is told apart from the one before
+/// it. Supervisors sharing a process (the fleet benchmark) share it; their sandbox ids differ.
+pub fn instance_id() -> &'static str {
+    static INSTANCE_ID: LazyLock<String> =
+        LazyLock::new(|| format!("{:032x}", rand::random::<u128>()));
+    &INSTANCE_ID
+}
 
 /// Everything a gateway-backed supervisor needs. [`SupervisorOptions::new`] fills in the
 /// production defaults; tests shorten the intervals.
@@ -100,10 +109,12 @@ impl SupervisorOptions {
         self.protocol_revision > 0 && self.config_apply
     }
 
-    /// The first frame of every session. Holds the credential: never log it.
+    /// The first frame of every session. The credential is not in it: it travels as metadata
+    /// of the call (see [`crate::client`]).
     pub fn hello(&self) -> SupervisorHello {
         SupervisorHello {
-            identity: Some(self.identity.to_proto()),
+            sandbox_id: self.identity.sandbox_id.clone(),
+            instance_id: instance_id().to_string(),
             protocol_revision: self.protocol_revision,
             supervisor_version: env!("CARGO_PKG_VERSION").to_string(),
             supports_config_snapshots: self.supports_config_snapshots(),
@@ -158,7 +169,7 @@ impl Supervisor {
 
     /// Runs the session, the poll loop and the status outbox until `shutdown` completes.
     /// Returns an error only when the gateway rejects the session permanently (or the
-    /// gateway address is unusable); everything else is retried.
+    /// gateway address or the credential is unusable); everything else is retried.
     pub async fn run<F>(&self, shutdown: F) -> Result<(), SupervisorError>
     where
         F: Future<Output = ()> + Send,
@@ -180,12 +191,12 @@ impl Supervisor {
                 options.connect_timeout,
             )?,
         };
-        let client = client(channel);
+        let client = client(channel, &options.identity)?;
         let (stop, stopped) = watch::channel(false);
         let (outbox, outbox_task) = Outbox::spawn(
             OutboxTask {
                 client: client.clone(),
-                identity: options.identity.clone(),
+                sandbox_id: options.identity.sandbox_id.clone(),
                 backoff: options.report_backoff,
                 rpc_timeout: options.rpc_timeout,
                 status: self.status.clone(),
@@ -199,7 +210,7 @@ impl Supervisor {
         let retry_task = tokio::spawn(retries.run(stopped.clone()).in_current_span());
         let poll = PollLoop {
             client: client.clone(),
-            identity: options.identity.clone(),
+            sandbox_id: options.identity.sandbox_id.clone(),
             engine: self.engine.clone(),
             outbox,
             rpc_timeout: options.rpc_timeout,

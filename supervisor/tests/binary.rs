@@ -15,7 +15,7 @@ use common::*;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use openshell_proto::v1::ConfigApplyStatus;
-use openshell_proto::v1::gateway_message::Message as Out;
+use openshell_proto::v1::gateway_message::Payload as Out;
 use tokio::process::{Child, Command};
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -33,6 +33,10 @@ fn supervisor(gateway: &FakeGateway, dir: &Path, workload: &str) -> Child {
 }
 
 fn supervisor_running(gateway: &FakeGateway, dir: &Path, command: &[&str]) -> Child {
+    supervisor_logging(gateway, dir, command, "debug")
+}
+
+fn supervisor_logging(gateway: &FakeGateway, dir: &Path, command: &[&str], log: &str) -> Child {
     let credential = dir.join("credential");
     std::fs::write(&credential, format!("{CREDENTIAL}\n")).unwrap();
     Command::new(env!("CARGO_BIN_EXE_openshell-supervisor"))
@@ -42,7 +46,7 @@ fn supervisor_running(gateway: &FakeGateway, dir: &Path, command: &[&str]) -> Ch
         .arg("--credential-file")
         .arg(&credential)
         .args(["--state-dir", "state", "--heartbeat-interval", "100ms"])
-        .args(["--poll-interval", "100ms", "--log", "debug"])
+        .args(["--poll-interval", "100ms", "--log", log])
         .arg("--")
         .args(command)
         .stdout(Stdio::piped())
@@ -108,6 +112,39 @@ async fn workload_runs_after_bootstrap_with_provider_env_and_exit_code() {
         "logs leak a provider value"
     );
     assert!(!stderr.contains(CREDENTIAL), "logs leak the credential");
+}
+
+/// Everything logged at the most verbose level, the gRPC and HTTP/2 libraries' own lines
+/// included, while the credential goes out on every call: it is never among them.
+#[tokio::test]
+async fn the_credential_is_never_logged_even_at_trace_level() {
+    let gateway = FakeGateway::start(Answer::Accept {
+        apply: false,
+        heartbeat_ms: 50,
+        poll_ms: 0,
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    // Polls, reports, a session and its heartbeats all go out before the workload ends.
+    let child = supervisor_logging(
+        &gateway,
+        dir.path(),
+        &["sh", "-c", "sleep 1; exit 0"],
+        "trace",
+    );
+    let (code, stderr) = finish(child).await;
+    assert_eq!(code, 0, "{stderr}");
+    gateway.recorded(|r| {
+        assert!(!r.reports.is_empty() && r.heartbeats() > 0);
+        assert_eq!(r.unauthenticated, 0, "every call carried the credential");
+    });
+    // Not vacuous: the HTTP/2 library traced sending the headers the credential is among.
+    assert!(stderr.contains("send_headers"), "no trace-level logs");
+    assert!(!stderr.contains(CREDENTIAL), "logs leak the credential");
+    assert!(
+        !stderr.contains(PROVIDER_SECRET),
+        "logs leak a provider value"
+    );
 }
 
 #[tokio::test]

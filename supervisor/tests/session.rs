@@ -11,12 +11,17 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::*;
-use openshell_proto::v1::gateway_message::Message as Out;
-use openshell_proto::v1::{ConfigApplyStatus, Heartbeat, PolicyLoadStatus, SupervisorHello};
-use openshell_supervisor::{
-    Applier, FileApplier, FileApplierConfig, LocalPolicy, MemoryApplier, SessionState, Supervisor,
-    SupervisorError, SupervisorOptions, SupervisorStatus, WriteFault, WriteStep, run_session,
+use openshell_core::Secret;
+use openshell_proto::v1::gateway_message::Payload as Out;
+use openshell_proto::v1::{
+    ConfigApplyStatus, GatewayHeartbeat, PolicyLoadStatus, PolicyStatus, SupervisorHello,
 };
+use openshell_supervisor::{
+    Applier, FileApplier, FileApplierConfig, Identity, LocalPolicy, MemoryApplier, SessionState,
+    Supervisor, SupervisorError, SupervisorOptions, SupervisorStatus, WriteFault, WriteStep,
+    run_session,
+};
+use prost::Message;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -87,15 +92,46 @@ async fn first_hello(options: SupervisorOptions, gateway: &FakeGateway) -> Super
 async fn hello_default_advertises_apply() {
     let gateway = FakeGateway::start(accept(false)).await;
     let hello = first_hello(fast_options(&gateway), &gateway).await;
-    let identity = hello.identity.unwrap();
-    assert_eq!(identity.sandbox_id, SANDBOX);
-    assert_eq!(identity.credential, CREDENTIAL);
+    assert_eq!(hello.sandbox_id, SANDBOX);
+    assert!(!hello.instance_id.is_empty());
+    // The credential travels as call metadata (which the fake checked), never in a message.
+    assert!(
+        !contains(&hello.encode_to_vec(), CREDENTIAL.as_bytes()),
+        "the hello carries the credential"
+    );
+    assert_eq!(gateway.recorded(|r| r.unauthenticated), 0);
     assert_eq!(hello.protocol_revision, 1);
     assert_eq!(hello.supervisor_version, env!("CARGO_PKG_VERSION"));
     assert!(hello.supports_config_snapshots);
     assert!(hello.supports_config_apply);
     assert_eq!(hello.image_policy, "");
     assert!(!hello.local_policy_override);
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[tokio::test]
+async fn a_wrong_credential_is_refused_on_every_call() {
+    let gateway = FakeGateway::start(accept(false)).await;
+    let mut options = fast_options(&gateway);
+    options.identity = Identity::new(SANDBOX, Secret::new("not-the-credential"));
+    let applier = Arc::new(MemoryApplier::new());
+    let running = Running::start(options, applier.clone());
+    // The sessions and the polls are all refused, again and again: every hello counts as
+    // refused, and so does every poll on top of them.
+    gateway
+        .wait_until("refused sessions and polls", |r| {
+            r.hellos.len() >= 3 && r.unauthenticated >= r.hellos.len() as u64 + 2
+        })
+        .await;
+    gateway.recorded(|r| {
+        assert_eq!(r.get_config_calls, 0);
+        assert!(r.reports.is_empty());
+    });
+    assert!(applier.active().is_none());
+    running.stop().await.unwrap();
 }
 
 #[tokio::test]
@@ -173,12 +209,20 @@ async fn transient_rejection_is_retried_and_polling_goes_on() {
     gateway
         .wait_until("three hellos", |r| r.hellos.len() >= 3)
         .await;
+    // One process, one instance id, whichever session it opens.
+    gateway.recorded(|r| {
+        assert!(
+            r.hellos
+                .iter()
+                .all(|h| h.instance_id == r.hellos[0].instance_id)
+        )
+    });
     // With no session at all, the unary poll still delivers configuration.
     gateway
         .wait_until("a LOADED report", |r| {
             r.reports
                 .iter()
-                .any(|p| p.status() == PolicyLoadStatus::Loaded)
+                .any(|p| p.load_status() == PolicyLoadStatus::Loaded)
         })
         .await;
     assert!(applier.active().is_some());
@@ -196,8 +240,11 @@ async fn poll_mode_applies_and_reports_loaded_with_snapshot_revisions() {
         .wait_until("a report", |r| !r.reports.is_empty())
         .await;
     let report = gateway.recorded(|r| r.reports[0].clone());
-    assert_eq!(report.status(), PolicyLoadStatus::Loaded);
-    assert_eq!(report.identity.as_ref().unwrap().sandbox_id, SANDBOX);
+    assert_eq!(report.load_status(), PolicyLoadStatus::Loaded);
+    assert_eq!(report.sandbox_id, SANDBOX);
+    // Upstream's fields say the same.
+    assert_eq!(report.status(), PolicyStatus::Loaded);
+    assert_eq!(report.version, 7);
     assert!(!report.failed_closed);
     let revisions = report.revisions.unwrap();
     let (config, _) = snapshot_pair(7, "env-a");
@@ -208,7 +255,10 @@ async fn poll_mode_applies_and_reports_loaded_with_snapshot_revisions() {
     assert_eq!(revisions.provider_env_revision, "env-a");
     let active = applier.active().unwrap();
     assert_eq!(active.sandbox_config.policy_revision, 7);
-    assert_eq!(active.provider_env.values[0].value, PROVIDER_SECRET);
+    assert_eq!(
+        active.provider_env.environment["GITHUB_TOKEN"],
+        PROVIDER_SECRET
+    );
 
     // Several more polls of the same configuration: no new report, no provider refetch.
     gateway
@@ -220,6 +270,7 @@ async fn poll_mode_applies_and_reports_loaded_with_snapshot_revisions() {
             r.get_env_calls, 1,
             "provider env fetched only when its revision moves"
         );
+        assert_eq!(r.unauthenticated, 0, "every call carried the credential");
     });
 
     // A policy change is applied and reported; the provider env is still not refetched.
@@ -258,17 +309,22 @@ async fn poll_mode_reports_a_failure_once_without_retrying() {
         .wait_until("a FAILED report", |r| !r.reports.is_empty())
         .await;
     let report = gateway.recorded(|r| r.reports[0].clone());
-    assert_eq!(report.status(), PolicyLoadStatus::Failed);
+    assert_eq!(report.load_status(), PolicyLoadStatus::Failed);
+    assert_eq!(report.status(), PolicyStatus::Failed);
     assert!(
-        !report.reason.contains(PROVIDER_SECRET),
+        !report.load_error.contains(PROVIDER_SECRET),
         "{}",
-        report.reason
+        report.load_error
     );
-    assert!(!report.reason.contains(CREDENTIAL), "{}", report.reason);
     assert!(
-        report.reason.starts_with("hook printed"),
+        !report.load_error.contains(CREDENTIAL),
         "{}",
-        report.reason
+        report.load_error
+    );
+    assert!(
+        report.load_error.starts_with("hook printed"),
+        "{}",
+        report.load_error
     );
 
     let calls = gateway.recorded(|r| r.get_config_calls);
@@ -289,9 +345,75 @@ async fn poll_mode_reports_a_failure_once_without_retrying() {
         .wait_until("a LOADED report", |r| {
             r.reports
                 .iter()
-                .any(|p| p.status() == PolicyLoadStatus::Loaded)
+                .any(|p| p.load_status() == PolicyLoadStatus::Loaded)
         })
         .await;
+    running.stop().await.unwrap();
+}
+
+/// Upstream OpenShell's gateway accepts the hello without push, so the supervisor polls, and
+/// its answers carry none of this project's extension fields (and a policy hash of upstream's
+/// own encoding). The configuration applies all the same, and the reports name the policy
+/// `version` it served, in upstream's fields.
+#[tokio::test]
+async fn an_upstream_gateway_is_polled_and_its_versions_are_reported() {
+    let gateway = FakeGateway::start(Answer::AcceptUpstream { heartbeat_secs: 1 }).await;
+    gateway.set_config(upstream_pair(7, 42));
+    let applier = Arc::new(MemoryApplier::new());
+    let running = Running::start(fast_options(&gateway), applier.clone());
+
+    gateway
+        .wait_until("a report", |r| !r.reports.is_empty())
+        .await;
+    let report = gateway.recorded(|r| r.reports[0].clone());
+    assert_eq!(
+        report.status(),
+        PolicyStatus::Loaded,
+        "{}",
+        report.load_error
+    );
+    assert_eq!(report.version, 7);
+    assert_eq!(report.sandbox_id, SANDBOX);
+    let revisions = report.revisions.unwrap();
+    assert_eq!(revisions.policy_revision, 7);
+    assert_eq!(revisions.provider_env_revision, "42");
+    assert_eq!(revisions.sandbox_settings_revision, 0);
+    running
+        .wait_status("the session accepted without push", |s| {
+            matches!(
+                s.session,
+                SessionState::Accepted {
+                    push_apply: false,
+                    ..
+                }
+            )
+        })
+        .await;
+    let active = applier.active().unwrap();
+    assert_eq!(active.revisions().policy_revision, 7);
+    assert_eq!(
+        active.provider_env.environment["GITHUB_TOKEN"],
+        PROVIDER_SECRET
+    );
+
+    // A new policy version and a provider change: the environment is fetched again, and the
+    // report names the new version.
+    gateway.set_config(upstream_pair(8, 43));
+    gateway
+        .wait_until("a report of version 8", |r| {
+            r.reports.iter().any(|p| {
+                p.version == 8
+                    && p.status() == PolicyStatus::Loaded
+                    && p.revisions.as_ref().unwrap().provider_env_revision == "43"
+            })
+        })
+        .await;
+    assert_eq!(gateway.recorded(|r| r.get_env_calls), 2);
+    // Heartbeats at upstream's whole-second interval.
+    gateway
+        .wait_until("a heartbeat", |r| r.heartbeats() >= 1)
+        .await;
+    assert_eq!(gateway.recorded(|r| r.unauthenticated), 0);
     running.stop().await.unwrap();
 }
 
@@ -308,8 +430,11 @@ async fn local_policy_retains_override_in_poll_mode() {
         .wait_until("a report", |r| !r.reports.is_empty())
         .await;
     let report = gateway.recorded(|r| r.reports[0].clone());
-    assert_eq!(report.status(), PolicyLoadStatus::RetainedLocalOverride);
-    assert_eq!(report.reason, "local policy file keeps precedence");
+    assert_eq!(
+        report.load_status(),
+        PolicyLoadStatus::RetainedLocalOverride
+    );
+    assert_eq!(report.load_error, "local policy file keeps precedence");
     assert_eq!(report.revisions.unwrap().policy_revision, 1);
     assert_eq!(
         applier.active().unwrap().sandbox_config.policy_hash,
@@ -322,7 +447,7 @@ async fn local_policy_retains_override_in_poll_mode() {
         .wait_until("a second report", |r| r.reports.len() >= 2)
         .await;
     assert_eq!(
-        gateway.recorded(|r| r.reports[1].status()),
+        gateway.recorded(|r| r.reports[1].load_status()),
         PolicyLoadStatus::Loaded
     );
     running.stop().await.unwrap();
@@ -389,7 +514,7 @@ async fn push_mode_bootstraps_acks_updates_and_does_not_poll() {
         .push(Out::ConfigUpdate(config_update(14, 6, config3)))
         .await;
     gateway
-        .push(Out::Heartbeat(Heartbeat { sent_at: None }))
+        .push(Out::Heartbeat(GatewayHeartbeat { sent_at: None }))
         .await;
     gateway
         .wait_until("five acks", |r| r.update_results().len() >= 5)
@@ -412,7 +537,7 @@ async fn push_mode_bootstraps_acks_updates_and_does_not_poll() {
     );
     let active = applier.active().unwrap();
     assert_eq!(active.sandbox_config.policy_revision, 3);
-    assert_eq!(active.provider_env.provider_env_revision, "env-2");
+    assert_eq!(active.provider_env.provider_env_fingerprint, "env-2");
 
     gateway
         .wait_until("two heartbeats", |r| r.heartbeats() >= 2)
@@ -420,6 +545,7 @@ async fn push_mode_bootstraps_acks_updates_and_does_not_poll() {
     gateway.recorded(|r| {
         assert_eq!(r.get_config_calls, 0, "push mode does not poll");
         assert!(r.reports.is_empty(), "push mode acks instead of reporting");
+        assert_eq!(r.unauthenticated, 0);
     });
     running.stop().await.unwrap();
 }
@@ -444,7 +570,7 @@ async fn polling_resumes_when_a_new_session_disables_apply() {
     gateway
         .wait_until("a LOADED report for revision 5", |r| {
             r.reports.iter().any(|p| {
-                p.status() == PolicyLoadStatus::Loaded
+                p.load_status() == PolicyLoadStatus::Loaded
                     && p.revisions.as_ref().unwrap().policy_revision == 5
             })
         })
@@ -474,7 +600,7 @@ async fn polling_takes_over_after_a_push_session_is_lost() {
     gateway
         .wait_until("a LOADED report for revision 5", |r| {
             r.reports.iter().any(|p| {
-                p.status() == PolicyLoadStatus::Loaded
+                p.load_status() == PolicyLoadStatus::Loaded
                     && p.revisions.as_ref().unwrap().policy_revision == 5
             })
         })
@@ -660,11 +786,11 @@ async fn poll_a_transient_apply_failure_is_retried_and_reported_loaded() {
         .wait_until("a FAILED report", |r| !r.reports.is_empty())
         .await;
     let failed = gateway.recorded(|r| r.reports[0].clone());
-    assert_eq!(failed.status(), PolicyLoadStatus::Failed);
+    assert_eq!(failed.load_status(), PolicyLoadStatus::Failed);
     assert!(
-        failed.reason.contains("No space left on device"),
+        failed.load_error.contains("No space left on device"),
         "{}",
-        failed.reason
+        failed.load_error
     );
     running
         .wait_status("two retries", |s| s.apply_retries >= 2)
@@ -676,7 +802,7 @@ async fn poll_a_transient_apply_failure_is_retried_and_reported_loaded() {
         .wait_until("a LOADED report", |r| {
             r.reports
                 .iter()
-                .any(|p| p.status() == PolicyLoadStatus::Loaded)
+                .any(|p| p.load_status() == PolicyLoadStatus::Loaded)
         })
         .await;
     let reports = gateway.recorded(|r| r.reports.clone());

@@ -4,13 +4,14 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use openshell_core::policy::{SandboxPolicy, hash_of_canonical_json, parse_and_validate};
+use openshell_core::policy::{PolicyError, SandboxPolicy, hash_of_canonical_json};
 use openshell_core::{validate_env_name, validate_env_value};
-use openshell_proto::v1::{SettingScope, setting_value};
+use openshell_proto::sandbox::v1 as sb;
+use openshell_proto::v1 as pb;
 use serde_json::{Map, Value, json};
 
 use crate::applier::{ApplyError, ApplyStage};
-use crate::desired::DesiredConfig;
+use crate::desired::{DesiredConfig, from_upstream_gateway};
 
 pub const POLICY_FILE: &str = "policy.json";
 pub const SETTINGS_FILE: &str = "settings.json";
@@ -46,48 +47,61 @@ pub struct CheckedPolicy {
     pub canonical_json: String,
 }
 
-/// The last policy text that passed validation. Validation is a pure function of the
-/// policy text and the hash the snapshot states for it, so a change that leaves both as
-/// they were (a settings change, a provider refresh) reuses the result instead of
-/// parsing, validating and hashing the same policy again.
+/// The last policy message that passed its checks. They are a pure function of the message,
+/// the hash the snapshot states for it and whether that hash is to be checked, so a change
+/// that leaves all three as they were (a settings change, a provider refresh) reuses the
+/// result instead of converting, validating and hashing the same policy again.
 #[derive(Debug, Default)]
 pub struct PolicyMemo {
-    last: Option<(String, String, Arc<CheckedPolicy>)>,
+    last: Option<Memo>,
+}
+
+#[derive(Debug)]
+struct Memo {
+    /// Compared whole: the message's maps are ordered, so equal messages are equal content
+    /// (and would encode to equal bytes), and no other message is ever vouched for.
+    policy: sb::SandboxPolicy,
+    stated_hash: Option<String>,
+    checked: Arc<CheckedPolicy>,
 }
 
 impl PolicyMemo {
-    /// Checks a non-empty policy text against its stated hash (none when empty).
+    /// Converts a policy message to the policy document and validates it. With a
+    /// `stated_hash`, the document's hash (of its canonical JSON) must be that hash.
     fn check(
         &mut self,
-        policy_json: &str,
-        policy_hash: &str,
+        policy: &sb::SandboxPolicy,
+        stated_hash: Option<&str>,
     ) -> Result<Arc<CheckedPolicy>, String> {
-        if let Some((json, hash, checked)) = &self.last
-            && json == policy_json
-            && hash == policy_hash
+        if let Some(memo) = &self.last
+            && memo.policy == *policy
+            && memo.stated_hash.as_deref() == stated_hash
         {
-            return Ok(checked.clone());
+            return Ok(memo.checked.clone());
         }
-        let policy =
-            parse_and_validate(policy_json).map_err(|err| format!("policy rejected: {err}"))?;
-        let canonical_json = policy.canonical_json();
-        if !policy_hash.is_empty() {
+        let document =
+            SandboxPolicy::try_from(policy).map_err(|err| format!("policy rejected: {err}"))?;
+        document.validate().map_err(|violations| {
+            format!("policy rejected: {}", PolicyError::Invalid(violations))
+        })?;
+        let canonical_json = document.canonical_json();
+        if let Some(stated) = stated_hash {
             let actual = hash_of_canonical_json(&canonical_json);
-            if actual != policy_hash {
+            if actual != stated {
                 return Err(format!(
-                    "policy hash mismatch: snapshot says {policy_hash}, content hashes to {actual}"
+                    "policy hash mismatch: snapshot says {stated}, content hashes to {actual}"
                 ));
             }
         }
         let checked = Arc::new(CheckedPolicy {
-            policy,
+            policy: document,
             canonical_json,
         });
-        self.last = Some((
-            policy_json.to_string(),
-            policy_hash.to_string(),
-            checked.clone(),
-        ));
+        self.last = Some(Memo {
+            policy: policy.clone(),
+            stated_hash: stated_hash.map(str::to_owned),
+            checked: checked.clone(),
+        });
         Ok(checked)
     }
 }
@@ -111,7 +125,8 @@ pub fn validate(
     if !desired.pair_matches() {
         return fail(format!(
             "provider environment revision {:?} does not match the {:?} the sandbox config expects",
-            env.provider_env_revision, config.provider_env_revision
+            crate::desired::env_revision(env),
+            crate::desired::config_revisions(config).provider_env_revision
         ));
     }
     if !config.sandbox_id.is_empty()
@@ -122,26 +137,31 @@ pub fn validate(
             "sandbox config and provider environment belong to different sandboxes".into(),
         );
     }
-    let checked = if config.policy_json.trim().is_empty() {
+    let checked = match &config.policy {
         // No policy yet: the sandbox runs with the empty policy, which allows no network access.
-        let policy = SandboxPolicy::default();
-        Arc::new(CheckedPolicy {
-            canonical_json: policy.canonical_json(),
-            policy,
-        })
-    } else {
-        match memo.check(&config.policy_json, &config.policy_hash) {
-            Ok(checked) => checked,
-            Err(reason) => return fail(reason),
+        None => {
+            let policy = SandboxPolicy::default();
+            Arc::new(CheckedPolicy {
+                canonical_json: policy.canonical_json(),
+                policy,
+            })
+        }
+        Some(policy) => {
+            // An upstream gateway's hash is of the policy message in its own encoding, which
+            // this supervisor does not compute: only this project's gateway's is checked.
+            let stated_hash = (!config.policy_hash.is_empty() && !from_upstream_gateway(config))
+                .then_some(config.policy_hash.as_str());
+            match memo.check(policy, stated_hash) {
+                Ok(checked) => checked,
+                Err(reason) => return fail(reason),
+            }
         }
     };
-    for value in &env.values {
-        if let Err(violation) = validate_env_name("provider_environment", &value.name) {
+    for (name, value) in &env.environment {
+        if let Err(violation) = validate_env_name("provider_environment", name) {
             return fail(format!("invalid provider value name: {violation}"));
         }
-        if let Err(violation) =
-            validate_env_value("provider_environment", &value.name, &value.value)
-        {
+        if let Err(violation) = validate_env_value("provider_environment", name, value) {
             return fail(format!("invalid provider value: {}", violation.message));
         }
     }
@@ -200,15 +220,18 @@ fn pretty(value: &Value) -> Vec<u8> {
 fn settings_document(desired: &DesiredConfig) -> Value {
     let config = &desired.sandbox_config;
     let mut settings = Map::new();
-    for setting in &config.settings {
-        let value = match setting.value.as_ref().and_then(|v| v.kind.as_ref()) {
-            Some(setting_value::Kind::BoolValue(b)) => json!(b),
-            Some(setting_value::Kind::IntValue(i)) => json!(i),
-            Some(setting_value::Kind::StringValue(s)) => json!(s),
+    for (key, setting) in &config.settings {
+        let value = match setting.value.as_ref().and_then(|v| v.value.as_ref()) {
+            Some(sb::setting_value::Value::BoolValue(b)) => json!(b),
+            Some(sb::setting_value::Value::IntValue(i)) => json!(i),
+            Some(sb::setting_value::Value::StringValue(s)) => json!(s),
+            // No registry key holds bytes; an upstream gateway's may. Wrapped, so a reader
+            // cannot take the hex for a string setting's value.
+            Some(sb::setting_value::Value::BytesValue(b)) => json!({ "bytes_hex": hex::encode(b) }),
             None => Value::Null,
         };
         settings.insert(
-            setting.key.clone(),
+            key.clone(),
             json!({ "value": value, "scope": scope_name(setting.scope()) }),
         );
     }
@@ -225,18 +248,19 @@ fn settings_document(desired: &DesiredConfig) -> Value {
 fn provider_env_document(desired: &DesiredConfig) -> Value {
     let env = &desired.provider_env;
     let mut values = Map::new();
-    for value in &env.values {
+    for (name, value) in &env.environment {
+        let provider = env.sources.get(name).map_or("", |source| &source.provider);
         values.insert(
-            value.name.clone(),
+            name.clone(),
             json!({
-                "value": value.value,
-                "class": class_name(value.class()),
-                "provider": value.provider,
+                "value": value,
+                "class": class_name(desired.value_class(name)),
+                "provider": provider,
             }),
         );
     }
     json!({
-        "provider_env_revision": env.provider_env_revision,
+        "provider_env_revision": crate::desired::env_revision(env),
         "attachment_epoch": env.attachment_epoch,
         "expires_at": env.expires_at.as_ref().map(timestamp_text),
         "values": values,
@@ -258,7 +282,7 @@ fn revisions_value(desired: &DesiredConfig) -> Value {
     let r = desired.revisions();
     json!({
         "sandbox_id": desired.sandbox_config.sandbox_id,
-        "policy_source": source_name(desired.sandbox_config.policy_source()),
+        "policy_source": desired.policy_source_name(),
         "policy_revision": r.policy_revision,
         "policy_hash": r.policy_hash,
         "global_policy_revision": r.global_policy_revision,
@@ -277,29 +301,20 @@ fn timestamp_text(ts: &prost_types::Timestamp) -> String {
     }
 }
 
-fn scope_name(scope: SettingScope) -> &'static str {
+fn scope_name(scope: sb::SettingScope) -> &'static str {
     match scope {
-        SettingScope::Global => "global",
-        SettingScope::Workspace => "workspace",
-        SettingScope::Sandbox => "sandbox",
-        SettingScope::Default | SettingScope::Unspecified => "default",
+        sb::SettingScope::Global => "global",
+        sb::SettingScope::Workspace => "workspace",
+        sb::SettingScope::Sandbox => "sandbox",
+        sb::SettingScope::Default | sb::SettingScope::Unspecified => "default",
     }
 }
 
-fn class_name(class: openshell_proto::v1::ValueClass) -> &'static str {
+/// A value of unknown class is written as a credential, as it is handled.
+fn class_name(class: pb::ValueClass) -> &'static str {
     match class {
-        openshell_proto::v1::ValueClass::NonSecret => "NON_SECRET",
+        pb::ValueClass::NonSecret => "NON_SECRET",
         _ => "CREDENTIAL",
-    }
-}
-
-fn source_name(source: openshell_proto::v1::PolicySource) -> &'static str {
-    use openshell_proto::v1::PolicySource;
-    match source {
-        PolicySource::Sandbox => "sandbox",
-        PolicySource::Global => "global",
-        PolicySource::Local => "local",
-        PolicySource::Unspecified => "unspecified",
     }
 }
 
@@ -307,7 +322,7 @@ fn source_name(source: openshell_proto::v1::PolicySource) -> &'static str {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::desired::tests::sample;
+    use crate::desired::tests::{sample, set_policy, unconvertible_policy, version_9_policy};
 
     #[test]
     fn renders_four_files_in_order() {
@@ -336,7 +351,7 @@ mod tests {
     #[test]
     fn empty_policy_means_default_policy() {
         let mut d = sample(0, "e1");
-        d.sandbox_config.policy_json.clear();
+        d.sandbox_config.policy = None;
         d.sandbox_config.policy_hash.clear();
         let staged = stage(&d, &mut PolicyMemo::default()).unwrap();
         assert_eq!(staged.policy.policy, SandboxPolicy::default());
@@ -359,15 +374,14 @@ mod tests {
             openshell_core::parse_and_validate(include_str!("../../../examples/policy.yaml"))
                 .unwrap();
         let mut policy_change = sample(2, "e2");
-        policy_change.sandbox_config.policy_json = other.canonical_json();
-        policy_change.sandbox_config.policy_hash = other.policy_hash();
+        set_policy(&mut policy_change, &other);
         let changed = validate(&policy_change, &mut memo).unwrap();
         assert!(!Arc::ptr_eq(&first, &changed));
         assert_eq!(changed.policy, other);
     }
 
     #[test]
-    fn the_memo_never_vouches_for_other_text() {
+    fn the_memo_never_vouches_for_other_content() {
         let mut memo = PolicyMemo::default();
         let good = sample(1, "e1");
         validate(&good, &mut memo).unwrap();
@@ -376,12 +390,13 @@ mod tests {
             openshell_core::parse_and_validate(include_str!("../../../examples/policy.yaml"))
                 .unwrap();
         let mut tampered = good.clone();
-        tampered.sandbox_config.policy_json = other.canonical_json();
+        tampered.sandbox_config.policy = Some(sb::SandboxPolicy::from(&other));
         let err = validate(&tampered, &mut memo).unwrap_err();
         assert!(err.reason.contains("hash mismatch"), "{}", err.reason);
 
+        // A message that is no policy document at all.
         let mut broken = good.clone();
-        broken.sandbox_config.policy_json = "{nope".into();
+        broken.sandbox_config.policy = Some(unconvertible_policy());
         let err = validate(&broken, &mut memo).unwrap_err();
         assert!(err.reason.contains("policy rejected"), "{}", err.reason);
 
@@ -391,16 +406,46 @@ mod tests {
         assert!(err.reason.contains("hash mismatch"), "{}", err.reason);
     }
 
+    /// An upstream gateway's `policy_hash` is of its own encoding of the message: it is not
+    /// checked, the policy itself is. The memo never lets that skip a check of this
+    /// project's gateway's hash.
+    #[test]
+    fn an_upstream_gateways_hash_is_not_checked_but_its_policy_is() {
+        let mut memo = PolicyMemo::default();
+        let mut upstream = sample(0, "e1");
+        let config = &mut upstream.sandbox_config;
+        config.sandbox_id.clear();
+        config.provider_env_fingerprint.clear();
+        config.version = 4;
+        config.policy_hash = "0f".repeat(32);
+        upstream.provider_env.provider_env_fingerprint.clear();
+        assert!(from_upstream_gateway(&upstream.sandbox_config));
+        let checked = validate(&upstream, &mut memo).unwrap();
+        assert_eq!(
+            checked.policy,
+            openshell_core::parse_and_validate("version: 1").unwrap()
+        );
+
+        let mut ours = sample(4, "e1");
+        ours.sandbox_config.policy_hash = "0f".repeat(32);
+        let err = validate(&ours, &mut memo).unwrap_err();
+        assert!(err.reason.contains("hash mismatch"), "{}", err.reason);
+
+        upstream.sandbox_config.policy = Some(version_9_policy());
+        let err = validate(&upstream, &mut memo).unwrap_err();
+        assert!(err.reason.contains("policy rejected"), "{}", err.reason);
+    }
+
     #[test]
     fn rejects_invalid_policy_mismatched_pair_and_hash() {
         let mut d = sample(1, "e1");
-        d.sandbox_config.policy_json = "version: 7".into();
+        d.sandbox_config.policy = Some(version_9_policy());
         let err = validate(&d, &mut PolicyMemo::default()).unwrap_err();
         assert_eq!(err.stage, ApplyStage::Stage);
         assert!(err.reason.contains("version"), "{}", err.reason);
 
         let mut d = sample(1, "e1");
-        d.provider_env.provider_env_revision = "e2".into();
+        d.provider_env.provider_env_fingerprint = "e2".into();
         assert!(
             validate(&d, &mut PolicyMemo::default())
                 .unwrap_err()
@@ -418,7 +463,8 @@ mod tests {
         );
 
         let mut d = sample(1, "e1");
-        d.provider_env.values[0].name = "BAD=NAME".into();
+        let token = d.provider_env.environment.remove("GITHUB_TOKEN").unwrap();
+        d.provider_env.environment.insert("BAD=NAME".into(), token);
         assert!(
             validate(&d, &mut PolicyMemo::default())
                 .unwrap_err()

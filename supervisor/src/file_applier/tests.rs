@@ -4,14 +4,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use openshell_proto::v1::{SettingValue as WireSettingValue, setting_value};
+use openshell_proto::sandbox::v1 as sb;
 use serde_json::Value;
 
 use super::stage::{PROVIDER_ENV_FILE, QUARANTINE_FILE, REVISIONS_FILE, SETTINGS_FILE};
 use super::state_dir::WriteStep;
 use super::*;
 use crate::applier::ApplyStage;
-use crate::desired::tests::sample;
+use crate::desired::tests::{sample, set_policy, version_9_policy};
+use crate::desired::{FAILURE_MODE_KEY, env_revision};
 
 const CREDENTIAL: &str = "ghp_secretvalue42";
 
@@ -26,11 +27,27 @@ fn read_json(applier: &FileApplier, name: &str) -> Value {
     serde_json::from_slice(&fs::read(applier.state_dir().active_file(name)).unwrap()).unwrap()
 }
 
+fn string_setting(value: &str) -> sb::EffectiveSetting {
+    sb::EffectiveSetting {
+        value: Some(sb::SettingValue {
+            value: Some(sb::setting_value::Value::StringValue(value.into())),
+        }),
+        scope: sb::SettingScope::Sandbox as i32,
+    }
+}
+
 fn with_failure_mode(mut d: DesiredConfig, mode: &str) -> DesiredConfig {
-    d.sandbox_config.settings[0].value = Some(WireSettingValue {
-        kind: Some(setting_value::Kind::StringValue(mode.into())),
-    });
+    d.sandbox_config
+        .settings
+        .insert(FAILURE_MODE_KEY.into(), string_setting(mode));
     d
+}
+
+/// Changes the credential's value, as a provider rotation does.
+fn rotate(d: &mut DesiredConfig, value: &str) {
+    d.provider_env
+        .environment
+        .insert("GITHUB_TOKEN".into(), value.into());
 }
 
 #[tokio::test]
@@ -90,7 +107,7 @@ async fn hook_failure_rolls_back_to_previous_files() {
     let before_rev = fs::read(a.state_dir().active_file(REVISIONS_FILE)).unwrap();
 
     let mut next = sample(2, "e2");
-    next.provider_env.values[0].value = "ghp_othersecret77".into();
+    rotate(&mut next, "ghp_othersecret77");
     let err = a.apply(&next).await.unwrap_err();
     assert_eq!(err.stage, ApplyStage::Hook);
     assert!(
@@ -148,7 +165,7 @@ async fn fail_closed_writes_quarantine_and_success_lifts_it() {
     a.apply(&sample(1, "e1")).await.unwrap();
 
     let mut bad = with_failure_mode(sample(2, "e1"), "fail_closed");
-    bad.sandbox_config.policy_json = "version: 9".into();
+    bad.sandbox_config.policy = Some(version_9_policy());
     let err = a.apply(&bad).await.unwrap_err();
     assert!(err.failed_closed);
     assert_eq!(err.stage, ApplyStage::Stage);
@@ -169,7 +186,7 @@ async fn retain_last_valid_does_not_quarantine() {
     let a = applier(dir.path(), None);
     a.apply(&sample(1, "e1")).await.unwrap();
     let mut bad = sample(2, "e1");
-    bad.sandbox_config.policy_json = "version: 9".into();
+    bad.sandbox_config.policy = Some(version_9_policy());
     let err = a.apply(&bad).await.unwrap_err();
     assert!(!err.failed_closed);
     assert!(!a.state_dir().active_file(QUARANTINE_FILE).exists());
@@ -192,13 +209,7 @@ async fn reload_notice_after_each_activation_with_setting_override() {
     let mut d = sample(3, "e1");
     d.sandbox_config
         .settings
-        .push(openshell_proto::v1::Setting {
-            key: RELOAD_SIGNAL_KEY.into(),
-            value: Some(WireSettingValue {
-                kind: Some(setting_value::Kind::StringValue("SIGUSR2".into())),
-            }),
-            scope: openshell_proto::v1::SettingScope::Sandbox as i32,
-        });
+        .insert(RELOAD_SIGNAL_KEY.into(), string_setting("SIGUSR2"));
     a.apply(&d).await.unwrap();
     assert_eq!(rx.borrow_and_update().signal, ReloadSignal::Usr2);
 }
@@ -228,11 +239,12 @@ fn signature(read: impl Fn(&str) -> Option<Vec<u8>>) -> Signature {
 }
 
 fn expected_signature(d: &DesiredConfig) -> Signature {
-    let policy = openshell_core::parse_and_validate(&d.sandbox_config.policy_json).unwrap();
+    let message = d.sandbox_config.policy.as_ref().unwrap();
+    let policy = openshell_core::SandboxPolicy::try_from(message).unwrap();
     [
         Some(format!("{}\n", policy.canonical_json())),
         Some(d.sandbox_config.global_settings_revision.to_string()),
-        Some(format!("{:?}", d.provider_env.provider_env_revision)),
+        Some(format!("{:?}", env_revision(&d.provider_env))),
         Some(d.sandbox_config.policy_revision.to_string()),
     ]
 }
@@ -309,10 +321,9 @@ fn old_and_new() -> (DesiredConfig, DesiredConfig) {
     let other =
         openshell_core::parse_and_validate(include_str!("../../../examples/policy.yaml")).unwrap();
     let mut new = sample(12, "e10");
-    new.sandbox_config.policy_json = other.canonical_json();
-    new.sandbox_config.policy_hash = other.policy_hash();
+    set_policy(&mut new, &other);
     new.sandbox_config.global_settings_revision = 10;
-    new.provider_env.values[0].value = "ghp_rotatedvalue43".into();
+    rotate(&mut new, "ghp_rotatedvalue43");
     (old, new)
 }
 
@@ -484,7 +495,7 @@ async fn quarantine_is_a_generation_of_its_own() {
     let a = applier(dir.path(), None);
     a.apply(&sample(1, "e1")).await.unwrap();
     let mut bad = with_failure_mode(sample(2, "e1"), "fail_closed");
-    bad.sandbox_config.policy_json = "version: 9".into();
+    bad.sandbox_config.policy = Some(version_9_policy());
     assert!(a.apply(&bad).await.unwrap_err().failed_closed);
     let generation = a.state_dir().read_active().unwrap().unwrap();
     let mut names: Vec<&str> = generation.names().collect();
@@ -524,7 +535,7 @@ async fn a_quarantine_that_cannot_be_written_is_reported_and_retried() {
     a.apply(&sample(1, "e1")).await.unwrap();
     read_only.store(true, Ordering::SeqCst);
     let mut bad = with_failure_mode(sample(2, "e1"), "fail_closed");
-    bad.sandbox_config.policy_json = "version: 9".into();
+    bad.sandbox_config.policy = Some(version_9_policy());
     let err = a.apply(&bad).await.unwrap_err();
     assert!(!err.failed_closed, "nothing was quarantined");
     assert!(

@@ -113,7 +113,7 @@ async fn waits_for_matching_pair_then_applies() {
     assert_eq!(revs.provider_env_revision, "e2");
     let active = applier.active().unwrap();
     assert_eq!(active.sandbox_config.policy_revision, 2);
-    assert_eq!(active.provider_env.provider_env_revision, "e2");
+    assert_eq!(active.provider_env.provider_env_fingerprint, "e2");
 
     // Config ahead of its env: awaiting, then the env completes it.
     let r = handle_update(&mut state, &e, &config_update(5, 3, "e3")).await;
@@ -164,7 +164,7 @@ async fn a_rejected_policy_keeps_last_good_and_stays_parked() {
     );
     let active = applier.active().unwrap();
     assert_eq!(active.sandbox_config.policy_revision, 1);
-    assert_eq!(active.provider_env.provider_env_revision, "e2");
+    assert_eq!(active.provider_env.provider_env_fingerprint, "e2");
 
     // A different policy is tried, and applies.
     let r = handle_update(&mut state, &e, &config_update(7, 3, "e2")).await;

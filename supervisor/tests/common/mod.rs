@@ -1,5 +1,7 @@
-//! An in-process fake gateway: a real tonic `Supervisor` server on 127.0.0.1:0 whose answers
-//! the test scripts, and which records everything the supervisor sends.
+//! An in-process fake gateway: a real tonic `OpenShell` server on 127.0.0.1:0 serving the
+//! supervisor calls (the others answer UNIMPLEMENTED), whose answers the test scripts, and
+//! which records everything the supervisor sends. Like a real gateway it authenticates every
+//! call by its `authorization: Bearer <credential>` metadata and the sandbox id it names.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -7,15 +9,18 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openshell_core::Secret;
+use openshell_core::{SandboxPolicy, Secret};
+use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1::config_update::Snapshot;
-use openshell_proto::v1::gateway_message::Message as Out;
-use openshell_proto::v1::supervisor_message::Message as In;
-use openshell_proto::v1::supervisor_server::{Supervisor as SupervisorService, SupervisorServer};
+use openshell_proto::v1::gateway_message::Payload as Out;
+use openshell_proto::v1::open_shell_server::{OpenShell, OpenShellServer};
+use openshell_proto::v1::supervisor_message::Payload as In;
 use openshell_proto::v1::*;
 use openshell_supervisor::{BackoffConfig, Identity, SupervisorOptions};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::codegen::BoxStream;
+use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
 pub const SANDBOX: &str = "sb-test";
@@ -34,10 +39,23 @@ pub enum Answer {
         heartbeat_ms: u32,
         poll_ms: u32,
     },
+    /// As upstream OpenShell's gateway answers: accepted with upstream's two fields only, so
+    /// nothing is pushed and the supervisor polls.
+    AcceptUpstream {
+        heartbeat_secs: u32,
+    },
 }
+
+/// The configuration the fake serves: the two poll answers, which are also the snapshots it
+/// pushes.
+pub type ConfigPair = (
+    sb::GetSandboxConfigResponse,
+    GetSandboxProviderEnvironmentResponse,
+);
 
 #[derive(Default)]
 pub struct Recorded {
+    /// Every hello received, refused ones included.
     pub hellos: Vec<SupervisorHello>,
     /// Every frame after the hello, in arrival order.
     pub frames: Vec<In>,
@@ -45,6 +63,8 @@ pub struct Recorded {
     pub get_config_calls: u64,
     pub get_env_calls: u64,
     pub sessions_ended: u64,
+    /// Calls refused for a missing or wrong `authorization` metadata or sandbox id.
+    pub unauthenticated: u64,
 }
 
 impl Recorded {
@@ -78,7 +98,7 @@ impl Recorded {
 
 struct Shared {
     answer: Mutex<Answer>,
-    config: Mutex<(SandboxConfigSnapshot, ProviderEnvironmentSnapshot)>,
+    config: Mutex<ConfigPair>,
     recorded: Mutex<Recorded>,
     /// Sender of the current session's outbound stream, to push frames from the test.
     session: Mutex<Option<mpsc::Sender<Result<GatewayMessage, Status>>>>,
@@ -99,68 +119,94 @@ pub struct FakeGateway {
 
 struct Service(Arc<Shared>);
 
-fn check_identity(identity: Option<&SupervisorIdentity>) -> Result<(), Status> {
-    match identity {
-        Some(id) if id.sandbox_id == SANDBOX && id.credential == CREDENTIAL => Ok(()),
-        _ => Err(Status::unauthenticated("bad identity")),
+impl Service {
+    /// The gateway's check: the call's bearer credential is the test sandbox's, and so is the
+    /// sandbox the request names.
+    fn authenticate(&self, metadata: &MetadataMap, sandbox_id: &str) -> Result<(), Status> {
+        let bearer = metadata
+            .get("authorization")
+            .and_then(|value| value.to_str().ok());
+        if bearer == Some(&format!("Bearer {CREDENTIAL}")) && sandbox_id == SANDBOX {
+            return Ok(());
+        }
+        self.0.recorded.lock().unwrap().unauthenticated += 1;
+        self.0.bump();
+        Err(Status::unauthenticated(
+            "missing or wrong supervisor credential",
+        ))
     }
 }
 
 #[tonic::async_trait]
-impl SupervisorService for Service {
-    type ConnectSupervisorStream = ReceiverStream<Result<GatewayMessage, Status>>;
-
+impl OpenShell for Service {
     async fn connect_supervisor(
         &self,
         request: Request<Streaming<SupervisorMessage>>,
-    ) -> Result<Response<Self::ConnectSupervisorStream>, Status> {
-        let mut inbound = request.into_inner();
+    ) -> Result<Response<BoxStream<GatewayMessage>>, Status> {
+        let (metadata, _, mut inbound) = request.into_parts();
         let hello = match inbound.message().await? {
             Some(SupervisorMessage {
-                message: Some(In::Hello(hello)),
+                payload: Some(In::Hello(hello)),
             }) => hello,
             _ => return Err(Status::invalid_argument("first frame must be a hello")),
         };
+        // Recorded before the check: a refused hello was sent all the same.
         self.0.recorded.lock().unwrap().hellos.push(hello.clone());
         self.0.bump();
+        self.authenticate(&metadata, &hello.sandbox_id)?;
         let (tx, rx) = mpsc::channel(16);
         let answer = self.0.answer.lock().unwrap().clone();
         match answer {
             Answer::Reject { reason, permanent } => {
                 let _ = tx
                     .send(Ok(GatewayMessage {
-                        message: Some(Out::Rejected(SessionRejected { reason, permanent })),
+                        payload: Some(Out::SessionRejected(SessionRejected { reason, permanent })),
                     }))
                     .await;
             }
-            Answer::Accept {
-                apply,
-                heartbeat_ms,
-                poll_ms,
-            } => {
-                let (config, env) = self.0.config.lock().unwrap().clone();
-                let bootstrap = apply && hello.supports_config_apply;
-                let accepted = SessionAccepted {
-                    session_id: format!("sess-{}", self.0.recorded.lock().unwrap().hellos.len()),
-                    config_push_enabled: hello.supports_config_snapshots,
-                    config_apply_enabled: bootstrap,
-                    bootstrap_config: bootstrap.then(|| config_update(1, 1, config)),
-                    bootstrap_provider_environment: bootstrap.then(|| env_update(2, 2, env)),
-                    heartbeat_interval_ms: heartbeat_ms,
-                    poll_interval_ms: poll_ms,
-                    replica_id: "fake".into(),
+            Answer::Accept { .. } | Answer::AcceptUpstream { .. } => {
+                let session_id = format!("sess-{}", self.0.recorded.lock().unwrap().hellos.len());
+                let accepted = match answer {
+                    Answer::Accept {
+                        apply,
+                        heartbeat_ms,
+                        poll_ms,
+                    } => {
+                        let (config, env) = self.0.config.lock().unwrap().clone();
+                        let bootstrap = apply && hello.supports_config_apply;
+                        SessionAccepted {
+                            session_id,
+                            config_push_enabled: hello.supports_config_snapshots,
+                            config_apply_enabled: bootstrap,
+                            bootstrap_config: bootstrap.then(|| config_update(1, 1, config)),
+                            bootstrap_provider_environment: bootstrap
+                                .then(|| env_update(2, 2, env)),
+                            heartbeat_interval_ms: heartbeat_ms,
+                            poll_interval_ms: poll_ms,
+                            replica_id: "fake".into(),
+                            ..SessionAccepted::default()
+                        }
+                    }
+                    _ => SessionAccepted {
+                        session_id,
+                        heartbeat_interval_secs: match answer {
+                            Answer::AcceptUpstream { heartbeat_secs } => heartbeat_secs,
+                            _ => 0,
+                        },
+                        ..SessionAccepted::default()
+                    },
                 };
                 let _ = tx
                     .send(Ok(GatewayMessage {
-                        message: Some(Out::Accepted(accepted)),
+                        payload: Some(Out::SessionAccepted(accepted)),
                     }))
                     .await;
                 *self.0.session.lock().unwrap() = Some(tx.clone());
                 let shared = self.0.clone();
                 tokio::spawn(async move {
                     while let Ok(Some(frame)) = inbound.message().await {
-                        if let Some(message) = frame.message {
-                            shared.recorded.lock().unwrap().frames.push(message);
+                        if let Some(payload) = frame.payload {
+                            shared.recorded.lock().unwrap().frames.push(payload);
                             shared.bump();
                         }
                     }
@@ -169,14 +215,14 @@ impl SupervisorService for Service {
                 });
             }
         }
-        Ok(Response::new(ReceiverStream::new(rx)))
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     async fn get_sandbox_config(
         &self,
-        request: Request<GetSandboxConfigRequest>,
-    ) -> Result<Response<SandboxConfigSnapshot>, Status> {
-        check_identity(request.get_ref().identity.as_ref())?;
+        request: Request<sb::GetSandboxConfigRequest>,
+    ) -> Result<Response<sb::GetSandboxConfigResponse>, Status> {
+        self.authenticate(request.metadata(), &request.get_ref().sandbox_id)?;
         self.0.recorded.lock().unwrap().get_config_calls += 1;
         self.0.bump();
         Ok(Response::new(self.0.config.lock().unwrap().0.clone()))
@@ -185,8 +231,8 @@ impl SupervisorService for Service {
     async fn get_sandbox_provider_environment(
         &self,
         request: Request<GetSandboxProviderEnvironmentRequest>,
-    ) -> Result<Response<ProviderEnvironmentSnapshot>, Status> {
-        check_identity(request.get_ref().identity.as_ref())?;
+    ) -> Result<Response<GetSandboxProviderEnvironmentResponse>, Status> {
+        self.authenticate(request.metadata(), &request.get_ref().sandbox_id)?;
         self.0.recorded.lock().unwrap().get_env_calls += 1;
         self.0.bump();
         Ok(Response::new(self.0.config.lock().unwrap().1.clone()))
@@ -196,7 +242,7 @@ impl SupervisorService for Service {
         &self,
         request: Request<ReportPolicyStatusRequest>,
     ) -> Result<Response<ReportPolicyStatusResponse>, Status> {
-        check_identity(request.get_ref().identity.as_ref())?;
+        self.authenticate(request.metadata(), &request.get_ref().sandbox_id)?;
         self.0
             .recorded
             .lock()
@@ -207,13 +253,6 @@ impl SupervisorService for Service {
         Ok(Response::new(ReportPolicyStatusResponse {
             resolved_operations: 0,
         }))
-    }
-
-    async fn push_sandbox_logs(
-        &self,
-        _request: Request<Streaming<SandboxLogBatch>>,
-    ) -> Result<Response<PushSandboxLogsResponse>, Status> {
-        Ok(Response::new(PushSandboxLogsResponse { accepted_lines: 0 }))
     }
 }
 
@@ -229,7 +268,7 @@ impl FakeGateway {
             session: Mutex::new(None),
             changed,
         });
-        let service = SupervisorServer::new(Service(shared.clone()));
+        let service = OpenShellServer::new(Service(shared.clone()));
         tokio::spawn(async move {
             tonic::transport::Server::builder()
                 .add_service(service)
@@ -248,7 +287,7 @@ impl FakeGateway {
         *self.shared.answer.lock().unwrap() = answer;
     }
 
-    pub fn set_config(&self, pair: (SandboxConfigSnapshot, ProviderEnvironmentSnapshot)) {
+    pub fn set_config(&self, pair: ConfigPair) {
         *self.shared.config.lock().unwrap() = pair;
     }
 
@@ -266,7 +305,7 @@ impl FakeGateway {
             .clone()
             .expect("no session");
         tx.send(Ok(GatewayMessage {
-            message: Some(message),
+            payload: Some(message),
         }))
         .await
         .unwrap();
@@ -317,66 +356,111 @@ pub fn fast_options(gateway: &FakeGateway) -> SupervisorOptions {
 
 pub const POLICY_YAML: &str = "version: 1\nnetwork_policies:\n  github:\n    endpoints:\n      - host: api.github.com\n        port: 443\n";
 
-/// A consistent snapshot pair for the test sandbox.
-pub fn snapshot_pair(
-    policy_revision: u64,
-    env_revision: &str,
-) -> (SandboxConfigSnapshot, ProviderEnvironmentSnapshot) {
-    let policy = openshell_core::parse_and_validate(POLICY_YAML).unwrap();
+/// The policy the fake serves.
+pub fn policy() -> SandboxPolicy {
+    openshell_core::parse_and_validate(POLICY_YAML).unwrap()
+}
+
+/// `policy` as the sandbox config carries it.
+pub fn policy_message(policy: &SandboxPolicy) -> sb::SandboxPolicy {
+    sb::SandboxPolicy::from(policy)
+}
+
+fn log_level(value: &str) -> sb::EffectiveSetting {
+    sb::EffectiveSetting {
+        value: Some(sb::SettingValue {
+            value: Some(sb::setting_value::Value::StringValue(value.into())),
+        }),
+        scope: sb::SettingScope::Default as i32,
+    }
+}
+
+/// A consistent snapshot pair for the test sandbox, as this project's gateway builds it.
+pub fn snapshot_pair(policy_revision: u64, env_revision: &str) -> ConfigPair {
+    let policy = policy();
     (
-        SandboxConfigSnapshot {
-            sandbox_id: SANDBOX.into(),
-            policy_json: policy.canonical_json(),
-            policy_source: PolicySource::Sandbox as i32,
-            policy_revision,
+        sb::GetSandboxConfigResponse {
+            policy: Some(policy_message(&policy)),
+            version: u32::try_from(policy_revision).unwrap(),
             policy_hash: policy.policy_hash(),
+            settings: [("log_level".to_string(), log_level("info"))].into(),
+            policy_source: sb::PolicySource::Sandbox as i32,
+            sandbox_id: SANDBOX.into(),
+            policy_revision,
             global_policy_revision: 0,
-            settings: vec![Setting {
-                key: "log_level".into(),
-                value: Some(SettingValue {
-                    kind: Some(setting_value::Kind::StringValue("info".into())),
-                }),
-                scope: SettingScope::Default as i32,
-            }],
             global_settings_revision: 3,
             workspace_settings_revision: 0,
             sandbox_settings_revision: 4,
-            provider_env_revision: env_revision.into(),
-            built_at: None,
-            lifecycle: SandboxLifecycle::Running as i32,
+            provider_env_fingerprint: env_revision.into(),
+            ..sb::GetSandboxConfigResponse::default()
         },
-        ProviderEnvironmentSnapshot {
+        GetSandboxProviderEnvironmentResponse {
+            environment: [("GITHUB_TOKEN".to_string(), PROVIDER_SECRET.to_string())].into(),
             sandbox_id: SANDBOX.into(),
-            values: vec![EnvValue {
-                name: "GITHUB_TOKEN".into(),
-                value: PROVIDER_SECRET.into(),
-                class: ValueClass::Credential as i32,
-                provider: "github".into(),
-            }],
-            provider_env_revision: env_revision.into(),
+            provider_env_fingerprint: env_revision.into(),
             attachment_epoch: 1,
-            expires_at: None,
-            built_at: None,
+            sources: [(
+                "GITHUB_TOKEN".to_string(),
+                EnvValueSource {
+                    class: ValueClass::Credential as i32,
+                    provider: "github".into(),
+                },
+            )]
+            .into(),
+            ..GetSandboxProviderEnvironmentResponse::default()
         },
     )
 }
 
-pub fn config_update(delivery_id: u64, sequence: u64, c: SandboxConfigSnapshot) -> ConfigUpdate {
+/// A snapshot pair as upstream OpenShell's gateway answers the polls: upstream's fields only
+/// (its own policy hash, a policy `version`, a numeric provider environment revision), none
+/// of this project's extensions.
+pub fn upstream_pair(version: u32, provider_env_revision: u64) -> ConfigPair {
+    (
+        sb::GetSandboxConfigResponse {
+            policy: Some(policy_message(&policy())),
+            version,
+            policy_hash: "0f".repeat(32),
+            settings: [("log_level".to_string(), log_level("info"))].into(),
+            config_revision: 11,
+            policy_source: sb::PolicySource::Sandbox as i32,
+            provider_env_revision,
+            workspace: "default".into(),
+            policy_validation_failure_mode: "retain_last_valid".into(),
+            ..sb::GetSandboxConfigResponse::default()
+        },
+        GetSandboxProviderEnvironmentResponse {
+            environment: [("GITHUB_TOKEN".to_string(), PROVIDER_SECRET.to_string())].into(),
+            provider_env_revision,
+            ..GetSandboxProviderEnvironmentResponse::default()
+        },
+    )
+}
+
+pub fn config_update(
+    delivery_id: u64,
+    sequence: u64,
+    c: sb::GetSandboxConfigResponse,
+) -> ConfigUpdate {
     ConfigUpdate {
         delivery_id,
         sequence,
         component: ConfigComponent::SandboxConfig as i32,
-        fingerprint: format!("cfg-{}-{}", c.policy_revision, c.provider_env_revision),
+        fingerprint: format!("cfg-{}-{}", c.policy_revision, c.provider_env_fingerprint),
         snapshot: Some(Snapshot::SandboxConfig(c)),
     }
 }
 
-pub fn env_update(delivery_id: u64, sequence: u64, e: ProviderEnvironmentSnapshot) -> ConfigUpdate {
+pub fn env_update(
+    delivery_id: u64,
+    sequence: u64,
+    e: GetSandboxProviderEnvironmentResponse,
+) -> ConfigUpdate {
     ConfigUpdate {
         delivery_id,
         sequence,
         component: ConfigComponent::ProviderEnvironment as i32,
-        fingerprint: format!("env-{}", e.provider_env_revision),
+        fingerprint: format!("env-{}", e.provider_env_fingerprint),
         snapshot: Some(Snapshot::ProviderEnvironment(e)),
     }
 }
