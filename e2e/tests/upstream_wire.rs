@@ -11,10 +11,12 @@
 
 use std::time::Duration;
 
-use prost::bytes::{Buf, BufMut};
-use openshell_e2e::{POLICY, TestGateway, create_sandbox, eventually, policy_with_port, sandbox_target};
+use openshell_e2e::{
+    POLICY, TestGateway, create_sandbox, eventually, policy_with_port, sandbox_target,
+};
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
+use prost::bytes::{Buf, BufMut};
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::transport::Channel;
 
@@ -284,7 +286,10 @@ async fn an_upstream_supervisor_is_served_as_a_legacy_one_and_its_reports_resolv
     let first = fields(&inbound.message().await.unwrap().unwrap());
     let accepted = fields(&bytes_of(&first, 1).expect("SessionAccepted at field 1"));
     assert!(string_of(&accepted, 1).starts_with("ss-"), "{accepted:?}");
-    assert!(varint_of(&accepted, 2) >= 1, "heartbeat_interval_secs: {accepted:?}");
+    assert!(
+        varint_of(&accepted, 2) >= 1,
+        "heartbeat_interval_secs: {accepted:?}"
+    );
     // Push stays off for it: config_push_enabled (100) and the bootstrap (102) are absent.
     assert_eq!(varint_of(&accepted, 100), 0, "{accepted:?}");
     assert!(bytes_of(&accepted, 102).is_none(), "{accepted:?}");
@@ -303,12 +308,35 @@ async fn an_upstream_supervisor_is_served_as_a_legacy_one_and_its_reports_resolv
     assert_eq!(session.protocol_revision, 0, "{session:?}");
     assert_ne!(session.mode, pb::DeliveryMode::Push as i32, "{session:?}");
 
+    // A sandbox setting first, so the policy operation below also waits for
+    // settings revision 1, which the version-only report does not name.
+    api.update_config(pb::UpdateConfigRequest {
+        target: sandbox_target(&id),
+        settings: vec![pb::SettingChange {
+            key: "log_level".into(),
+            change: Some(pb::setting_change::Change::Raw("debug".into())),
+        }],
+        mode: pb::UpdateMode::CommitOnly as i32,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
     // The poll loop: revision 1, typed.
-    let config = read_config(&upstream.unary("GetSandboxConfig", get_config(&id)).await.unwrap());
+    let config = read_config(
+        &upstream
+            .unary("GetSandboxConfig", get_config(&id))
+            .await
+            .unwrap(),
+    );
     assert_eq!(config.version, 1);
     assert_eq!(config.policy_hash.len(), 64, "a SHA-256 in hex");
     assert!(config.ports.contains(&443), "{:?}", config.ports);
-    assert!(config.settings.contains(&"log_level".to_string()), "{:?}", config.settings);
+    assert!(
+        config.settings.contains(&"log_level".to_string()),
+        "{:?}",
+        config.settings
+    );
     assert_ne!(config.config_revision, 0);
 
     // An operator change: revision 2 waits for the supervisor.
@@ -324,20 +352,33 @@ async fn an_upstream_supervisor_is_served_as_a_legacy_one_and_its_reports_resolv
         .into_inner()
         .operation
         .unwrap();
-    assert_eq!(operation_state(&gw, &written.id).await, pb::OperationState::Pending as i32);
-    let next = read_config(&upstream.unary("GetSandboxConfig", get_config(&id)).await.unwrap());
+    assert_eq!(
+        operation_state(&gw, &written.id).await,
+        pb::OperationState::Pending as i32
+    );
+    let next = read_config(
+        &upstream
+            .unary("GetSandboxConfig", get_config(&id))
+            .await
+            .unwrap(),
+    );
     assert_eq!(next.version, 2);
     assert!(next.ports.contains(&8443), "{:?}", next.ports);
     assert_ne!(next.config_revision, config.config_revision);
 
-    // Its version-only report settles the operation.
+    // Its version-only report settles the operation: the gateway reads it as
+    // the snapshot it served with version 2, settings included.
     let answer = upstream
         .unary("ReportPolicyStatus", report_loaded(&id, 2))
         .await
         .unwrap();
-    assert!(fields(&answer).iter().all(|(f, _)| *f >= 100), "only extensions in {answer:?}");
+    assert!(
+        fields(&answer).iter().all(|(f, _)| *f >= 100),
+        "only extensions in {answer:?}"
+    );
     eventually("the operation to be applied", DEADLINE, || async {
-        (operation_state(&gw, &written.id).await == pb::OperationState::Applied as i32).then_some(())
+        (operation_state(&gw, &written.id).await == pb::OperationState::Applied as i32)
+            .then_some(())
     })
     .await;
 }
@@ -349,13 +390,21 @@ async fn upstream_calls_need_the_sandbox_credential_not_an_operator_token() {
     let (id, _) = create_sandbox(&mut api, "guarded", POLICY).await;
     let (_, other_credential) = create_sandbox(&mut api, "other", POLICY).await;
 
-    for credential in [openshell_e2e::TOKEN.to_string(), other_credential, String::new()] {
+    for credential in [
+        openshell_e2e::TOKEN.to_string(),
+        other_credential,
+        String::new(),
+    ] {
         let mut upstream = Upstream::connect(&gw, &credential).await;
         let err = upstream
             .unary("GetSandboxConfig", get_config(&id))
             .await
             .unwrap_err();
-        assert_eq!(err.code(), tonic::Code::Unauthenticated, "{credential}: {err:?}");
+        assert_eq!(
+            err.code(),
+            tonic::Code::Unauthenticated,
+            "{credential}: {err:?}"
+        );
     }
     // And a supervisor credential opens none of the operator calls.
     let (_, credential) = create_sandbox(&mut api, "third", POLICY).await;

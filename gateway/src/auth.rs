@@ -151,10 +151,16 @@ mod tests {
 
     #[test]
     fn only_the_supervisor_methods_skip_the_operator_token() {
-        assert!(is_supervisor_call("/openshell.v1.OpenShell/GetSandboxConfig"));
-        assert!(is_supervisor_call("/openshell.v1.OpenShell/ConnectSupervisor"));
+        assert!(is_supervisor_call(
+            "/openshell.v1.OpenShell/GetSandboxConfig"
+        ));
+        assert!(is_supervisor_call(
+            "/openshell.v1.OpenShell/ConnectSupervisor"
+        ));
         assert!(!is_supervisor_call("/openshell.v1.OpenShell/UpdateConfig"));
-        assert!(!is_supervisor_call("/openshell.v1.OpenShell/GetSandboxConfigX"));
+        assert!(!is_supervisor_call(
+            "/openshell.v1.OpenShell/GetSandboxConfigX"
+        ));
         assert!(!is_supervisor_call("GetSandboxConfig"));
     }
 

@@ -89,7 +89,10 @@ pub async fn build_sandbox_config(
     sandbox_id: &str,
 ) -> Result<sb::GetSandboxConfigResponse> {
     let read = store.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground);
-    Ok(sandbox_config_from(store, sandbox_id, read).await?.0)
+    let mut snapshot = sandbox_config_from(store, sandbox_id, read).await?.0;
+    // Sets `config_revision`, which upstream supervisors compare between polls.
+    sandbox_config_fingerprint(&mut snapshot);
+    Ok(snapshot)
 }
 
 /// [`build_sandbox_config`] from inputs already asked for, and whether a
@@ -288,7 +291,9 @@ pub fn sandbox_config_fingerprint(s: &mut sb::GetSandboxConfigResponse) -> Strin
 
 /// Content fingerprint of a `provider_environment` snapshot (build time left
 /// out, as for [`sandbox_config_fingerprint`]).
-pub fn provider_environment_fingerprint(s: &mut pb::GetSandboxProviderEnvironmentResponse) -> String {
+pub fn provider_environment_fingerprint(
+    s: &mut pb::GetSandboxProviderEnvironmentResponse,
+) -> String {
     let built_at = s.built_at.take();
     let fingerprint = fingerprint_of(&prost::Message::encode_to_vec(&*s));
     s.built_at = built_at;
@@ -362,7 +367,9 @@ pub fn sandbox_config_built(
     }
 }
 
-pub fn provider_environment_built(mut snapshot: pb::GetSandboxProviderEnvironmentResponse) -> Built {
+pub fn provider_environment_built(
+    mut snapshot: pb::GetSandboxProviderEnvironmentResponse,
+) -> Built {
     let fingerprint = provider_environment_fingerprint(&mut snapshot);
     let summary = format!(
         "provider env {} ({} values)",

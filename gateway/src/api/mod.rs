@@ -33,9 +33,9 @@ use crate::operations::{
 use crate::providers::{self, ProviderInput};
 use crate::session_registry::SessionRegistry;
 use crate::state::Announcer;
-use crate::supervisor_api::{GatewayStream, SupervisorApi};
 use crate::store::Store;
 use crate::store::{Lifecycle, OperationFilter, SandboxRecord};
+use crate::supervisor_api::{GatewayStream, SupervisorApi};
 use crate::wire;
 
 /// Most items one list call returns.
@@ -916,7 +916,9 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::GetSandboxProviderEnvironmentRequest>,
     ) -> Result<Response<pb::GetSandboxProviderEnvironmentResponse>, Status> {
-        self.supervisor.get_sandbox_provider_environment(request).await
+        self.supervisor
+            .get_sandbox_provider_environment(request)
+            .await
     }
 
     async fn report_policy_status(

@@ -146,8 +146,8 @@ fn start_fleet(source: &Arc<FakeSource>, permits: &Arc<Permits>, n: usize) -> Ve
 }
 
 fn fingerprint(frame: &pb::GatewayMessage) -> (u64, String) {
-    match &frame.message {
-        Some(pb::gateway_message::Message::ConfigUpdate(u)) => {
+    match &frame.payload {
+        Some(pb::gateway_message::Payload::ConfigUpdate(u)) => {
             (u.delivery_id, u.fingerprint.clone())
         }
         other => panic!("expected a config update, got {other:?}"),

@@ -80,9 +80,11 @@ fn rejected(refusal: Refusal) -> Frame {
 
 fn heartbeat() -> Frame {
     Box::new(pb::GatewayMessage {
-        payload: Some(pb::gateway_message::Payload::Heartbeat(pb::GatewayHeartbeat {
-            sent_at: Some(timestamp(now_ms())),
-        })),
+        payload: Some(pb::gateway_message::Payload::Heartbeat(
+            pb::GatewayHeartbeat {
+                sent_at: Some(timestamp(now_ms())),
+            },
+        )),
     })
 }
 
@@ -207,7 +209,8 @@ async fn run(
         bootstrap_provider_environment: bootstrap.as_ref().map(|b| b.env_frame.clone()),
         heartbeat_interval_ms: u32::try_from(heartbeat_interval.as_millis()).unwrap_or(u32::MAX),
         // Upstream supervisors read whole seconds; never 0, which they may take as "no heartbeat".
-        heartbeat_interval_secs: u32::try_from(heartbeat_interval.as_secs().max(1)).unwrap_or(u32::MAX),
+        heartbeat_interval_secs: u32::try_from(heartbeat_interval.as_secs().max(1))
+            .unwrap_or(u32::MAX),
         poll_interval_ms: 0,
         replica_id: state.config.replica_id.clone(),
     };

@@ -73,19 +73,16 @@ pub async fn authenticate(
     if !constant_time_eq(stored.as_bytes(), presented.as_bytes()) {
         return Err(unknown());
     }
-    let sandbox = store
-        .get_sandbox(sandbox_id)
-        .await
-        .map_err(|e| match e {
-            StoreError::NotFound(_) => unknown(),
-            other => {
-                tracing::warn!(error = %other, "sandbox lookup failed");
-                Refusal {
-                    reason: "the gateway's store is unavailable; retry later".into(),
-                    permanent: false,
-                }
+    let sandbox = store.get_sandbox(sandbox_id).await.map_err(|e| match e {
+        StoreError::NotFound(_) => unknown(),
+        other => {
+            tracing::warn!(error = %other, "sandbox lookup failed");
+            Refusal {
+                reason: "the gateway's store is unavailable; retry later".into(),
+                permanent: false,
             }
-        })?;
+        }
+    })?;
     if sandbox.lifecycle == Lifecycle::Deleted {
         return Err(Refusal {
             reason: format!("sandbox {} was deleted", sandbox.id),
@@ -97,7 +94,10 @@ pub async fn authenticate(
 
 /// Checks a credential presented without a sandbox id (upstream's
 /// `GetGatewayConfig` names none): it must open some live sandbox.
-pub async fn authenticate_any(store: &Store, metadata: &MetadataMap) -> Result<SandboxRecord, Refusal> {
+pub async fn authenticate_any(
+    store: &Store,
+    metadata: &MetadataMap,
+) -> Result<SandboxRecord, Refusal> {
     let Some(credential) = presented_credential(metadata) else {
         return authenticate(store, "", metadata).await;
     };

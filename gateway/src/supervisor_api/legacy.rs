@@ -100,7 +100,10 @@ pub fn report(
 mod tests {
     use super::*;
 
-    fn snapshot(policy_revision: u64, sandbox_settings_revision: u64) -> sb::GetSandboxConfigResponse {
+    fn snapshot(
+        policy_revision: u64,
+        sandbox_settings_revision: u64,
+    ) -> sb::GetSandboxConfigResponse {
         sb::GetSandboxConfigResponse {
             sandbox_id: "sb-1".into(),
             version: u32::try_from(policy_revision).unwrap(),

@@ -100,7 +100,12 @@ impl SupervisorApi {
         // Any supervisor may read the global settings, as upstream's may.
         identity::authenticate_any(&self.state.store, request.metadata()).await?;
         self.count_poll("GetGatewayConfig");
-        let global = self.state.store.settings_at(Scope::Global, "").await?;
+        let global = self
+            .state
+            .store
+            .settings_at(Scope::Global, "")
+            .await
+            .map_err(crate::error::GatewayError::from)?;
         let settings = settings::registry()
             .iter()
             .map(|def| {
