@@ -82,10 +82,6 @@ fn op(id: &str, state: pb::OperationState) -> pb::Operation {
 
 type OpStream = Pin<Box<dyn Stream<Item = Result<pb::Operation, Status>> + Send>>;
 
-fn unimplemented<T>() -> Result<Response<T>, Status> {
-    Err(Status::unimplemented("not in the fake"))
-}
-
 #[tonic::async_trait]
 impl OpenShell for Fake {
     async fn create_sandbox(
@@ -130,97 +126,6 @@ impl OpenShell for Fake {
             sandboxes: names.into_iter().map(sandbox).collect(),
             next_page_token: next.into(),
         }))
-    }
-
-    async fn delete_sandbox(
-        &self,
-        _: Request<pb::DeleteSandboxRequest>,
-    ) -> Result<Response<pb::DeleteSandboxResponse>, Status> {
-        unimplemented()
-    }
-
-    async fn set_sandbox_lifecycle(
-        &self,
-        _: Request<pb::SetSandboxLifecycleRequest>,
-    ) -> Result<Response<pb::Sandbox>, Status> {
-        unimplemented()
-    }
-
-    async fn create_provider(
-        &self,
-        _: Request<pb::CreateProviderRequest>,
-    ) -> Result<Response<pb::ProviderWriteResponse>, Status> {
-        unimplemented()
-    }
-
-    async fn update_provider(
-        &self,
-        _: Request<pb::UpdateProviderRequest>,
-    ) -> Result<Response<pb::ProviderWriteResponse>, Status> {
-        unimplemented()
-    }
-
-    async fn delete_provider(
-        &self,
-        _: Request<pb::DeleteProviderRequest>,
-    ) -> Result<Response<pb::DeleteProviderResponse>, Status> {
-        unimplemented()
-    }
-
-    async fn get_provider(
-        &self,
-        _: Request<pb::GetProviderRequest>,
-    ) -> Result<Response<pb::Provider>, Status> {
-        unimplemented()
-    }
-
-    async fn list_providers(
-        &self,
-        _: Request<pb::ListProvidersRequest>,
-    ) -> Result<Response<pb::ListProvidersResponse>, Status> {
-        unimplemented()
-    }
-
-    async fn attach_provider(
-        &self,
-        _: Request<pb::AttachProviderRequest>,
-    ) -> Result<Response<pb::AttachmentResponse>, Status> {
-        unimplemented()
-    }
-
-    async fn detach_provider(
-        &self,
-        _: Request<pb::DetachProviderRequest>,
-    ) -> Result<Response<pb::AttachmentResponse>, Status> {
-        unimplemented()
-    }
-
-    async fn get_sandbox_policy(
-        &self,
-        _: Request<pb::GetSandboxPolicyRequest>,
-    ) -> Result<Response<pb::GetSandboxPolicyResponse>, Status> {
-        unimplemented()
-    }
-
-    async fn list_sandbox_policies(
-        &self,
-        _: Request<pb::ListSandboxPoliciesRequest>,
-    ) -> Result<Response<pb::ListSandboxPoliciesResponse>, Status> {
-        unimplemented()
-    }
-
-    async fn get_settings(
-        &self,
-        _: Request<pb::GetSettingsRequest>,
-    ) -> Result<Response<pb::GetSettingsResponse>, Status> {
-        unimplemented()
-    }
-
-    async fn list_setting_definitions(
-        &self,
-        _: Request<pb::ListSettingDefinitionsRequest>,
-    ) -> Result<Response<pb::ListSettingDefinitionsResponse>, Status> {
-        unimplemented()
     }
 
     async fn update_config(
@@ -282,12 +187,10 @@ impl OpenShell for Fake {
         Ok(Response::new(op(&id, pb::OperationState::Pending)))
     }
 
-    type WaitForApplyStream = OpStream;
-
     async fn wait_for_apply(
         &self,
         request: Request<pb::WaitForApplyRequest>,
-    ) -> Result<Response<Self::WaitForApplyStream>, Status> {
+    ) -> Result<Response<OpStream>, Status> {
         self.enter("wait_for_apply", &request)?;
         let attempt = self.wait_calls.fetch_add(1, Ordering::SeqCst);
         let id = request.into_inner().id;
@@ -333,20 +236,6 @@ impl OpenShell for Fake {
             operations: ops,
             next_page_token: String::new(),
         }))
-    }
-
-    async fn list_sessions(
-        &self,
-        _: Request<pb::ListSessionsRequest>,
-    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
-        unimplemented()
-    }
-
-    async fn inspect_session(
-        &self,
-        _: Request<pb::InspectSessionRequest>,
-    ) -> Result<Response<pb::SessionInspection>, Status> {
-        unimplemented()
     }
 
     async fn get_gateway_info(
