@@ -266,18 +266,29 @@ pub fn sandbox_ref(id_or_name: &str) -> Option<openshell_proto::v1::SandboxRef> 
     })
 }
 
-/// An `UpdateConfig` target for one sandbox.
-pub fn sandbox_target(id_or_name: &str) -> Option<openshell_proto::v1::ConfigTarget> {
-    Some(openshell_proto::v1::ConfigTarget {
-        target: sandbox_ref(id_or_name).map(openshell_proto::v1::config_target::Target::Sandbox),
-    })
+/// An `UpdateConfig` for one sandbox (in the default workspace), to fill in.
+pub fn to_sandbox(id_or_name: &str) -> openshell_proto::v1::UpdateConfigRequest {
+    openshell_proto::v1::UpdateConfigRequest {
+        name: id_or_name.into(),
+        ..Default::default()
+    }
 }
 
-/// The `UpdateConfig` target of every sandbox.
-pub fn global_target() -> Option<openshell_proto::v1::ConfigTarget> {
-    Some(openshell_proto::v1::ConfigTarget {
-        target: Some(openshell_proto::v1::config_target::Target::Global(true)),
-    })
+/// An `UpdateConfig` for every sandbox, to fill in.
+pub fn to_global() -> openshell_proto::v1::UpdateConfigRequest {
+    openshell_proto::v1::UpdateConfigRequest {
+        global: true,
+        ..Default::default()
+    }
+}
+
+/// An `UpdateConfig` for a workspace's settings, to fill in.
+pub fn to_workspace(workspace: &str) -> openshell_proto::v1::UpdateConfigRequest {
+    openshell_proto::v1::UpdateConfigRequest {
+        workspace_scope: true,
+        workspace: workspace.into(),
+        ..Default::default()
+    }
 }
 
 /// A setting change given as raw text, as the CLI sends it.

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use openshell_e2e::process::{SupervisorProcess, spawn_supervisor};
 use openshell_e2e::{
-    Api, POLICY, TestGateway, create_sandbox, eventually, metric, policy_with_port, sandbox_target,
-    state, terminal_operation,
+    Api, POLICY, TestGateway, create_sandbox, eventually, metric, policy_with_port, state,
+    terminal_operation,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
@@ -39,8 +39,8 @@ in_both_modes!(
 
 async fn commit_policy(api: &mut Api, sandbox: &str, policy: &str) -> pb::Operation {
     api.update_config(pb::UpdateConfigRequest {
-        target: sandbox_target(sandbox),
-        policy: policy.into(),
+        name: String::from(sandbox),
+        policy_text: policy.into(),
         mode: pb::UpdateMode::CommitOnly as i32,
         ..Default::default()
     })
@@ -53,7 +53,7 @@ async fn commit_policy(api: &mut Api, sandbox: &str, policy: &str) -> pb::Operat
 
 async fn commit_setting(api: &mut Api, sandbox: &str, key: &str, raw: &str) -> pb::Operation {
     api.update_config(pb::UpdateConfigRequest {
-        target: sandbox_target(sandbox),
+        name: String::from(sandbox),
         settings: vec![pb::SettingChange {
             key: key.into(),
             change: Some(pb::setting_change::Change::Raw(raw.into())),

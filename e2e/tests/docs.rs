@@ -117,15 +117,8 @@ async fn every_command_in_the_troubleshooting_skill_runs() {
     );
     let op = api
         .update_config(openshell_proto::v1::UpdateConfigRequest {
-            target: Some(openshell_proto::v1::ConfigTarget {
-                target: Some(openshell_proto::v1::config_target::Target::Sandbox(
-                    openshell_proto::v1::SandboxRef {
-                        id_or_name: id.clone(),
-                        workspace: String::new(),
-                    },
-                )),
-            }),
-            policy: policy.replacen("port: 443", "port: 8443", 1),
+            name: id.clone(),
+            policy_text: policy.replacen("port: 443", "port: 8443", 1),
             ..Default::default()
         })
         .await

@@ -116,10 +116,6 @@ async fn written(gw: &TestGateway, sandbox: &str) -> Written {
     }
 }
 
-fn sandbox_target(id: &str) -> Option<pb::ConfigTarget> {
-    openshell_e2e::sandbox_target(id)
-}
-
 async fn cli_dry_run_writes_nothing_and_keeps_static_sections(backend: Backend) {
     let gw = TestGateway::start(backend).await;
     let mut api = gw.api().await;
@@ -370,12 +366,11 @@ async fn cli_dry_run_writes_nothing_and_keeps_static_sections_postgres() {
     cli_dry_run_writes_nothing_and_keeps_static_sections(Backend::Postgres).await;
 }
 
-fn dry_run_request(target: Option<pb::ConfigTarget>, policy: &str) -> pb::UpdateConfigRequest {
+fn dry_run_request(target: pb::UpdateConfigRequest, policy: &str) -> pb::UpdateConfigRequest {
     pb::UpdateConfigRequest {
-        target,
-        policy: policy.into(),
+        policy_text: policy.into(),
         validate_only: true,
-        ..Default::default()
+        ..target
     }
 }
 
@@ -390,7 +385,7 @@ async fn grpc_validate_only_writes_nothing(backend: Backend) {
             settings: vec![raw_setting("log_level", "debug")],
             idempotency_key: "grpc-1".into(),
             mode: pb::UpdateMode::WaitForApply.into(),
-            ..dry_run_request(sandbox_target(&id), NETWORK_ONLY)
+            ..dry_run_request(openshell_e2e::to_sandbox(&id), NETWORK_ONLY)
         })
         .await
         .unwrap()
@@ -419,7 +414,7 @@ async fn grpc_validate_only_writes_nothing(backend: Backend) {
     // Refusals are the write's: a changed static section, with its path.
     let err = api
         .update_config(dry_run_request(
-            sandbox_target(&id),
+            openshell_e2e::to_sandbox(&id),
             &full().replace("read_write: [/tmp]", "read_write: [/tmp, /var]"),
         ))
         .await
@@ -435,8 +430,8 @@ async fn grpc_validate_only_writes_nothing(backend: Backend) {
     // The key was not consumed: the real write with it is no replay, and keeps the sections.
     let committed = api
         .update_config(pb::UpdateConfigRequest {
-            target: sandbox_target(&id),
-            policy: NETWORK_ONLY.into(),
+            name: String::from(&id),
+            policy_text: NETWORK_ONLY.into(),
             settings: vec![raw_setting("log_level", "debug")],
             idempotency_key: "grpc-1".into(),
             ..Default::default()
@@ -455,7 +450,7 @@ async fn grpc_validate_only_writes_nothing(backend: Backend) {
         .update_config(pb::UpdateConfigRequest {
             settings: vec![raw_setting("log_level", "debug")],
             idempotency_key: "grpc-1".into(),
-            ..dry_run_request(sandbox_target(&id), NETWORK_ONLY)
+            ..dry_run_request(openshell_e2e::to_sandbox(&id), NETWORK_ONLY)
         })
         .await
         .unwrap()
@@ -466,7 +461,7 @@ async fn grpc_validate_only_writes_nothing(backend: Backend) {
     // The global policy: the first one adds everything, static sections included.
     let after = written(&gw, &id).await;
     let response = api
-        .update_config(dry_run_request(openshell_e2e::global_target(), &full()))
+        .update_config(dry_run_request(openshell_e2e::to_global(), &full()))
         .await
         .unwrap()
         .into_inner();

@@ -3,9 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use openshell_e2e::{
-    Api, Backend, POLICY, TestGateway, policy_with_port, sandbox_ref, sandbox_target,
-};
+use openshell_e2e::{Api, Backend, POLICY, TestGateway, policy_with_port, sandbox_ref};
 use openshell_proto::v1 as pb;
 use tonic::Code;
 
@@ -43,13 +41,9 @@ async fn create(api: &mut Api, name: &str, policy: &str) -> pb::CreateSandboxRes
 
 fn set_policy(name: &str, policy: &str, key: &str) -> pb::UpdateConfigRequest {
     pb::UpdateConfigRequest {
-        target: Some(pb::ConfigTarget {
-            target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
-                id_or_name: name.into(),
-                workspace: String::new(),
-            })),
-        }),
-        policy: policy.into(),
+        name: name.into(),
+        workspace: String::new(),
+        policy_text: policy.into(),
         mode: pb::UpdateMode::CommitOnly as i32,
         idempotency_key: key.into(),
         ..Default::default()
@@ -239,12 +233,8 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
 
     // Settings: a write bumps the scope revision once; repeating it is a no-op.
     let settings = |raw: &str| pb::UpdateConfigRequest {
-        target: Some(pb::ConfigTarget {
-            target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
-                id_or_name: "idem".into(),
-                workspace: String::new(),
-            })),
-        }),
+        name: "idem".into(),
+        workspace: String::new(),
         settings: vec![pb::SettingChange {
             key: "log_level".into(),
             change: Some(pb::setting_change::Change::Raw(raw.into())),
@@ -302,8 +292,8 @@ fn policy_case(name: &'static str, policy: String, needles: &'static [&'static s
     Case {
         name,
         request: pb::UpdateConfigRequest {
-            target: sandbox_target("target"),
-            policy,
+            name: String::from("target"),
+            policy_text: policy,
             ..Default::default()
         },
         code: Code::InvalidArgument,
@@ -320,7 +310,7 @@ fn setting_case(
     Case {
         name,
         request: pb::UpdateConfigRequest {
-            target: sandbox_target("target"),
+            name: String::from("target"),
             settings: vec![pb::SettingChange {
                 key: key.into(),
                 change: Some(pb::setting_change::Change::Raw(raw.into())),
@@ -444,8 +434,8 @@ fn bad_input_cases() -> Vec<Case> {
         Case {
             name: "unknown sandbox",
             request: pb::UpdateConfigRequest {
-                target: sandbox_target("no-such-sandbox"),
-                policy: minimal.into(),
+                name: String::from("no-such-sandbox"),
+                policy_text: minimal.into(),
                 ..Default::default()
             },
             code: Code::NotFound,
@@ -454,16 +444,88 @@ fn bad_input_cases() -> Vec<Case> {
         Case {
             name: "no target",
             request: pb::UpdateConfigRequest {
-                policy: minimal.into(),
+                policy_text: minimal.into(),
                 ..Default::default()
             },
             code: Code::InvalidArgument,
-            needles: &["target"],
+            needles: &["name", "sandbox name is required"],
+        },
+        Case {
+            name: "upstream's incremental edits",
+            request: pb::UpdateConfigRequest {
+                name: String::from("target"),
+                merge_operations: vec![pb::PolicyMergeOperation::default()],
+                ..Default::default()
+            },
+            code: Code::InvalidArgument,
+            needles: &["merge_operations", "not served yet"],
+        },
+        Case {
+            name: "upstream's resource version",
+            request: pb::UpdateConfigRequest {
+                name: String::from("target"),
+                policy_text: minimal.into(),
+                expected_resource_version: 7,
+                ..Default::default()
+            },
+            code: Code::InvalidArgument,
+            needles: &["expected_resource_version", "idempotency key"],
+        },
+        Case {
+            name: "a policy given twice",
+            request: pb::UpdateConfigRequest {
+                name: String::from("target"),
+                policy: Some(openshell_proto::sandbox::v1::SandboxPolicy {
+                    version: 1,
+                    ..Default::default()
+                }),
+                policy_text: minimal.into(),
+                ..Default::default()
+            },
+            code: Code::InvalidArgument,
+            needles: &["policy", "not both"],
+        },
+        Case {
+            name: "a typed policy with a bad landlock value",
+            request: pb::UpdateConfigRequest {
+                name: String::from("target"),
+                policy: Some(openshell_proto::sandbox::v1::SandboxPolicy {
+                    version: 1,
+                    landlock: Some(openshell_proto::sandbox::v1::LandlockPolicy {
+                        compatibility: "sometimes".into(),
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            code: Code::InvalidArgument,
+            needles: &["policy.landlock.compatibility"],
+        },
+        Case {
+            name: "upstream's delete at sandbox scope",
+            request: pb::UpdateConfigRequest {
+                name: String::from("target"),
+                setting_key: "log_level".into(),
+                delete_setting: true,
+                ..Default::default()
+            },
+            code: Code::InvalidArgument,
+            needles: &["delete_setting", "global"],
+        },
+        Case {
+            name: "a setting key without a value",
+            request: pb::UpdateConfigRequest {
+                name: String::from("target"),
+                setting_key: "log_level".into(),
+                ..Default::default()
+            },
+            code: Code::InvalidArgument,
+            needles: &["setting_value"],
         },
         Case {
             name: "nothing to change",
             request: pb::UpdateConfigRequest {
-                target: sandbox_target("target"),
+                name: String::from("target"),
                 ..Default::default()
             },
             code: Code::InvalidArgument,
@@ -472,10 +534,9 @@ fn bad_input_cases() -> Vec<Case> {
         Case {
             name: "policy for a workspace",
             request: pb::UpdateConfigRequest {
-                target: Some(pb::ConfigTarget {
-                    target: Some(pb::config_target::Target::Workspace("default".into())),
-                }),
-                policy: minimal.into(),
+                workspace_scope: true,
+                workspace: "default".into(),
+                policy_text: minimal.into(),
                 ..Default::default()
             },
             code: Code::InvalidArgument,
@@ -484,8 +545,8 @@ fn bad_input_cases() -> Vec<Case> {
         Case {
             name: "idempotency key reused with another request",
             request: pb::UpdateConfigRequest {
-                target: sandbox_target("target"),
-                policy: policy_with_port(8080),
+                name: String::from("target"),
+                policy_text: policy_with_port(8080),
                 idempotency_key: "used-once".into(),
                 ..Default::default()
             },
@@ -495,8 +556,8 @@ fn bad_input_cases() -> Vec<Case> {
         Case {
             name: "wait threshold out of range",
             request: pb::UpdateConfigRequest {
-                target: sandbox_target("target"),
-                policy: policy_with_port(8081),
+                name: String::from("target"),
+                policy_text: policy_with_port(8081),
                 wait: Some(pb::WaitOptions {
                     timeout: None,
                     threshold: 1.5,
@@ -563,8 +624,8 @@ async fn bad_input_is_rejected_and_changes_nothing(backend: Backend) {
     // Every violation comes back at once, each on its own line with its path.
     let err = api
         .update_config(pb::UpdateConfigRequest {
-            target: sandbox_target("target"),
-            policy: "version: 1\nnetwork_policies:\n  a:\n    endpoints:\n      - host: ''\n        port: 0\n"
+            name: String::from("target"),
+            policy_text: "version: 1\nnetwork_policies:\n  a:\n    endpoints:\n      - host: ''\n        port: 0\n"
                 .into(),
             ..Default::default()
         })
@@ -714,9 +775,7 @@ async fn fleet_writes_record_their_targets(backend: Backend) {
     }
     let op = api
         .update_config(pb::UpdateConfigRequest {
-            target: Some(pb::ConfigTarget {
-                target: Some(pb::config_target::Target::Global(true)),
-            }),
+            global: true,
             settings: vec![pb::SettingChange {
                 key: "log_level".into(),
                 change: Some(pb::setting_change::Change::Raw("warn".into())),
@@ -735,7 +794,7 @@ async fn fleet_writes_record_their_targets(backend: Backend) {
 
     // A global value overrides the sandbox's own, and says where it came from.
     api.update_config(pb::UpdateConfigRequest {
-        target: sandbox_target("a"),
+        name: String::from("a"),
         settings: vec![pb::SettingChange {
             key: "log_level".into(),
             change: Some(pb::setting_change::Change::Raw("debug".into())),
@@ -762,9 +821,8 @@ async fn fleet_writes_record_their_targets(backend: Backend) {
 
     let ws = api
         .update_config(pb::UpdateConfigRequest {
-            target: Some(pb::ConfigTarget {
-                target: Some(pb::config_target::Target::Workspace("default".into())),
-            }),
+            workspace_scope: true,
+            workspace: "default".into(),
             settings: vec![pb::SettingChange {
                 key: "environment_label".into(),
                 change: Some(pb::setting_change::Change::Raw("staging".into())),
@@ -781,10 +839,8 @@ async fn fleet_writes_record_their_targets(backend: Backend) {
     // Global policy: set, then clear, each a new global revision.
     let set = api
         .update_config(pb::UpdateConfigRequest {
-            target: Some(pb::ConfigTarget {
-                target: Some(pb::config_target::Target::Global(true)),
-            }),
-            policy: POLICY.into(),
+            global: true,
+            policy_text: POLICY.into(),
             ..Default::default()
         })
         .await
@@ -795,9 +851,7 @@ async fn fleet_writes_record_their_targets(backend: Backend) {
     assert_eq!(set.global_policy_revision, 1);
     let cleared = api
         .update_config(pb::UpdateConfigRequest {
-            target: Some(pb::ConfigTarget {
-                target: Some(pb::config_target::Target::Global(true)),
-            }),
+            global: true,
             clear_global_policy: true,
             ..Default::default()
         })
@@ -828,19 +882,16 @@ async fn fleet_targets_are_the_live_sandboxes_of_the_scope(backend: Backend) {
     .await
     .unwrap();
     let setting = |target| pb::UpdateConfigRequest {
-        target: Some(pb::ConfigTarget {
-            target: Some(target),
-        }),
         settings: vec![pb::SettingChange {
             key: "environment_label".into(),
             change: Some(pb::setting_change::Change::Raw("staging".into())),
         }],
-        ..Default::default()
+        ..target
     };
     let targets_of = |op: pb::UpdateConfigResponse| op.operation.unwrap().fleet.unwrap().targets;
 
     let global = api
-        .update_config(setting(pb::config_target::Target::Global(true)))
+        .update_config(setting(openshell_e2e::to_global()))
         .await
         .unwrap()
         .into_inner();
@@ -850,9 +901,7 @@ async fn fleet_targets_are_the_live_sandboxes_of_the_scope(backend: Backend) {
         "every live sandbox, deleted ones not"
     );
     let workspace = api
-        .update_config(setting(pb::config_target::Target::Workspace(
-            "default".into(),
-        )))
+        .update_config(setting(openshell_e2e::to_workspace("default")))
         .await
         .unwrap()
         .into_inner();

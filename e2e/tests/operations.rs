@@ -10,7 +10,7 @@ use futures::StreamExt;
 use openshell_e2e::process::{free_port, spawn_gateway, spawn_supervisor};
 use openshell_e2e::{
     Api, BearerToken, POLICY, TOKEN, TestGateway, create_sandbox, eventually, metric,
-    policy_with_port, sandbox_ref, sandbox_target, state, terminal_operation,
+    policy_with_port, sandbox_ref, state, terminal_operation,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
@@ -38,8 +38,8 @@ async fn set_policy(
     key: &str,
 ) -> pb::Operation {
     api.update_config(pb::UpdateConfigRequest {
-        target: sandbox_target(id),
-        policy: policy.into(),
+        name: String::from(id),
+        policy_text: policy.into(),
         mode: mode as i32,
         idempotency_key: key.into(),
         wait: wait(wait_ms),
@@ -482,9 +482,7 @@ async fn a_global_change_across_fifty_supervisors_is_one_fleet_operation() {
     })
     .await;
     let global = |key: &str, value: &str, threshold: f64| pb::UpdateConfigRequest {
-        target: Some(pb::ConfigTarget {
-            target: Some(pb::config_target::Target::Global(true)),
-        }),
+        global: true,
         settings: vec![pb::SettingChange {
             key: key.into(),
             change: Some(pb::setting_change::Change::Raw(value.into())),

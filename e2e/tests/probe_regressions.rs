@@ -10,7 +10,7 @@ use std::time::Duration;
 use openshell_e2e::process::spawn_supervisor;
 use openshell_e2e::{
     Api, Backend, POLICY, TestGateway, create_sandbox, eventually, metric, policy_with_port,
-    raw_setting, sandbox_ref, sandbox_target, state, terminal_operation,
+    raw_setting, sandbox_ref, state, terminal_operation,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
@@ -30,8 +30,8 @@ async fn inspect(api: &Api, id: &str) -> pb::SessionInspection {
 async fn set_policy(api: &Api, id: &str, policy: String) -> Result<pb::Operation, tonic::Status> {
     api.clone()
         .update_config(pb::UpdateConfigRequest {
-            target: sandbox_target(id),
-            policy,
+            name: String::from(id),
+            policy_text: policy,
             ..Default::default()
         })
         .await
@@ -175,9 +175,8 @@ async fn a_fleet_write_over_stopped_sandboxes_ends_inactive() {
         }
         let response = api
             .update_config(pb::UpdateConfigRequest {
-                target: Some(pb::ConfigTarget {
-                    target: Some(pb::config_target::Target::Workspace("st".into())),
-                }),
+                workspace_scope: true,
+                workspace: "st".into(),
                 settings: vec![raw_setting("log_level", "warn")],
                 ..Default::default()
             })
@@ -517,8 +516,8 @@ async fn a_wait_cut_off_by_a_stopping_gateway_is_unavailable_not_timed_out() {
     assert_eq!(first.id, op.id);
     let mut waiting = api.clone();
     let wait_request = pb::UpdateConfigRequest {
-        target: sandbox_target(&id),
-        policy: policy_with_port(9443),
+        name: String::from(&id),
+        policy_text: policy_with_port(9443),
         mode: pb::UpdateMode::WaitForApply as i32,
         ..Default::default()
     };

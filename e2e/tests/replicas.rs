@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use openshell_e2e::process::{SupervisorProcess, spawn_supervisor};
 use openshell_e2e::{
-    Api, Backend, POLICY, TestGateway, TestStore, create_sandbox, eventually, global_target,
-    metric, policy_with_port, raw_setting, sandbox_target, state,
+    Api, Backend, POLICY, TestGateway, TestStore, create_sandbox, eventually, metric,
+    policy_with_port, raw_setting, state,
 };
 use openshell_gateway::store::SessionOwner;
 use openshell_gateway::{DeliveryMode, GatewayConfig};
@@ -164,15 +164,15 @@ async fn wait_for_apply(api: &mut Api, request: pb::UpdateConfigRequest) -> pb::
 
 fn policy_write(sandbox: &str, port: u32) -> pb::UpdateConfigRequest {
     pb::UpdateConfigRequest {
-        target: sandbox_target(sandbox),
-        policy: policy_with_port(port),
+        name: String::from(sandbox),
+        policy_text: policy_with_port(port),
         ..Default::default()
     }
 }
 
 fn global_setting(key: &str, raw: &str) -> pb::UpdateConfigRequest {
     pb::UpdateConfigRequest {
-        target: global_target(),
+        global: true,
         settings: vec![raw_setting(key, raw)],
         ..Default::default()
     }
@@ -587,16 +587,15 @@ async fn every_kind_of_write_reaches_the_other_replicas_session_by_its_intent() 
     commit(policy_write(&id, 8443)).await;
     file_has("policy.json", "8443".into()).await;
     commit(pb::UpdateConfigRequest {
-        target: sandbox_target(&id),
+        name: String::from(&id),
         settings: vec![raw_setting("environment_label", "sandbox-scope")],
         ..Default::default()
     })
     .await;
     file_has("settings.json", "sandbox-scope".into()).await;
     commit(pb::UpdateConfigRequest {
-        target: Some(pb::ConfigTarget {
-            target: Some(pb::config_target::Target::Workspace("default".into())),
-        }),
+        workspace_scope: true,
+        workspace: "default".into(),
         settings: vec![raw_setting("log_rate_limit_per_second", "4321")],
         ..Default::default()
     })

@@ -57,8 +57,8 @@ async fn sandbox_with_a_policy_write(api: &mut openshell_e2e::Api, name: &str) -
     let op_id = commit_only(
         api,
         pb::UpdateConfigRequest {
-            target: openshell_e2e::sandbox_target(&id),
-            policy: policy_with_port(8443),
+            name: String::from(&id),
+            policy_text: policy_with_port(8443),
             ..Default::default()
         },
     )
@@ -77,9 +77,7 @@ fn revisions_of(op: &OperationRecord) -> ReportedRevisions {
 
 fn global_setting(value: u32) -> pb::UpdateConfigRequest {
     pb::UpdateConfigRequest {
-        target: Some(pb::ConfigTarget {
-            target: Some(pb::config_target::Target::Global(true)),
-        }),
+        global: true,
         settings: vec![pb::SettingChange {
             key: "log_rate_limit_per_second".into(),
             change: Some(pb::setting_change::Change::Raw(value.to_string())),
@@ -264,8 +262,8 @@ async fn one_sandboxs_reports_in_one_batch_resolve_in_arrival_order() {
         let op_id = commit_only(
             &mut api,
             pb::UpdateConfigRequest {
-                target: openshell_e2e::sandbox_target(&id),
-                policy: policy_with_port(port),
+                name: String::from(&id),
+                policy_text: policy_with_port(port),
                 ..Default::default()
             },
         )

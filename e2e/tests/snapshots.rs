@@ -14,17 +14,14 @@ use openshell_gateway::store::{ReadPriority, StoreError};
 use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
 
-fn setting(target: pb::config_target::Target, key: &str, value: &str) -> pb::UpdateConfigRequest {
+fn setting(target: pb::UpdateConfigRequest, key: &str, value: &str) -> pb::UpdateConfigRequest {
     pb::UpdateConfigRequest {
-        target: Some(pb::ConfigTarget {
-            target: Some(target),
-        }),
         settings: vec![pb::SettingChange {
             key: key.into(),
             change: Some(pb::setting_change::Change::Raw(value.into())),
         }],
         mode: pb::UpdateMode::CommitOnly as i32,
-        ..Default::default()
+        ..target
     }
 }
 
@@ -64,7 +61,7 @@ async fn a_build_sees_shared_writes_made_through_another_replica() {
     let mut other = second.api().await;
     other
         .update_config(setting(
-            pb::config_target::Target::Global(true),
+            openshell_e2e::to_global(),
             "log_rate_limit_per_second",
             "77",
         ))
@@ -72,7 +69,7 @@ async fn a_build_sees_shared_writes_made_through_another_replica() {
         .unwrap();
     other
         .update_config(setting(
-            pb::config_target::Target::Workspace("default".into()),
+            openshell_e2e::to_workspace("default"),
             "log_level",
             "debug",
         ))
@@ -80,10 +77,8 @@ async fn a_build_sees_shared_writes_made_through_another_replica() {
         .unwrap();
     other
         .update_config(pb::UpdateConfigRequest {
-            target: Some(pb::ConfigTarget {
-                target: Some(pb::config_target::Target::Global(true)),
-            }),
-            policy: openshell_e2e::policy_with_port(9443),
+            global: true,
+            policy_text: openshell_e2e::policy_with_port(9443),
             mode: pb::UpdateMode::CommitOnly as i32,
             ..Default::default()
         })

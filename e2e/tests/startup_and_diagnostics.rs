@@ -28,13 +28,9 @@ async fn inspect(api: &Api, id: &str) -> pb::SessionInspection {
 async fn commit(api: &Api, id: &str, policy: String) -> pb::Operation {
     api.clone()
         .update_config(pb::UpdateConfigRequest {
-            target: Some(pb::ConfigTarget {
-                target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
-                    id_or_name: id.into(),
-                    workspace: String::new(),
-                })),
-            }),
-            policy,
+            name: id.into(),
+            workspace: String::new(),
+            policy_text: policy,
             ..Default::default()
         })
         .await
@@ -341,13 +337,9 @@ async fn expired_idempotency_keys_are_released_and_old_operations_removed() {
         let (id, _) = create_sandbox(&mut api, "retained", POLICY).await;
         let first = api
             .update_config(pb::UpdateConfigRequest {
-                target: Some(pb::ConfigTarget {
-                    target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
-                        id_or_name: id.clone(),
-                        workspace: String::new(),
-                    })),
-                }),
-                policy: POLICY.replacen("port: 443", "port: 8443", 1),
+                name: id.clone(),
+                workspace: String::new(),
+                policy_text: POLICY.replacen("port: 443", "port: 8443", 1),
                 idempotency_key: "short-lived".into(),
                 ..Default::default()
             })
@@ -363,13 +355,9 @@ async fn expired_idempotency_keys_are_released_and_old_operations_removed() {
         assert_eq!(store.expire_idempotency_keys_at(i64::MAX).await.unwrap(), 1);
         let reused = api
             .update_config(pb::UpdateConfigRequest {
-                target: Some(pb::ConfigTarget {
-                    target: Some(pb::config_target::Target::Sandbox(pb::SandboxRef {
-                        id_or_name: id.clone(),
-                        workspace: String::new(),
-                    })),
-                }),
-                policy: POLICY.replacen("port: 443", "port: 9443", 1),
+                name: id.clone(),
+                workspace: String::new(),
+                policy_text: POLICY.replacen("port: 443", "port: 9443", 1),
                 idempotency_key: "short-lived".into(),
                 ..Default::default()
             })

@@ -11,9 +11,7 @@
 
 use std::time::Duration;
 
-use openshell_e2e::{
-    POLICY, TestGateway, create_sandbox, eventually, policy_with_port, sandbox_target,
-};
+use openshell_e2e::{POLICY, TestGateway, create_sandbox, eventually, policy_with_port};
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
 use prost::bytes::{Buf, BufMut};
@@ -254,6 +252,39 @@ fn read_config(bytes: &[u8]) -> Config {
     }
 }
 
+/// Upstream's `UpdateConfigRequest { name = 1, policy = 2 }` with a typed
+/// `SandboxPolicy { version = 1, network_policies = 5 { "web": NetworkPolicyRule {
+/// endpoints = 2 [NetworkEndpoint { host = 1, port = 2 }] } } }`.
+fn update_policy(name: &str, host: &str, port: u64) -> Vec<u8> {
+    let mut endpoint = Vec::new();
+    put_bytes(&mut endpoint, 1, host.as_bytes());
+    put_varint(&mut endpoint, 2, port);
+    let mut rule = Vec::new();
+    put_bytes(&mut rule, 2, &endpoint);
+    let mut entry = Vec::new();
+    put_bytes(&mut entry, 1, b"web");
+    put_bytes(&mut entry, 2, &rule);
+    let mut policy = Vec::new();
+    put_varint(&mut policy, 1, 1);
+    put_bytes(&mut policy, 5, &entry);
+    let mut request = Vec::new();
+    put_bytes(&mut request, 1, name.as_bytes());
+    put_bytes(&mut request, 2, &policy);
+    request
+}
+
+/// Upstream's `UpdateConfigRequest { name = 1, setting_key = 3, setting_value = 4
+/// { string_value = 1 } }`.
+fn update_setting(name: &str, key: &str, value: &str) -> Vec<u8> {
+    let mut setting_value = Vec::new();
+    put_bytes(&mut setting_value, 1, value.as_bytes());
+    let mut request = Vec::new();
+    put_bytes(&mut request, 1, name.as_bytes());
+    put_bytes(&mut request, 3, key.as_bytes());
+    put_bytes(&mut request, 4, &setting_value);
+    request
+}
+
 async fn operation_state(gw: &TestGateway, id: &str) -> i32 {
     let mut api = gw.api().await;
     api.get_operation(pb::GetOperationRequest { id: id.into() })
@@ -311,7 +342,7 @@ async fn an_upstream_supervisor_is_served_as_a_legacy_one_and_its_reports_resolv
     // A sandbox setting first, so the policy operation below also waits for
     // settings revision 1, which the version-only report does not name.
     api.update_config(pb::UpdateConfigRequest {
-        target: sandbox_target(&id),
+        name: String::from(&id),
         settings: vec![pb::SettingChange {
             key: "log_level".into(),
             change: Some(pb::setting_change::Change::Raw("debug".into())),
@@ -342,8 +373,8 @@ async fn an_upstream_supervisor_is_served_as_a_legacy_one_and_its_reports_resolv
     // An operator change: revision 2 waits for the supervisor.
     let written = api
         .update_config(pb::UpdateConfigRequest {
-            target: sandbox_target(&id),
-            policy: policy_with_port(8443),
+            name: String::from(&id),
+            policy_text: policy_with_port(8443),
             mode: pb::UpdateMode::CommitOnly as i32,
             ..Default::default()
         })
@@ -414,4 +445,77 @@ async fn upstream_calls_need_the_sandbox_credential_not_an_operator_token() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unauthenticated);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_config_with_only_upstreams_fields_writes_a_revision() {
+    let gw = TestGateway::start(openshell_e2e::Backend::Sqlite).await;
+    let mut api = gw.api().await;
+    create_sandbox(&mut api, "plain", POLICY).await;
+    // An upstream CLI, with the operator token.
+    let mut client = Upstream::connect(&gw, openshell_e2e::TOKEN).await;
+
+    let answer = fields(
+        &client
+            .unary(
+                "UpdateConfig",
+                update_policy("plain", "api.example.com", 8443),
+            )
+            .await
+            .unwrap(),
+    );
+    // `UpdateConfigResponse { version = 1, policy_hash = 2, settings_revision = 3 }`.
+    assert_eq!(varint_of(&answer, 1), 2, "revision 2: {answer:?}");
+    assert_eq!(string_of(&answer, 2).len(), 64, "{answer:?}");
+    assert!(bytes_of(&answer, 100).is_some(), "the operation extension");
+    let stored = api
+        .get_sandbox_policy(pb::GetSandboxPolicyRequest {
+            sandbox: openshell_e2e::sandbox_ref("plain"),
+            revision: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .policy
+        .unwrap();
+    assert_eq!(stored.revision, 2);
+    assert!(
+        stored.policy_yaml.contains("api.example.com"),
+        "{}",
+        stored.policy_yaml
+    );
+    assert!(
+        stored.policy_yaml.contains("8443"),
+        "{}",
+        stored.policy_yaml
+    );
+    assert_eq!(stored.policy_hash, string_of(&answer, 2));
+
+    let answer = fields(
+        &client
+            .unary(
+                "UpdateConfig",
+                update_setting("plain", "log_level", "debug"),
+            )
+            .await
+            .unwrap(),
+    );
+    assert_eq!(varint_of(&answer, 3), 1, "settings revision 1: {answer:?}");
+    assert_eq!(
+        varint_of(&answer, 1),
+        2,
+        "the policy is unchanged: {answer:?}"
+    );
+
+    // A bad typed policy is refused with the document's field path, and changes nothing.
+    let err = client
+        .unary("UpdateConfig", update_policy("plain", "", 0))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(
+        err.message()
+            .contains("policy.network_policies.web.endpoints[0]"),
+        "{err:?}"
+    );
 }

@@ -222,6 +222,16 @@ pub fn sandbox_setting_value(v: &SettingValue) -> sb::SettingValue {
     }
 }
 
+/// A setting value in upstream's form, read back; bytes have no setting type.
+pub fn setting_value_from_sandbox(v: &sb::SettingValue) -> Option<SettingValue> {
+    Some(match v.value.as_ref()? {
+        sb::setting_value::Value::BoolValue(b) => SettingValue::Bool(*b),
+        sb::setting_value::Value::IntValue(i) => SettingValue::Int(*i),
+        sb::setting_value::Value::StringValue(s) => SettingValue::String(s.clone()),
+        sb::setting_value::Value::BytesValue(_) => return None,
+    })
+}
+
 /// The scope a setting's value comes from, in the supervisor-facing form.
 pub fn sandbox_setting_scope(s: Option<Scope>) -> sb::SettingScope {
     match s {

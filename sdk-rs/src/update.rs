@@ -23,15 +23,20 @@ pub enum Target {
 }
 
 impl Target {
-    pub(crate) fn to_proto(&self) -> pb::ConfigTarget {
-        use pb::config_target::Target as T;
-        let target = match self {
-            Self::Sandbox(sandbox) => T::Sandbox(sandbox.to_proto()),
-            Self::Workspace(name) => T::Workspace(name.clone()),
-            Self::Global => T::Global(true),
-        };
-        pb::ConfigTarget {
-            target: Some(target),
+    /// The request's target fields: upstream's `name` and `global`, and this
+    /// project's `workspace` and `workspace_scope`.
+    fn fill(&self, req: &mut pb::UpdateConfigRequest) {
+        match self {
+            Self::Sandbox(sandbox) => {
+                let sandbox = sandbox.to_proto();
+                req.name = sandbox.id_or_name;
+                req.workspace = sandbox.workspace;
+            }
+            Self::Workspace(name) => {
+                req.workspace_scope = true;
+                req.workspace = name.clone();
+            }
+            Self::Global => req.global = true,
         }
     }
 }
@@ -184,16 +189,19 @@ impl UpdateConfig {
         if let Some(policy) = &self.policy {
             SdkError::check_policy_size(policy)?;
         }
-        Ok(pb::UpdateConfigRequest {
-            target: Some(self.target.to_proto()),
-            policy: self.policy.clone().unwrap_or_default(),
+        let mut req = pb::UpdateConfigRequest {
+            // Sent as text, so the gateway reports problems with the document's own paths.
+            policy_text: self.policy.clone().unwrap_or_default(),
             clear_global_policy: self.clear_global_policy,
             settings: self.settings.iter().map(SettingChange::to_proto).collect(),
             mode: self.mode.into(),
             idempotency_key: self.idempotency_key.clone().unwrap_or_default(),
             wait,
             validate_only: self.validate_only,
-        })
+            ..Default::default()
+        };
+        self.target.fill(&mut req);
+        Ok(req)
     }
 }
 
@@ -254,7 +262,8 @@ mod tests {
             .idempotency_key("k1")
             .wait_timeout(Duration::from_secs(120));
         let req = update.to_proto().unwrap();
-        assert_eq!(req.policy, "version: 1");
+        assert_eq!(req.policy_text, "version: 1");
+        assert!(req.policy.is_none());
         assert_eq!(req.mode, pb::UpdateMode::WaitForApply as i32);
         assert_eq!(req.idempotency_key, "k1");
         assert_eq!(req.settings.len(), 2);
@@ -262,13 +271,9 @@ mod tests {
             req.settings[1].change,
             Some(pb::setting_change::Change::Delete(true))
         );
-        let Some(pb::ConfigTarget {
-            target: Some(pb::config_target::Target::Sandbox(sb)),
-        }) = req.target
-        else {
-            panic!("wrong target");
-        };
-        assert_eq!(sb.workspace, "team");
+        assert_eq!(req.name, "demo");
+        assert_eq!(req.workspace, "team");
+        assert!(!req.global && !req.workspace_scope);
         assert_eq!(req.wait.unwrap().timeout.unwrap().seconds, 120);
         assert!(update.is_idempotent());
     }
@@ -280,19 +285,14 @@ mod tests {
             .to_proto()
             .unwrap();
         assert!(req.clear_global_policy);
-        assert_eq!(
-            req.target.unwrap().target,
-            Some(pb::config_target::Target::Global(true))
-        );
+        assert!(req.global && req.name.is_empty() && !req.workspace_scope);
         assert_eq!(req.mode, pb::UpdateMode::CommitOnly as i32);
         assert!(req.wait.is_none());
         let req = UpdateConfig::new(Target::Workspace("team".into()))
             .to_proto()
             .unwrap();
-        assert_eq!(
-            req.target.unwrap().target,
-            Some(pb::config_target::Target::Workspace("team".into()))
-        );
+        assert!(req.workspace_scope && !req.global);
+        assert_eq!(req.workspace, "team");
     }
 
     #[test]

@@ -134,7 +134,7 @@ impl OpenShell for Fake {
     ) -> Result<Response<pb::UpdateConfigResponse>, Status> {
         self.enter("update_config", &request)?;
         let req = request.into_inner();
-        if req.policy.contains("port: 0") {
+        if req.policy_text.contains("port: 0") {
             // As the gateway sends violations: standard BadRequest details beside the text.
             return Err(Status::with_error_details(
                 tonic::Code::InvalidArgument,

@@ -31,6 +31,8 @@ pub fn dry_run(d: &DryRun) -> pb::UpdateConfigResponse {
                 new_value: s.new.as_ref().map(setting_value),
             })
             .collect(),
+        // Upstream's fields describe a write; a dry run made none.
+        ..Default::default()
     }
 }
 

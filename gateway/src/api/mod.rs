@@ -34,7 +34,7 @@ use crate::providers::{self, ProviderInput};
 use crate::session_registry::SessionRegistry;
 use crate::state::Announcer;
 use crate::store::Store;
-use crate::store::{Lifecycle, OperationFilter, SandboxRecord};
+use crate::store::{Lifecycle, OperationFilter, OperationRecord, SandboxRecord, TargetKind};
 use crate::supervisor_api::{GatewayStream, SupervisorApi};
 use crate::wire;
 
@@ -97,6 +97,65 @@ impl OpenShellApi {
             workspace_or_default(&sandbox.workspace),
         )
         .await?)
+    }
+
+    /// What an `UpdateConfig` writes to: `global`, `workspace_scope` with
+    /// `workspace`, or the sandbox `name` (in `workspace`).
+    async fn update_target(&self, req: &pb::UpdateConfigRequest) -> Result<ConfigTarget, Status> {
+        if req.global && req.workspace_scope {
+            return Err(GatewayError::invalid(
+                "workspace_scope",
+                "choose one scope: global or workspace_scope, not both",
+            )
+            .into());
+        }
+        if req.global {
+            return Ok(ConfigTarget::Global);
+        }
+        if req.workspace_scope {
+            return Ok(ConfigTarget::Workspace(
+                workspace_or_default(&req.workspace).to_string(),
+            ));
+        }
+        if req.name.is_empty() {
+            return Err(GatewayError::invalid(
+                "name",
+                "a sandbox name is required (or global, or workspace_scope with workspace)",
+            )
+            .into());
+        }
+        Ok(ConfigTarget::Sandbox(
+            lifecycle::resolve_sandbox_id(
+                &self.state.store,
+                &req.name,
+                workspace_or_default(&req.workspace),
+            )
+            .await?,
+        ))
+    }
+
+    /// The hash of the policy an operation's write left in effect at its
+    /// target, for upstream's `policy_hash`; empty when there is none.
+    async fn policy_hash_after(&self, operation: &OperationRecord) -> Result<String, Status> {
+        let store = &self.state.store;
+        let hash = match (operation.target_kind, operation.sandbox_id.as_deref()) {
+            (TargetKind::Sandbox, Some(sandbox_id)) if operation.policy_revision > 0 => Some(
+                store
+                    .policy_revision(sandbox_id, operation.policy_revision)
+                    .await
+                    .map_err(GatewayError::from)?
+                    .policy_hash,
+            ),
+            // The global policy now in effect: this write's, or a newer one.
+            (TargetKind::Global, _) => store
+                .global_policy()
+                .await
+                .map_err(GatewayError::from)?
+                .1
+                .map(|g| g.policy_hash),
+            _ => None,
+        };
+        Ok(hash.unwrap_or_default())
     }
 
     /// Publishes an attach or detach and settles a repeat from the last report, as
@@ -221,6 +280,116 @@ fn provider_input(
 }
 
 type OperationStream = Pin<Box<dyn Stream<Item = Result<pb::Operation, Status>> + Send>>;
+
+/// The policy of an `UpdateConfig` as text: `policy_text` as given, or the
+/// typed `policy` written as its canonical JSON (the same document).
+fn policy_text(req: &pb::UpdateConfigRequest) -> Result<Option<String>, Status> {
+    if !req.merge_operations.is_empty() {
+        return Err(GatewayError::invalid(
+            "merge_operations",
+            "incremental policy edits are not served yet; send the whole policy in `policy` or `policy_text`",
+        )
+        .into());
+    }
+    if req.expected_resource_version != 0 {
+        return Err(GatewayError::invalid(
+            "expected_resource_version",
+            "optimistic concurrency on the resource version is not served yet; send 0 and use an idempotency key to make retries safe",
+        )
+        .into());
+    }
+    match (&req.policy, req.policy_text.is_empty()) {
+        (Some(_), false) => Err(GatewayError::invalid(
+            "policy",
+            "give the policy once: typed in `policy` or as text in `policy_text`, not both",
+        )
+        .into()),
+        (Some(typed), true) => {
+            let policy = openshell_core::policy::SandboxPolicy::try_from(typed).map_err(|e| {
+                GatewayError::from_violations(
+                    e.violations
+                        .into_iter()
+                        .map(|v| openshell_core::Violation {
+                            field: format!("policy.{}", v.field),
+                            message: v.message,
+                        })
+                        .collect(),
+                )
+            })?;
+            Ok(Some(policy.canonical_json()))
+        }
+        (None, false) => Ok(Some(req.policy_text.clone())),
+        (None, true) => Ok(None),
+    }
+}
+
+/// The setting changes of an `UpdateConfig`: upstream's single
+/// `setting_key`, then this project's `settings`.
+fn setting_changes(
+    req: &pb::UpdateConfigRequest,
+    target: &ConfigTarget,
+) -> Result<Vec<SettingChange>, Status> {
+    let mut changes = Vec::with_capacity(req.settings.len() + 1);
+    if req.setting_key.is_empty() {
+        if req.delete_setting || req.setting_value.is_some() {
+            return Err(GatewayError::invalid(
+                "setting_key",
+                "required with setting_value or delete_setting",
+            )
+            .into());
+        }
+    } else if req.delete_setting {
+        // Upstream's rule for its own field: a sandbox-scope delete is refused.
+        if matches!(target, ConfigTarget::Sandbox(_)) {
+            return Err(GatewayError::invalid(
+                "delete_setting",
+                "only a global setting can be deleted this way; to remove a sandbox value, send it in `settings` with delete",
+            )
+            .into());
+        }
+        changes.push(SettingChange::Delete(req.setting_key.clone()));
+    } else {
+        let value = req
+            .setting_value
+            .as_ref()
+            .and_then(wire::setting_value_from_sandbox)
+            .ok_or_else(|| {
+                GatewayError::invalid(
+                    "setting_value",
+                    "a string, bool or int value is required with setting_key",
+                )
+            })?;
+        changes.push(SettingChange::Value(req.setting_key.clone(), value));
+    }
+    for change in &req.settings {
+        changes.push(match &change.change {
+            Some(pb::setting_change::Change::Value(v)) => match wire::setting_value_from_pb(v) {
+                Some(value) => SettingChange::Value(change.key.clone(), value),
+                None => {
+                    return Err(GatewayError::invalid(
+                        format!("settings.{}", change.key),
+                        "a value is required",
+                    )
+                    .into());
+                }
+            },
+            Some(pb::setting_change::Change::Raw(raw)) => {
+                SettingChange::Raw(change.key.clone(), raw.clone())
+            }
+            Some(pb::setting_change::Change::Delete(true)) => {
+                SettingChange::Delete(change.key.clone())
+            }
+            _ => {
+                return Err(GatewayError::invalid(
+                    format!("settings.{}", change.key),
+                    "give a value, a raw value, or delete",
+                )
+                .into());
+            }
+        });
+    }
+    Ok(changes)
+}
 
 #[tonic::async_trait]
 impl OpenShell for OpenShellApi {
@@ -612,62 +781,15 @@ impl OpenShell for OpenShellApi {
     ) -> Result<Response<pb::UpdateConfigResponse>, Status> {
         let caller = caller_of(&request)?;
         let req = request.into_inner();
-        let target = match req.target.as_ref().and_then(|t| t.target.as_ref()) {
-            Some(pb::config_target::Target::Sandbox(sb)) => ConfigTarget::Sandbox(
-                lifecycle::resolve_sandbox_id(
-                    &self.state.store,
-                    &sb.id_or_name,
-                    workspace_or_default(&sb.workspace),
-                )
-                .await?,
-            ),
-            Some(pb::config_target::Target::Workspace(ws)) => {
-                ConfigTarget::Workspace(workspace_or_default(ws).to_string())
-            }
-            Some(pb::config_target::Target::Global(true)) => ConfigTarget::Global,
-            _ => {
-                return Err(GatewayError::invalid(
-                    "target",
-                    "a target is required: a sandbox, a workspace, or global",
-                )
-                .into());
-            }
-        };
-        let mut setting_changes = Vec::with_capacity(req.settings.len());
-        for change in &req.settings {
-            setting_changes.push(match &change.change {
-                Some(pb::setting_change::Change::Value(v)) => {
-                    match wire::setting_value_from_pb(v) {
-                        Some(value) => SettingChange::Value(change.key.clone(), value),
-                        None => {
-                            return Err(GatewayError::invalid(
-                                format!("settings.{}", change.key),
-                                "a value is required",
-                            )
-                            .into());
-                        }
-                    }
-                }
-                Some(pb::setting_change::Change::Raw(raw)) => {
-                    SettingChange::Raw(change.key.clone(), raw.clone())
-                }
-                Some(pb::setting_change::Change::Delete(true)) => {
-                    SettingChange::Delete(change.key.clone())
-                }
-                _ => {
-                    return Err(GatewayError::invalid(
-                        format!("settings.{}", change.key),
-                        "give a value, a raw value, or delete",
-                    )
-                    .into());
-                }
-            });
-        }
+        let target = self.update_target(&req).await?;
+        let setting_changes = setting_changes(&req, &target)?;
+        let policy = policy_text(&req)?;
         let mode = pb::UpdateMode::try_from(req.mode).unwrap_or(pb::UpdateMode::Unspecified);
         let (wait, threshold) = wait_options(req.wait.as_ref())?;
+        let delete_setting = req.delete_setting;
         let update = ConfigUpdate {
             target,
-            policy: Some(req.policy).filter(|p| !p.is_empty()),
+            policy,
             clear_global_policy: req.clear_global_policy,
             settings: setting_changes,
             idempotency_key: Some(req.idempotency_key).filter(|k| !k.is_empty()),
@@ -737,10 +859,18 @@ impl OpenShell for OpenShellApi {
             operation = op;
             wait_timed_out = timed_out;
         }
-        let mut operation = wire::operation(&operation);
-        operation.wait_timed_out = wait_timed_out;
+        let policy_hash = self.policy_hash_after(&operation).await?;
+        let mut pb_operation = wire::operation(&operation);
+        pb_operation.wait_timed_out = wait_timed_out;
         Ok(Response::new(pb::UpdateConfigResponse {
-            operation: Some(operation),
+            version: wire::version_u32(match operation.target_kind {
+                TargetKind::Global => operation.global_policy_revision,
+                _ => operation.policy_revision,
+            }),
+            policy_hash,
+            settings_revision: operation.settings_revision,
+            deleted: delete_setting && !operation.no_op,
+            operation: Some(pb_operation),
             idempotent_replay: committed.idempotent_replay,
             kept_static_sections: committed.kept_static_sections,
             ..Default::default()
