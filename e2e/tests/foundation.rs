@@ -111,8 +111,8 @@ async fn create_commit_read_and_get_operation(backend: Backend) {
     assert_eq!(second.policy_revision, 2);
     let history = api
         .list_sandbox_policies(pb::ListSandboxPoliciesRequest {
-            sandbox: sandbox_ref("web"),
-            limit: 0,
+            name: "web".into(),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -430,8 +430,8 @@ async fn pending_operations_survive_a_gateway_crash_and_resolve_after_reconnect(
     assert_eq!(replay.id, pending.id);
     let history = api
         .list_sandbox_policies(pb::ListSandboxPoliciesRequest {
-            sandbox: sandbox_ref(&id),
-            limit: 0,
+            name: id.clone(),
+            ..Default::default()
         })
         .await
         .unwrap()

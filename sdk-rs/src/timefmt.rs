@@ -7,6 +7,14 @@ const MAX_RFC3339_SECONDS: i64 = 253_402_300_800;
 
 /// RFC 3339 with milliseconds (`2026-11-29T09:30:00.123Z`), or `None` when
 /// unset or outside what RFC 3339 can express (humantime panics there).
+/// Milliseconds since the epoch, as upstream's `*_ms` fields hold them.
+pub(crate) fn ms_to_proto_timestamp(ms: i64) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: ms.div_euclid(1000),
+        nanos: i32::try_from(ms.rem_euclid(1000) * 1_000_000).unwrap_or(0),
+    }
+}
+
 pub(crate) fn timestamp(ts: Option<prost_types::Timestamp>) -> Option<String> {
     let ts = ts?;
     if ts.seconds < 0 || ts.seconds >= MAX_RFC3339_SECONDS || ts.nanos < 0 {

@@ -34,7 +34,10 @@ use crate::providers::{self, ProviderInput};
 use crate::session_registry::SessionRegistry;
 use crate::state::Announcer;
 use crate::store::Store;
-use crate::store::{Lifecycle, OperationFilter, OperationRecord, SandboxRecord, TargetKind};
+use crate::store::{
+    Lifecycle, OperationFilter, OperationRecord, OperationState, PolicyRevisionRecord,
+    SandboxRecord, StoreError, TargetKind,
+};
 use crate::supervisor_api::{GatewayStream, SupervisorApi};
 use crate::wire;
 
@@ -132,6 +135,79 @@ impl OpenShellApi {
             )
             .await?,
         ))
+    }
+
+    /// A sandbox named as upstream's requests name it: `name` (or an id) in `workspace`.
+    async fn resolve_named(&self, name: &str, workspace: &str) -> Result<SandboxRecord, Status> {
+        if name.is_empty() {
+            return Err(GatewayError::invalid("name", "a sandbox name is required").into());
+        }
+        Ok(
+            lifecycle::resolve_sandbox(&self.state.store, name, workspace_or_default(workspace))
+                .await?,
+        )
+    }
+
+    /// A stored revision in upstream's shape, its status from the operation
+    /// that wrote it; with its policy only when asked (one revision, not a list).
+    async fn policy_revision_view(
+        &self,
+        record: &PolicyRevisionRecord,
+        with_policy: bool,
+    ) -> Result<pb::SandboxPolicyRevision, Status> {
+        let (status, load_error, loaded_at_ms) = self.revision_status(record).await?;
+        let policy = if with_policy {
+            let policy = openshell_core::policy::parse_policy(&record.policy_json)
+                .map_err(|e| GatewayError::Corrupt(e.to_string()))?;
+            Some(sb::SandboxPolicy::from(&policy))
+        } else {
+            None
+        };
+        Ok(pb::SandboxPolicyRevision {
+            version: wire::version_u32(record.revision),
+            policy_hash: record.policy_hash.clone(),
+            status: status as i32,
+            load_error,
+            created_at_ms: record.created_at,
+            loaded_at_ms,
+            policy,
+            sandbox_id: record.sandbox_id.clone(),
+            revision: record.revision,
+            operation_id: record.operation_id.clone().unwrap_or_default(),
+        })
+    }
+
+    /// Upstream's load status of a revision, read from its operation: the
+    /// status, the failure reason, and when it was loaded.
+    async fn revision_status(
+        &self,
+        record: &PolicyRevisionRecord,
+    ) -> Result<(pb::PolicyStatus, String, i64), Status> {
+        let Some(operation_id) = &record.operation_id else {
+            return Ok((pb::PolicyStatus::Pending, String::new(), 0));
+        };
+        let operation = match self.state.store.get_operation(operation_id).await {
+            Ok(operation) => operation,
+            // Operations past their retention are gone: nothing is known.
+            Err(StoreError::NotFound(_)) => {
+                return Ok((pb::PolicyStatus::Unspecified, String::new(), 0));
+            }
+            Err(e) => return Err(GatewayError::from(e).into()),
+        };
+        Ok(match operation.state {
+            OperationState::Applied => (
+                pb::PolicyStatus::Loaded,
+                String::new(),
+                operation.completed_at.unwrap_or_default(),
+            ),
+            OperationState::Failed => (pb::PolicyStatus::Failed, operation.error, 0),
+            OperationState::Superseded | OperationState::Cancelled => {
+                (pb::PolicyStatus::Superseded, String::new(), 0)
+            }
+            OperationState::Pending | OperationState::Delivered | OperationState::Inactive => {
+                (pb::PolicyStatus::Pending, String::new(), 0)
+            }
+        })
     }
 
     /// The hash of the policy an operation's write left in effect at its
@@ -280,6 +356,18 @@ fn provider_input(
 }
 
 type OperationStream = Pin<Box<dyn Stream<Item = Result<pb::Operation, Status>> + Send>>;
+
+/// The global policy's revision history is not in upstream's layout yet.
+fn refuse_global_revisions(global: bool) -> Result<(), Status> {
+    if global {
+        return Err(GatewayError::invalid(
+            "global",
+            "the global policy's revisions are not served in this layout yet; GetSandboxPolicy reads the global policy in effect",
+        )
+        .into());
+    }
+    Ok(())
+}
 
 /// The policy of an `UpdateConfig` as text: `policy_text` as given, or the
 /// typed `policy` written as its canonical JSON (the same document).
@@ -647,18 +735,64 @@ impl OpenShell for OpenShellApi {
         request: Request<pb::ListSandboxPoliciesRequest>,
     ) -> Result<Response<pb::ListSandboxPoliciesResponse>, Status> {
         let req = request.into_inner();
-        let sandbox = self.resolve(req.sandbox.as_ref()).await?;
-        let revisions = self
+        refuse_global_revisions(req.global)?;
+        let sandbox = self.resolve_named(&req.name, &req.workspace).await?;
+        let skip = usize::try_from(req.offset).unwrap_or(usize::MAX);
+        let records = self
             .state
             .store
-            .policy_history(&sandbox.id, page(req.limit))
+            .policy_history(
+                &sandbox.id,
+                page(req.limit).saturating_add(i64::from(req.offset)),
+            )
             .await
             .map_err(GatewayError::from)?;
-        Ok(Response::new(pb::ListSandboxPoliciesResponse {
-            revisions: revisions
-                .iter()
-                .map(|r| wire::policy_revision(r, false))
-                .collect(),
+        let mut revisions = Vec::new();
+        for record in records.iter().skip(skip) {
+            revisions.push(self.policy_revision_view(record, false).await?);
+        }
+        Ok(Response::new(pb::ListSandboxPoliciesResponse { revisions }))
+    }
+
+    async fn get_sandbox_policy_status(
+        &self,
+        request: Request<pb::GetSandboxPolicyStatusRequest>,
+    ) -> Result<Response<pb::GetSandboxPolicyStatusResponse>, Status> {
+        let req = request.into_inner();
+        refuse_global_revisions(req.global)?;
+        let sandbox = self.resolve_named(&req.name, &req.workspace).await?;
+        let store = &self.state.store;
+        let record = if req.version == 0 {
+            store
+                .latest_policy(&sandbox.id)
+                .await
+                .map_err(GatewayError::from)?
+                .ok_or_else(|| {
+                    GatewayError::NotFound(format!("sandbox {} has no policy yet", sandbox.name))
+                })?
+        } else {
+            store
+                .policy_revision(&sandbox.id, u64::from(req.version))
+                .await
+                .map_err(GatewayError::from)?
+        };
+        let revision = self.policy_revision_view(&record, true).await?;
+        // The newest revision loaded: its operation says APPLIED.
+        let mut active_version = 0;
+        for older in store
+            .policy_history(&sandbox.id, i64::from(MAX_PAGE))
+            .await
+            .map_err(GatewayError::from)?
+        {
+            let (status, _, _) = self.revision_status(&older).await?;
+            if status == pb::PolicyStatus::Loaded {
+                active_version = wire::version_u32(older.revision);
+                break;
+            }
+        }
+        Ok(Response::new(pb::GetSandboxPolicyStatusResponse {
+            revision: Some(revision),
+            active_version,
         }))
     }
 

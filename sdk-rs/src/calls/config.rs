@@ -43,9 +43,12 @@ impl Client {
         sandbox: &SandboxRef,
         limit: u32,
     ) -> Result<Vec<PolicyRevision>, SdkError> {
+        let sandbox = sandbox.to_proto();
         let request = pb::ListSandboxPoliciesRequest {
-            sandbox: Some(sandbox.to_proto()),
+            name: sandbox.id_or_name,
+            workspace: sandbox.workspace,
             limit,
+            ..Default::default()
         };
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {

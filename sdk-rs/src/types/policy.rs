@@ -21,6 +21,25 @@ pub struct PolicyRevision {
     pub operation_id: Option<String>,
 }
 
+/// A history entry, in upstream's layout; the list carries no policy.
+impl From<pb::SandboxPolicyRevision> for PolicyRevision {
+    fn from(p: pb::SandboxPolicyRevision) -> Self {
+        Self {
+            sandbox_id: non_empty(p.sandbox_id),
+            // An upstream gateway has only the 32-bit version.
+            revision: if p.revision == 0 {
+                u64::from(p.version)
+            } else {
+                p.revision
+            },
+            policy_hash: p.policy_hash,
+            policy_yaml: None,
+            created_at: timefmt::timestamp(Some(timefmt::ms_to_proto_timestamp(p.created_at_ms))),
+            operation_id: non_empty(p.operation_id),
+        }
+    }
+}
+
 impl From<pb::PolicyRevision> for PolicyRevision {
     fn from(p: pb::PolicyRevision) -> Self {
         Self {
