@@ -472,6 +472,17 @@ fn bad_input_cases() -> Vec<Case> {
             needles: &["expected_resource_version", "idempotency key"],
         },
         Case {
+            name: "upstream's annotations",
+            request: pb::UpdateConfigRequest {
+                name: String::from("target"),
+                annotations: [("team".to_string(), "infra".to_string())].into(),
+                policy_text: minimal.into(),
+                ..Default::default()
+            },
+            code: Code::InvalidArgument,
+            needles: &["annotations", "not served yet"],
+        },
+        Case {
             name: "a policy given twice",
             request: pb::UpdateConfigRequest {
                 name: String::from("target"),

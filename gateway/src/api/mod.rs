@@ -137,6 +137,28 @@ impl OpenShellApi {
         ))
     }
 
+    /// One stored revision of a sandbox's policy; 0 means the latest.
+    async fn stored_revision(
+        &self,
+        sandbox: &SandboxRecord,
+        revision: u64,
+    ) -> Result<PolicyRevisionRecord, Status> {
+        let store = &self.state.store;
+        if revision != 0 {
+            return Ok(store
+                .policy_revision(&sandbox.id, revision)
+                .await
+                .map_err(GatewayError::from)?);
+        }
+        Ok(store
+            .latest_policy(&sandbox.id)
+            .await
+            .map_err(GatewayError::from)?
+            .ok_or_else(|| {
+                GatewayError::NotFound(format!("sandbox {} has no policy yet", sandbox.name))
+            })?)
+    }
+
     /// A sandbox named as upstream's requests name it: `name` (or an id) in `workspace`.
     async fn resolve_named(&self, name: &str, workspace: &str) -> Result<SandboxRecord, Status> {
         if name.is_empty() {
@@ -174,6 +196,7 @@ impl OpenShellApi {
             sandbox_id: record.sandbox_id.clone(),
             revision: record.revision,
             operation_id: record.operation_id.clone().unwrap_or_default(),
+            provenance: Default::default(),
         })
     }
 
@@ -376,6 +399,13 @@ fn policy_text(req: &pb::UpdateConfigRequest) -> Result<Option<String>, Status> 
         return Err(GatewayError::invalid(
             "merge_operations",
             "incremental policy edits are not served yet; send the whole policy in `policy` or `policy_text`",
+        )
+        .into());
+    }
+    if !req.annotations.is_empty() {
+        return Err(GatewayError::invalid(
+            "annotations",
+            "annotations of a write are not served yet; send the request without them",
         )
         .into());
     }
@@ -704,20 +734,7 @@ impl OpenShell for OpenShellApi {
         let req = request.into_inner();
         let sandbox = self.resolve(req.sandbox.as_ref()).await?;
         let store = &self.state.store;
-        let revision = if req.revision == 0 {
-            store
-                .latest_policy(&sandbox.id)
-                .await
-                .map_err(GatewayError::from)?
-                .ok_or_else(|| {
-                    GatewayError::NotFound(format!("sandbox {} has no policy yet", sandbox.name))
-                })?
-        } else {
-            store
-                .policy_revision(&sandbox.id, req.revision)
-                .await
-                .map_err(GatewayError::from)?
-        };
+        let revision = self.stored_revision(&sandbox, req.revision).await?;
         let (global_revision, global) = store.global_policy().await.map_err(GatewayError::from)?;
         Ok(Response::new(pb::GetSandboxPolicyResponse {
             policy: Some(wire::policy_revision(&revision, true)),
@@ -762,20 +779,9 @@ impl OpenShell for OpenShellApi {
         refuse_global_revisions(req.global)?;
         let sandbox = self.resolve_named(&req.name, &req.workspace).await?;
         let store = &self.state.store;
-        let record = if req.version == 0 {
-            store
-                .latest_policy(&sandbox.id)
-                .await
-                .map_err(GatewayError::from)?
-                .ok_or_else(|| {
-                    GatewayError::NotFound(format!("sandbox {} has no policy yet", sandbox.name))
-                })?
-        } else {
-            store
-                .policy_revision(&sandbox.id, u64::from(req.version))
-                .await
-                .map_err(GatewayError::from)?
-        };
+        let record = self
+            .stored_revision(&sandbox, u64::from(req.version))
+            .await?;
         let revision = self.policy_revision_view(&record, true).await?;
         // The newest revision loaded: its operation says APPLIED.
         let mut active_version = 0;
