@@ -12,9 +12,10 @@ const REDACTED_MESSAGES: [&str; 4] = [
 
 /// Messages whose maps are encoded into fingerprints: a `BTreeMap` encodes
 /// in key order, so equal content always gives equal bytes.
-const ORDERED_MAPS: [&str; 2] = [
+const ORDERED_MAPS: [&str; 3] = [
     ".openshell.sandbox.v1",
     ".openshell.v1.GetSandboxProviderEnvironmentResponse",
+    ".openshell.v1.SandboxConfigSnapshot",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -34,6 +35,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.btree_map(path);
     }
     builder
+        // A shared, reference-counted buffer: cloning a snapshot does not copy its policy.
+        .bytes(".openshell.v1.SandboxConfigSnapshot.policy")
         // These carry credentials: `redact.rs` gives them a Debug that hides them.
         .skip_debug(REDACTED_MESSAGES)
         // Test doubles implement only the calls they need; the others answer UNIMPLEMENTED.

@@ -9,6 +9,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex};
+
+use prost::bytes::Bytes;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -92,7 +94,9 @@ pub async fn build_sandbox_config(
     let mut snapshot = sandbox_config_from(store, sandbox_id, read).await?.0;
     // Sets `config_revision`, which upstream supervisors compare between polls.
     sandbox_config_fingerprint(&mut snapshot);
-    Ok(snapshot)
+    snapshot
+        .to_response()
+        .map_err(|e| GatewayError::Corrupt(format!("a stored policy does not decode: {e}")))
 }
 
 /// [`build_sandbox_config`] from inputs already asked for, and whether a
@@ -101,21 +105,21 @@ async fn sandbox_config_from(
     store: &Store,
     sandbox_id: &str,
     read: PendingInputs,
-) -> Result<(sb::GetSandboxConfigResponse, bool)> {
+) -> Result<(pb::SandboxConfigSnapshot, bool)> {
     let mut inputs = read.inputs(store).await?;
     ensure_deliverable(&inputs.sandbox)?;
     let (policy, policy_hash, source) = match (&inputs.global_policy, inputs.own_policy.take()) {
         (Some(g), _) => (
-            Some(typed_policy(&g.policy_hash, &g.policy_json)?),
+            encoded_policy(&g.policy_hash, &g.policy_json)?,
             g.policy_hash.clone(),
             sb::PolicySource::Global,
         ),
         (None, Some((hash, json))) => (
-            Some(typed_policy(&hash, &json)?),
+            encoded_policy(&hash, &json)?,
             hash,
             sb::PolicySource::Sandbox,
         ),
-        (None, None) => (None, String::new(), sb::PolicySource::Sandbox),
+        (None, None) => (Bytes::new(), String::new(), sb::PolicySource::Sandbox),
     };
     let sandbox = &inputs.sandbox;
     let effective = settings::effective(
@@ -132,8 +136,8 @@ async fn sandbox_config_from(
         sandbox.attachment_epoch,
         &inputs.attached_provider_revisions,
     );
-    let snapshot = sb::GetSandboxConfigResponse {
-        policy: policy.map(|p| (*p).clone()),
+    let snapshot = pb::SandboxConfigSnapshot {
+        policy,
         version: wire::version_u32(sandbox.policy_revision),
         policy_hash,
         settings: effective
@@ -170,32 +174,34 @@ async fn sandbox_config_from(
     Ok((snapshot, inputs.pending_operation))
 }
 
-/// Typed policies by hash. Many sandboxes share one policy (the global
-/// one above all): a fanout converts it once, not once per sandbox. A hash
-/// names its content, so an entry never goes stale; the map is emptied when
-/// it grows past a bound, which costs one conversion per policy in use.
-static TYPED_POLICIES: LazyLock<Mutex<HashMap<String, Arc<sb::SandboxPolicy>>>> =
-    LazyLock::new(Mutex::default);
-const TYPED_POLICIES_KEPT: usize = 1024;
+/// Encoded policies by hash. Many sandboxes share one policy (the global
+/// one above all): a fanout converts and encodes it once, and every snapshot
+/// holds a reference to the same bytes, not a copy of the policy's message
+/// tree. A hash names its content, so an entry never goes stale; the map is
+/// emptied when it grows past a bound, which costs one encoding per policy in use.
+static ENCODED_POLICIES: LazyLock<Mutex<HashMap<String, Bytes>>> = LazyLock::new(Mutex::default);
+const ENCODED_POLICIES_KEPT: usize = 1024;
 
 /// The wire form of a stored policy (canonical JSON, valid when stored).
-fn typed_policy(hash: &str, policy_json: &str) -> Result<Arc<sb::SandboxPolicy>> {
-    let cached = TYPED_POLICIES
+fn encoded_policy(hash: &str, policy_json: &str) -> Result<Bytes> {
+    let cached = ENCODED_POLICIES
         .lock()
         .ok()
         .and_then(|map| map.get(hash).cloned());
-    if let Some(typed) = cached {
-        return Ok(typed);
+    if let Some(encoded) = cached {
+        return Ok(encoded);
     }
     let policy = parse_policy(policy_json).map_err(|e| GatewayError::Corrupt(e.to_string()))?;
-    let typed = Arc::new(sb::SandboxPolicy::from(&policy));
-    if let Ok(mut map) = TYPED_POLICIES.lock() {
-        if map.len() >= TYPED_POLICIES_KEPT {
+    let encoded = Bytes::from(prost::Message::encode_to_vec(&sb::SandboxPolicy::from(
+        &policy,
+    )));
+    if let Ok(mut map) = ENCODED_POLICIES.lock() {
+        if map.len() >= ENCODED_POLICIES_KEPT {
             map.clear();
         }
-        map.insert(hash.to_string(), typed.clone());
+        map.insert(hash.to_string(), encoded.clone());
     }
-    Ok(typed)
+    Ok(encoded)
 }
 
 /// A cheap summary of the provider environment: the attachment epoch plus
@@ -280,7 +286,7 @@ pub async fn build_provider_environment(
 /// supervisor's own fingerprint leaves it out. It is set aside during the
 /// encoding and put back, which spares copying the snapshot (and its
 /// policy) on every build.
-pub fn sandbox_config_fingerprint(s: &mut sb::GetSandboxConfigResponse) -> String {
+pub fn sandbox_config_fingerprint(s: &mut pb::SandboxConfigSnapshot) -> String {
     let built_at = s.built_at.take();
     s.config_revision = 0;
     let fingerprint = fingerprint_of(&prost::Message::encode_to_vec(&*s));
@@ -331,7 +337,7 @@ pub fn start_build<'a>(
 
 /// `pending_operation`: see [`Built::pending_operation`].
 pub fn sandbox_config_built(
-    mut snapshot: sb::GetSandboxConfigResponse,
+    mut snapshot: pb::SandboxConfigSnapshot,
     pending_operation: bool,
 ) -> Built {
     let fingerprint = sandbox_config_fingerprint(&mut snapshot);
@@ -474,17 +480,17 @@ mod tests {
 
     #[test]
     fn the_fingerprint_ignores_build_time_only_and_names_the_config_revision() {
-        let base = sb::GetSandboxConfigResponse {
+        let base = pb::SandboxConfigSnapshot {
             sandbox_id: "sb-1".into(),
             policy_revision: 2,
             built_at: Some(wire::timestamp(1)),
             ..Default::default()
         };
-        let built_later = sb::GetSandboxConfigResponse {
+        let built_later = pb::SandboxConfigSnapshot {
             built_at: Some(wire::timestamp(2)),
             ..base.clone()
         };
-        let next_revision = sb::GetSandboxConfigResponse {
+        let next_revision = pb::SandboxConfigSnapshot {
             policy_revision: 3,
             ..base.clone()
         };

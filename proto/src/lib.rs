@@ -28,3 +28,4 @@ pub use v1::*;
 pub mod codec;
 mod operation_state;
 mod redact;
+mod snapshot;

@@ -80,6 +80,10 @@ impl PushState {
         }
         match (&config.snapshot, &env.snapshot) {
             (Some(Snapshot::SandboxConfig(c)), Some(Snapshot::ProviderEnvironment(e))) => {
+                let c = match typed(c) {
+                    Ok(c) => c,
+                    Err(reason) => return (state, Err(reason)),
+                };
                 state.config = Some(Latest {
                     snapshot: c.clone(),
                     fingerprint: fingerprint_of(config),
@@ -96,7 +100,7 @@ impl PushState {
                         state,
                         Err(format!(
                             "bootstrap components disagree: sandbox_config expects provider_env_revision {:?}, provider_environment has {:?}",
-                            config_revisions(c).provider_env_revision,
+                            config_revisions(&c).provider_env_revision,
                             env_revision(e)
                         )),
                     )
@@ -150,9 +154,13 @@ impl PushState {
         let fingerprint = fingerprint_of(update);
         match (component, &update.snapshot) {
             (ConfigComponent::SandboxConfig, Some(Snapshot::SandboxConfig(c))) => {
+                let c = match typed(c) {
+                    Ok(c) => c,
+                    Err(reason) => return ack(ConfigApplyStatus::Failed, &reason),
+                };
                 let duplicate = self.active_config.as_deref() == Some(fingerprint.as_str());
                 self.config = Some(Latest {
-                    snapshot: c.clone(),
+                    snapshot: c,
                     fingerprint,
                 });
                 if duplicate {
@@ -344,12 +352,24 @@ fn answer(verdict: Verdict) -> (ConfigApplyStatus, String, bool) {
     }
 }
 
+/// A pushed `sandbox_config` as the configuration it carries: the same wire
+/// shape as upstream's `GetSandboxConfigResponse`, its policy still encoded.
+fn typed(
+    snapshot: &openshell_proto::v1::SandboxConfigSnapshot,
+) -> Result<openshell_proto::sandbox::v1::GetSandboxConfigResponse, String> {
+    snapshot
+        .to_response()
+        .map_err(|e| format!("sandbox_config does not decode: {e}"))
+}
+
 fn fingerprint_of(update: &ConfigUpdate) -> String {
     if !update.fingerprint.is_empty() {
         return update.fingerprint.clone();
     }
     match &update.snapshot {
-        Some(Snapshot::SandboxConfig(c)) => config_fingerprint(c),
+        Some(Snapshot::SandboxConfig(c)) => {
+            typed(c).map(|c| config_fingerprint(&c)).unwrap_or_default()
+        }
         Some(Snapshot::ProviderEnvironment(e)) => env_fingerprint(e),
         None => String::new(),
     }
@@ -357,7 +377,9 @@ fn fingerprint_of(update: &ConfigUpdate) -> String {
 
 fn update_revisions(update: &ConfigUpdate) -> AppliedRevisions {
     match &update.snapshot {
-        Some(Snapshot::SandboxConfig(c)) => config_revisions(c),
+        Some(Snapshot::SandboxConfig(c)) => {
+            typed(c).map(|c| config_revisions(&c)).unwrap_or_default()
+        }
         Some(Snapshot::ProviderEnvironment(e)) => env_revisions(e),
         None => AppliedRevisions::default(),
     }

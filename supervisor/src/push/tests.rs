@@ -29,7 +29,9 @@ fn config_update(seq: u64, policy_revision: u64, env_rev: &str) -> ConfigUpdate 
         sequence: seq,
         component: ConfigComponent::SandboxConfig as i32,
         fingerprint: format!("cfg-{policy_revision}-{env_rev}"),
-        snapshot: Some(Snapshot::SandboxConfig(d.sandbox_config)),
+        snapshot: Some(Snapshot::SandboxConfig(
+            openshell_proto::v1::SandboxConfigSnapshot::from_response(&d.sandbox_config),
+        )),
     }
 }
 
@@ -227,6 +229,22 @@ async fn mismatched_component_is_failed() {
     u.component = ConfigComponent::SandboxConfig as i32;
     let r = handle_update(&mut state, &e, &u).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Failed);
+}
+
+#[tokio::test]
+async fn a_pushed_policy_that_does_not_decode_is_failed_and_changes_nothing() {
+    let applier = Arc::new(MemoryApplier::new());
+    let (e, mut state) = bootstrapped(applier.clone()).await;
+    let applied = applier.apply_count();
+    let mut u = config_update(3, 2, "e1");
+    if let Some(Snapshot::SandboxConfig(c)) = &mut u.snapshot {
+        // Field 1 of a SandboxPolicy with a truncated length: not a message.
+        c.policy = prost::bytes::Bytes::from_static(&[0x0a, 0x7f]);
+    }
+    let r = handle_update(&mut state, &e, &u).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Failed);
+    assert!(r.reason.contains("does not decode"), "{}", r.reason);
+    assert_eq!(applier.apply_count(), applied);
 }
 
 #[tokio::test]

@@ -447,7 +447,9 @@ pub fn config_update(
         sequence,
         component: ConfigComponent::SandboxConfig as i32,
         fingerprint: format!("cfg-{}-{}", c.policy_revision, c.provider_env_fingerprint),
-        snapshot: Some(Snapshot::SandboxConfig(c)),
+        snapshot: Some(Snapshot::SandboxConfig(
+            openshell_proto::v1::SandboxConfigSnapshot::from_response(&c),
+        )),
     }
 }
 
