@@ -182,7 +182,9 @@ async fn run(
     tx: mpsc::Sender<Frame>,
     config_tx: mpsc::Sender<Frame>,
 ) {
-    let admitted = match Box::pin(admit(&state, &metadata, &mut inbound, &tx)).await {
+    // The metadata moves into the one-off admission step and is freed with it:
+    // an idle session keeps no copy of its request headers.
+    let admitted = match Box::pin(admit(&state, metadata, &mut inbound, &tx)).await {
         Ok(admitted) => admitted,
         Err(turnaway) => return turnaway.send(&state, &tx).await,
     };
@@ -258,12 +260,12 @@ async fn run(
 /// first start with an image policy.
 async fn admit(
     state: &SessionContext,
-    metadata: &MetadataMap,
+    metadata: MetadataMap,
     inbound: &mut Streaming<pb::SupervisorMessage>,
     tx: &mpsc::Sender<Frame>,
 ) -> Result<Admitted, Turnaway> {
     let hello = read_hello(inbound).await.map_err(Turnaway::rejected)?;
-    let sandbox = authenticate(&state.store, &hello.sandbox_id, metadata)
+    let sandbox = authenticate(&state.store, &hello.sandbox_id, &metadata)
         .await
         .map_err(Turnaway::rejected)?;
     if sandbox.lifecycle == Lifecycle::Stopped {
