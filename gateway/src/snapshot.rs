@@ -409,7 +409,9 @@ pub async fn build_bootstrap(
 ) -> Result<(Built, Built), BootstrapError> {
     const MAX_REBUILDS: usize = 3;
     for _ in 0..=MAX_REBUILDS {
-        let config = build_sandbox_config(store, sandbox_id).await?;
+        // Only compared, never sent: no fingerprint, no upstream form.
+        let read = store.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground);
+        let (config, _) = sandbox_config_from(store, sandbox_id, read).await?;
         let env = build_provider_environment(store, sandbox_id).await?;
         let read = store.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground);
         let (again, pending) = sandbox_config_from(store, sandbox_id, read).await?;
