@@ -519,3 +519,70 @@ async fn an_update_config_with_only_upstreams_fields_writes_a_revision() {
         "{err:?}"
     );
 }
+
+// --- upstream calls this gateway does not serve -------------------------------
+
+/// Upstream's `RelayStream` (a bidirectional stream) is answered
+/// `UNIMPLEMENTED` with where relay channels belong, for an upstream
+/// supervisor's credential as for no credential at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_stream_is_unimplemented_and_says_where_it_belongs() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (_id, credential) = create_sandbox(&mut api, "relay", POLICY).await;
+    for credential in [credential.as_str(), ""] {
+        let mut upstream = Upstream::connect(&gw, credential).await;
+        upstream.grpc.ready().await.unwrap();
+        let path = "/openshell.v1.OpenShell/RelayStream".parse().unwrap();
+        let frames = tokio_stream::iter([Vec::<u8>::new()]);
+        let request = if credential.is_empty() {
+            tonic::Request::new(frames)
+        } else {
+            upstream.request(frames)
+        };
+        let err = upstream
+            .grpc
+            .streaming(request, path, RawCodec)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::Unimplemented, "{err:?}");
+        assert!(
+            err.message()
+                .contains("RelayStream is not served by this gateway"),
+            "{err:?}"
+        );
+        assert!(err.message().contains("sandbox access"), "{err:?}");
+    }
+}
+
+/// Upstream's `SubmitPolicyAnalysis` (unary) is answered `UNIMPLEMENTED`
+/// with where policy analysis belongs; nothing reaches the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_policy_analysis_is_unimplemented_and_says_where_it_belongs() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "analysis", POLICY).await;
+    let mut upstream = Upstream::connect(&gw, &credential).await;
+    // Field 1 as upstream's requests name the sandbox; the body is never read.
+    let mut body = Vec::new();
+    put_bytes(&mut body, 1, id.as_bytes());
+    let err = upstream
+        .unary("SubmitPolicyAnalysis", body)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unimplemented, "{err:?}");
+    assert!(
+        err.message()
+            .contains("SubmitPolicyAnalysis is not served by this gateway"),
+        "{err:?}"
+    );
+    assert!(err.message().contains("policy advisor"), "{err:?}");
+    // A served call on the same connection still works.
+    let config = fields(
+        &upstream
+            .unary("GetSandboxConfig", get_config(&id))
+            .await
+            .unwrap(),
+    );
+    assert!(bytes_of(&config, 1).is_some(), "{config:?}");
+}

@@ -35,6 +35,7 @@ pub mod snapshot;
 pub mod state;
 pub mod store;
 pub mod supervisor_api;
+pub mod unserved;
 pub mod wire;
 
 pub use config::{DeliveryMode, GatewayConfig};

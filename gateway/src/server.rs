@@ -27,6 +27,7 @@ use crate::session_registry::SessionRegistry;
 use crate::state::GatewayState;
 use crate::store::{Backend, OwnerClaims, Store, StoreOptions, now_ms};
 use crate::supervisor_api::{SessionContext, SupervisorApi};
+use crate::unserved::Unserved;
 
 /// How long shutdown waits for in-flight calls.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -324,10 +325,10 @@ fn router(
         },
         supervisor,
     );
-    let api = Authenticated::new(
+    let api = Unserved::new(Authenticated::new(
         OpenShellServer::new(api).max_decoding_message_size(MAX_MESSAGE_BYTES),
         OperatorAuth::new(state.config.operator_tokens.clone()),
-    );
+    ));
     let peer = GatewayPeerServer::new(PeerApi::new(peer_context(state)))
         .max_decoding_message_size(MAX_PEER_MESSAGE_BYTES);
     let mut builder = Server::builder();
