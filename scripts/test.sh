@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, the gateway's import graph, every
-# Rust test on SQLite and a real PostgreSQL, doc tests, and the Node and
-# Python SDKs against real gateways and supervisors. Run from anywhere:
-# `bash scripts/test.sh`.
+# The whole test suite: formatting, lints, the gateway's import graph, the
+# monitoring rules, every Rust test on SQLite and a real PostgreSQL, doc
+# tests, and the Node and Python SDKs against real gateways and supervisors.
+# Run from anywhere: `bash scripts/test.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +18,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== no import cycle inside the gateway"
 bash scripts/gateway-imports.sh
+
+echo "== monitoring rules (promtool)"
+bash scripts/monitoring.sh
 
 # End-to-end tests run the real binaries, so build them first, once.
 echo "== cargo build (binaries for end-to-end tests)"

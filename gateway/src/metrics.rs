@@ -77,6 +77,20 @@ fn operation_wait_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 4.0, 10))
 }
 
+/// Store-wide readings, taken at each scrape (`Store::gauges`): the state
+/// they describe is shared by every replica, so each exports the same values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreGauges {
+    /// Operations not terminal yet (`PENDING` or `DELIVERED`).
+    pub operations_pending: i64,
+    /// When the oldest of them was created (ms since the epoch).
+    pub oldest_pending_created_at_ms: Option<i64>,
+    /// The earliest `expires_at` over every provider's credentials (ms).
+    pub earliest_credential_expiry_ms: Option<i64>,
+    /// Registered replicas whose heartbeat is older than the liveness window.
+    pub replicas_silent: i64,
+}
+
 /// Every metric the gateway exports.
 pub struct Metrics {
     registry: Registry,
@@ -115,6 +129,16 @@ pub struct Metrics {
     /// Hints sent to peer replicas, by result (`delivered`, `stale_owner`,
     /// `no_session`, `unsupported_peer`, `rejected`, `unreachable`).
     pub peer_notifies: Family<ResultLabel, Counter>,
+    /// Supervisor sessions of legacy (revision 0) supervisors connected now.
+    pub legacy_sessions_connected: Gauge,
+    /// [`StoreGauges::operations_pending`].
+    pub operations_pending: Gauge,
+    /// [`StoreGauges::oldest_pending_created_at_ms`], in seconds; 0 when none.
+    pub oldest_pending_created: Gauge,
+    /// [`StoreGauges::earliest_credential_expiry_ms`], in seconds; 0 when none.
+    pub earliest_credential_expiry: Gauge,
+    /// [`StoreGauges::replicas_silent`].
+    pub replicas_silent: Gauge,
 }
 
 impl Default for Metrics {
@@ -236,7 +260,42 @@ impl Metrics {
             "Hints sent to peer replicas about committed writes, by result",
             peer_notifies.clone(),
         );
+        let legacy_sessions_connected = Gauge::default();
+        registry.register(
+            "supervisor_protocol_legacy_sessions_connected",
+            "Sessions of legacy (protocol revision 0) supervisors connected to this replica",
+            legacy_sessions_connected.clone(),
+        );
+        let operations_pending = Gauge::default();
+        registry.register(
+            "operations_pending",
+            "Operations in the store not terminal yet (PENDING or DELIVERED)",
+            operations_pending.clone(),
+        );
+        let oldest_pending_created = Gauge::default();
+        registry.register(
+            "operations_oldest_pending_created_timestamp_seconds",
+            "Creation time of the oldest operation not terminal yet (Unix seconds; 0 when there is none)",
+            oldest_pending_created.clone(),
+        );
+        let earliest_credential_expiry = Gauge::default();
+        registry.register(
+            "provider_credentials_earliest_expiry_timestamp_seconds",
+            "Earliest expiry of any provider's credentials (Unix seconds; 0 when none expires)",
+            earliest_credential_expiry.clone(),
+        );
+        let replicas_silent = Gauge::default();
+        registry.register(
+            "replicas_silent",
+            "Registered replicas whose heartbeat is older than the liveness window",
+            replicas_silent.clone(),
+        );
         Self {
+            legacy_sessions_connected,
+            operations_pending,
+            oldest_pending_created,
+            earliest_credential_expiry,
+            replicas_silent,
             peer_notifies,
             sends,
             operation_waits,
@@ -266,6 +325,17 @@ impl Metrics {
             .observe(waited.as_secs_f64());
     }
 
+    /// Sets the store-wide gauges from one reading.
+    pub fn record_store(&self, gauges: &StoreGauges) {
+        let seconds = |ms: Option<i64>| ms.map_or(0, |ms| ms.div_euclid(1000));
+        self.operations_pending.set(gauges.operations_pending);
+        self.oldest_pending_created
+            .set(seconds(gauges.oldest_pending_created_at_ms));
+        self.earliest_credential_expiry
+            .set(seconds(gauges.earliest_credential_expiry_ms));
+        self.replicas_silent.set(gauges.replicas_silent);
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -276,16 +346,27 @@ impl Metrics {
     }
 }
 
-/// Serves `GET /metrics` until the task is aborted.
-pub async fn serve(
+/// Serves `GET /metrics` until the task is aborted. Each scrape first takes
+/// a store reading from `read_store`; when that fails (`None`) the store
+/// gauges keep their last values.
+pub async fn serve<R, F>(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
-) -> std::io::Result<()> {
+    read_store: R,
+) -> std::io::Result<()>
+where
+    R: Fn() -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Option<StoreGauges>> + Send + 'static,
+{
     let app = axum::Router::new().route(
         "/metrics",
         axum::routing::get(move || {
             let metrics = metrics.clone();
+            let read_store = read_store.clone();
             async move {
+                if let Some(gauges) = read_store().await {
+                    metrics.record_store(&gauges);
+                }
                 (
                     [(
                         http::header::CONTENT_TYPE,

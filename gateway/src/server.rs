@@ -163,8 +163,23 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     }
     let metrics_task = metrics_listener.map(|listener| {
         let metrics = state.metrics.clone();
+        let store = state.store.clone();
+        let read_store = move || {
+            let store = store.clone();
+            async move {
+                let live = i64::try_from(crate::peers::REPLICA_LIVE_WITHIN.as_millis())
+                    .unwrap_or(i64::MAX);
+                match store.gauges(now_ms().saturating_sub(live)).await {
+                    Ok(gauges) => Some(gauges),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "metrics: cannot read the store gauges");
+                        None
+                    }
+                }
+            }
+        };
         tokio::spawn(async move {
-            if let Err(e) = crate::metrics::serve(listener, metrics).await {
+            if let Err(e) = crate::metrics::serve(listener, metrics, read_store).await {
                 tracing::warn!(error = %e, "metrics listener ended");
             }
         })

@@ -14,6 +14,7 @@ pub mod data_migrations;
 mod error;
 mod events;
 mod fanout_intents;
+mod gauges;
 mod operations;
 mod policies;
 mod providers;

@@ -250,6 +250,9 @@ async fn run(
     }
     state.sessions.unregister(&sandbox.id, &session_id);
     state.metrics.sessions_connected.dec();
+    if negotiation.legacy {
+        state.metrics.legacy_sessions_connected.dec();
+    }
     if let Err(e) = Box::pin(state.store.release_session(&sandbox.id, &session_id)).await {
         tracing::warn!(error = %e, sandbox = %sandbox.id, "cannot release session owner");
     }
@@ -414,6 +417,9 @@ fn register(
         );
     }
     state.metrics.sessions_connected.inc();
+    if negotiation.legacy {
+        state.metrics.legacy_sessions_connected.inc();
+    }
     state
         .metrics
         .sessions_accepted
