@@ -47,7 +47,7 @@ pub async fn inspect(
     };
     let mut hints = lifecycle_hints(sandbox);
     session_hints(&mut hints, sandbox, session.as_ref(), gateway_mode);
-    report_hints(&mut hints, last_report.as_ref());
+    report_hints(&mut hints, sandbox, last_report.as_ref());
     component_hints(&mut hints, &components);
     if !pending.is_empty() && session.is_some() {
         hints.push(format!(
@@ -182,7 +182,11 @@ fn session_hints(
 }
 
 /// What the supervisor's last report says about the configuration it runs.
-fn report_hints(hints: &mut Vec<String>, last_report: Option<&LastReport>) {
+fn report_hints(
+    hints: &mut Vec<String>,
+    sandbox: &SandboxRecord,
+    last_report: Option<&LastReport>,
+) {
     if let Some(report) = last_report
         && report.status.starts_with("FAILED")
     {
@@ -191,9 +195,23 @@ fn report_hints(hints: &mut Vec<String>, last_report: Option<&LastReport>) {
         )
         .map(|r| format!(" (policy revision {} was rejected)", r.policy_revision))
         .unwrap_or_default();
+        let reason = if report.reason.is_empty() {
+            "no reason given"
+        } else {
+            report.reason.as_str()
+        };
+        // A sandbox still pending has never applied a configuration: there is no
+        // last-known-good, and its workload has not started.
+        if sandbox.lifecycle == Lifecycle::Pending {
+            hints.push(format!(
+                "sandbox has not started: its startup configuration failed on the supervisor: \
+                 {reason}{attempted}; the workload waits for an accepted bootstrap and the \
+                 supervisor retries its session with backoff"
+            ));
+            return;
+        }
         hints.push(format!(
-            "last update failed: {}{attempted}; the supervisor keeps its last-known-good configuration",
-            if report.reason.is_empty() { "no reason given" } else { report.reason.as_str() },
+            "last update failed: {reason}{attempted}; the supervisor keeps its last-known-good configuration",
         ));
         if report.status == "FAILED_CLOSED" {
             hints.push("the sandbox is quarantined (fail_closed): network access is denied until a valid configuration applies".to_string());

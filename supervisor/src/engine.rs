@@ -108,8 +108,10 @@ pub(crate) struct Outcome {
 
 /// Whether polling may apply configuration, and how often to poll.
 ///
-/// Polling starts switched off: the first session attempt decides. A push session switches it
-/// off; a session without apply, a lost session or an unreachable gateway switches it on. So an
+/// Polling starts switched off: sessions decide. A push session switches it off; a session
+/// without apply switches it on. Once a configuration is in effect, a lost session or an
+/// unreachable gateway switches it on too; before that they switch it off, so the workload
+/// starts only from an accepted bootstrap or a poll under a session negotiated as poll. So an
 /// apply-capable supervisor never polls while push works, not even once at start.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Mode {

@@ -104,13 +104,21 @@ impl SessionRunner {
                 Err(err) => warn!(error = %err, "session lost"),
             }
             let current = *self.engine.mode().borrow();
-            let mode = mode_after_session(current, ended.accepted_for.is_some());
+            let started = self.engine.has_active().await;
+            let mode = mode_after_session(current, ended.accepted_for.is_some(), started);
             if mode != current {
-                debug!(
-                    first_poll_in = ?mode.first_poll_delay,
-                    "polling takes over until a session is back"
-                );
+                if mode.polling {
+                    debug!(
+                        first_poll_in = ?mode.first_poll_delay,
+                        "polling takes over until a session is back"
+                    );
+                }
                 self.engine.set_mode(mode).await;
+            }
+            if !started {
+                info!(
+                    "startup not accepted; the workload waits for an accepted bootstrap (or a session negotiated as poll), not for polled configuration"
+                );
             }
             if ended
                 .accepted_for

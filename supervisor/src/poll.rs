@@ -1,8 +1,10 @@
 //! Poll mode: fetch the snapshots with the unary RPCs, apply what changed, report the outcome.
 //!
-//! The loop runs on its own, independent of the session, so it keeps working while the session
-//! is down; it pauses only while a session has push apply negotiated. When it takes over from a
-//! lost push session, its first poll waits a random part of the interval (see [`Mode`]).
+//! The loop runs on its own, independent of the session, so once the workload has started it
+//! keeps working while the session is down; it pauses while a session has push apply
+//! negotiated, and before the start it runs only under a session negotiated as poll (see
+//! [`mode_after_session`]). When it takes over from a lost push session, its first poll waits a
+//! random part of the interval (see [`Mode`]).
 //!
 //! A poll of unchanged content is skipped, so a configuration whose apply failed for a reason
 //! that can pass is retried by [`PollRetries`] instead, which reports the success.
@@ -252,11 +254,21 @@ pub(crate) fn mode_for(polling: bool, poll_interval: Duration) -> Mode {
     }
 }
 
-/// The mode once a session ended, `current` being the mode it left behind. Without a session
-/// nothing is pushed, so polling takes over. Only a lost push session (`accepted`, not yet
-/// polling) spreads the first poll over the interval; a supervisor that never had a session
-/// polls at once, and one already polling keeps its schedule.
-pub(crate) fn mode_after_session(current: Mode, accepted: bool) -> Mode {
+/// The mode once a session ended, `current` being the mode it left behind, `accepted` whether
+/// that session was accepted and `started` whether a configuration is in effect (the workload
+/// starts with the first one).
+///
+/// Before the start, a sandbox starts only from an accepted bootstrap or, under a session
+/// negotiated as poll, from its first successful poll: a refused startup (a failed, mismatched
+/// or timed-out bootstrap, a rejected startup exchange) or a lost session must not let a poll
+/// start it instead, so polling stops until a session negotiates it again. After the start,
+/// nothing is pushed without a session, so polling takes over. Only a lost push session
+/// (`accepted`, not yet polling) spreads the first poll over the interval; one that was never
+/// accepted polls at once, and one already polling keeps its schedule.
+pub(crate) fn mode_after_session(current: Mode, accepted: bool, started: bool) -> Mode {
+    if !started {
+        return mode_for(false, current.poll_interval);
+    }
     if current.polling {
         return current;
     }
@@ -305,9 +317,10 @@ mod tests {
             }
         }
 
-        /// Sets `mode` the way the session runner does when the session ends.
+        /// Sets `mode` the way the session runner does when the session of a started
+        /// supervisor ends.
         fn session_ended(&self, accepted: bool) -> Mode {
-            let mode = mode_after_session(*self.mode.borrow(), accepted);
+            let mode = mode_after_session(*self.mode.borrow(), accepted, true);
             self.mode.send_replace(mode);
             mode
         }
@@ -332,7 +345,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn without_any_session_the_first_poll_is_at_once() {
+    async fn after_the_start_a_session_never_accepted_polls_at_once() {
         let mut polls = Polls::start();
         let start = Instant::now();
         let mode = polls.session_ended(false);
@@ -341,6 +354,27 @@ mod tests {
         assert_eq!(polls.next_turn().await, start);
         assert_eq!(polls.next_turn().await, start + INTERVAL);
         assert_eq!(polls.next_turn().await, start + INTERVAL * 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn before_the_start_no_session_end_lets_a_poll_start_the_sandbox() {
+        let mut polls = Polls::start();
+        // A push startup refused before or after acceptance: no poll, not even much later.
+        for accepted in [false, true] {
+            let mode = mode_after_session(*polls.mode.borrow(), accepted, false);
+            assert!(!mode.polling, "accepted: {accepted}");
+            polls.mode.send_replace(mode);
+            polls.assert_no_turn_for(Duration::from_secs(3600)).await;
+        }
+        // A session negotiated as poll polls at once; once it is lost before any poll
+        // succeeded, polling stops until a session negotiates it again.
+        let start = Instant::now();
+        polls.mode.send_replace(mode_for(true, INTERVAL));
+        assert_eq!(polls.next_turn().await, start);
+        let mode = mode_after_session(*polls.mode.borrow(), true, false);
+        assert!(!mode.polling);
+        polls.mode.send_replace(mode);
+        polls.assert_no_turn_for(Duration::from_secs(3600)).await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -430,8 +464,8 @@ mod tests {
             first_poll_delay: Duration::from_secs(3),
             ..mode_for(true, INTERVAL)
         };
-        assert_eq!(mode_after_session(fallback, false), fallback);
+        assert_eq!(mode_after_session(fallback, false, true), fallback);
         let plain = mode_for(true, INTERVAL);
-        assert_eq!(mode_after_session(plain, true), plain);
+        assert_eq!(mode_after_session(plain, true, true), plain);
     }
 }

@@ -119,14 +119,15 @@ async fn a_wrong_credential_is_refused_on_every_call() {
     options.identity = Identity::new(SANDBOX, Secret::new("not-the-credential"));
     let applier = Arc::new(MemoryApplier::new());
     let running = Running::start(options, applier.clone());
-    // The sessions and the polls are all refused, again and again: every hello counts as
-    // refused, and so does every poll on top of them.
+    // The sessions are all refused, again and again, and every hello counts as refused.
+    // With no session accepted, nothing may start the sandbox, so nothing is polled either.
     gateway
-        .wait_until("refused sessions and polls", |r| {
-            r.hellos.len() >= 3 && r.unauthenticated >= r.hellos.len() as u64 + 2
+        .wait_until("refused sessions", |r| {
+            r.hellos.len() >= 3 && r.unauthenticated >= r.hellos.len() as u64
         })
         .await;
     gateway.recorded(|r| {
+        assert!(r.unauthenticated <= r.hellos.len() as u64, "no poll on top");
         assert_eq!(r.get_config_calls, 0);
         assert!(r.reports.is_empty());
     });
@@ -198,7 +199,7 @@ async fn permanent_rejection_stops_the_supervisor() {
 }
 
 #[tokio::test]
-async fn transient_rejection_is_retried_and_polling_goes_on() {
+async fn transient_rejection_is_retried_and_nothing_starts_until_a_session_is_accepted() {
     let gateway = FakeGateway::start(Answer::Reject {
         reason: "replica draining".into(),
         permanent: false,
@@ -217,7 +218,11 @@ async fn transient_rejection_is_retried_and_polling_goes_on() {
                 .all(|h| h.instance_id == r.hellos[0].instance_id)
         )
     });
-    // With no session at all, the unary poll still delivers configuration.
+    // No session negotiated poll: configuration the poll RPCs would serve starts nothing.
+    assert_eq!(gateway.recorded(|r| r.get_config_calls), 0);
+    assert!(applier.active().is_none());
+    // A session negotiated as poll: the first successful poll starts the sandbox.
+    gateway.set_answer(accept(false));
     gateway
         .wait_until("a LOADED report", |r| {
             r.reports
@@ -226,6 +231,53 @@ async fn transient_rejection_is_retried_and_polling_goes_on() {
         })
         .await;
     assert!(applier.active().is_some());
+    running.stop().await.unwrap();
+}
+
+/// A bootstrap that failed is a refused startup: neither the rest of that session nor the
+/// refused reconnects let a poll start the sandbox, even once polled configuration would
+/// apply; the next accepted bootstrap does.
+#[tokio::test]
+async fn a_refused_bootstrap_does_not_let_polling_start_the_sandbox() {
+    let gateway = FakeGateway::start(accept(true)).await;
+    let applier = Arc::new(MemoryApplier::failing("on-apply hook exited with status 3"));
+    let running = Running::start(fast_options(&gateway), applier.clone());
+    gateway
+        .wait_until("a bootstrap result", |r| !r.bootstrap_results().is_empty())
+        .await;
+    let refused = gateway.recorded(|r| r.bootstrap_results()[0].clone());
+    assert!(!refused.applied);
+    assert!(!refused.kept_last_known_good, "nothing ran before");
+    // The cause goes away, but the gateway ends the session and refuses the next ones.
+    applier.set_failure(None);
+    gateway.set_answer(Answer::Reject {
+        reason: "bootstrap failed on the supervisor".into(),
+        permanent: false,
+    });
+    gateway.close_session();
+    gateway
+        .wait_until("two refused reconnects", |r| r.hellos.len() >= 3)
+        .await;
+    running
+        .wait_status("the session down", |s| {
+            s.session == SessionState::Disconnected
+        })
+        .await;
+    assert_eq!(gateway.recorded(|r| r.get_config_calls), 0, "no poll");
+    assert!(applier.active().is_none(), "nothing started");
+
+    gateway.set_answer(accept(true));
+    gateway
+        .wait_until("an applied bootstrap", |r| {
+            r.bootstrap_results().iter().any(|b| b.applied)
+        })
+        .await;
+    assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 1);
+    assert_eq!(
+        gateway.recorded(|r| r.get_config_calls),
+        0,
+        "started by push"
+    );
     running.stop().await.unwrap();
 }
 
