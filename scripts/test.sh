@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, the gateway's import graph, the
 # monitoring rules, every Rust test on SQLite and a real PostgreSQL, doc
-# tests, and the Node and Python SDKs against real gateways and supervisors.
-# Run from anywhere: `bash scripts/test.sh`.
+# tests, the Node and Python SDKs against real gateways and supervisors, and
+# their packages installed into fresh environments. Run from anywhere:
+# `bash scripts/test.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,3 +39,6 @@ bash sdk-node/test.sh
 
 echo "== Python SDK"
 bash sdk-python/test.sh
+
+echo "== SDK packages in fresh environments"
+bash scripts/packages.sh

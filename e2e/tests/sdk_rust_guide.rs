@@ -33,7 +33,7 @@ async fn commit_then_follow(client: &Client, policy: &str) -> Result<Operation, 
     let change = UpdateConfig::new(Target::Sandbox("web".into()))
         .policy(policy)
         .mode(UpdateMode::CommitOnly)
-        .idempotency_key("deploy-2026-11-29-1");
+        .idempotency_key("rust-guide-commit-only-policy");
     let first = client
         .update_config(change.clone())
         .await?

@@ -3,6 +3,10 @@
 // `cargo build --workspace --bins` (directory overridable with
 // OPENSHELL_BIN_DIR). Everything started here is killed by `stop()`, and by
 // a process 'exit' hook should a test file die first.
+//
+// The package under test is this directory, or the one OPENSHELL_SDK_PACKAGE
+// names: scripts/packages.sh points it at the tarball installed in a fresh
+// project, so the guide's examples run from that install.
 
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
@@ -11,11 +15,12 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 
-import { Client } from '../index.js'
-
 export const SDK_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+export const SDK_PACKAGE = path.resolve(process.env.OPENSHELL_SDK_PACKAGE ?? SDK_DIR)
+const { Client } = createRequire(import.meta.url)(SDK_PACKAGE)
 export const BIN_DIR = path.resolve(
   process.env.OPENSHELL_BIN_DIR ?? path.join(SDK_DIR, '..', 'target', 'debug'),
 )
