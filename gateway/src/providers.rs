@@ -186,14 +186,37 @@ pub struct ProviderChange {
 /// Deletes a provider; refused while a sandbox attaches it, so no session is affected.
 pub async fn delete_provider(store: &Store, existing: &ProviderRecord) -> Result<()> {
     let mut tx = store.begin_write().await?;
-    if tx.provider_attachment_count(&existing.id).await? > 0 {
-        return Err(GatewayError::FailedPrecondition(format!(
-            "provider {} is attached to sandboxes; detach it first",
-            existing.id
+    let count = tx.provider_attachment_count(&existing.id).await?;
+    if count > 0 {
+        let names = tx
+            .provider_attachment_names(&existing.id, NAMED_IN_REFUSAL)
+            .await?;
+        return Err(GatewayError::FailedPrecondition(attached_refusal(
+            existing, count, &names,
         )));
     }
     tx.delete_provider(&existing.id).await?;
     Ok(tx.commit().await?)
+}
+
+/// How many attaching sandboxes a delete refusal names; the rest are counted.
+const NAMED_IN_REFUSAL: i64 = 5;
+
+/// Why a provider cannot be deleted: which sandboxes attach it (the first
+/// few, and how many more), and how to detach it.
+fn attached_refusal(provider: &ProviderRecord, count: u64, names: &[String]) -> String {
+    let mut listed = names.join(", ");
+    let more = count.saturating_sub(names.len() as u64);
+    if more > 0 {
+        listed.push_str(&format!(" and {more} more"));
+    }
+    let sandboxes = if count == 1 { "sandbox" } else { "sandboxes" };
+    let example = names.first().map_or("SANDBOX", String::as_str);
+    format!(
+        "provider {}/{} ({}) is attached to {count} {sandboxes}: {listed}; detach it first \
+         (openshell provider detach {example} {})",
+        provider.workspace, provider.name, provider.id, provider.name
+    )
 }
 
 /// A sandbox's environment holds one value per variable: a provider whose variable another
@@ -319,6 +342,28 @@ mod tests {
     use super::*;
     use crate::store::sqlite_for_tests;
 
+    #[test]
+    fn a_refused_delete_names_the_first_sandboxes_and_counts_the_rest() {
+        let provider = ProviderRecord {
+            id: "pv-1".into(),
+            name: "gh".into(),
+            workspace: "team".into(),
+            provider_type: "github".into(),
+            env: BTreeMap::new(),
+            credential_names: Vec::new(),
+            revision: 1,
+            expires_at: None,
+            attached_sandbox_ids: Vec::new(),
+        };
+        let names: Vec<String> = (1..=5).map(|i| format!("team/sb{i}")).collect();
+        let message = attached_refusal(&provider, 7, &names);
+        assert_eq!(
+            message,
+            "provider team/gh (pv-1) is attached to 7 sandboxes: team/sb1, team/sb2, team/sb3, \
+             team/sb4, team/sb5 and 2 more; detach it first (openshell provider detach team/sb1 gh)"
+        );
+    }
+
     /// The store only deletes; refusing while a sandbox attaches the provider is this
     /// layer's rule, and clients read the same refusal as when the store made it.
     #[tokio::test]
@@ -346,7 +391,8 @@ mod tests {
         assert_eq!(status.code(), tonic::Code::FailedPrecondition);
         assert_eq!(
             status.message(),
-            "provider pv-1 is attached to sandboxes; detach it first"
+            "provider default/gh (pv-1) is attached to 1 sandbox: default/web; detach it first \
+             (openshell provider detach default/web gh)"
         );
 
         let mut tx = store.begin_write().await.unwrap();

@@ -211,6 +211,26 @@ impl WriteTx {
         u64_col(&attached, "n")
     }
 
+    /// `WORKSPACE/NAME` of the first `limit` sandboxes attaching a provider,
+    /// by name, for a refusal that names them.
+    pub async fn provider_attachment_names(&mut self, id: &str, limit: i64) -> Result<Vec<String>> {
+        let rows = sqlx::query(
+            "SELECT s.workspace, s.name FROM attachments a JOIN sandboxes s ON s.id = a.sandbox_id \
+             WHERE a.provider_id = $1 ORDER BY s.workspace, s.name LIMIT $2",
+        )
+        .bind(id)
+        .bind(limit)
+        .fetch_all(self.conn())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let workspace: String = row.try_get("workspace")?;
+                let name: String = row.try_get("name")?;
+                Ok(format!("{workspace}/{name}"))
+            })
+            .collect()
+    }
+
     pub async fn delete_provider(&mut self, id: &str) -> Result<()> {
         sqlx::query("DELETE FROM providers WHERE id = $1")
             .bind(id)

@@ -48,13 +48,39 @@ impl Store {
         .bind(workspace)
         .bind(id_or_name)
         .fetch_optional(self.pool())
-        .await?
-        .ok_or_else(|| {
-            StoreError::NotFound(format!(
-                "sandbox {id_or_name:?} not found in workspace {workspace:?}"
-            ))
-        })?;
-        Ok(row.try_get("id")?)
+        .await?;
+        match row {
+            Some(row) => Ok(row.try_get("id")?),
+            None => Err(StoreError::NotFound(format!(
+                "sandbox {id_or_name:?} not found in workspace {workspace:?}{}",
+                self.did_you_mean(id_or_name, workspace).await?
+            ))),
+        }
+    }
+
+    /// `; did you mean W/NAME?` when live sandboxes of that name exist in
+    /// other workspaces (at most three named), else nothing. Every operator
+    /// token sees every workspace, so naming them leaks nothing the caller
+    /// could not list.
+    async fn did_you_mean(&self, name: &str, workspace: &str) -> Result<String> {
+        let rows = sqlx::query(
+            "SELECT workspace FROM sandboxes WHERE name = $1 AND workspace <> $2 \
+             AND lifecycle <> 'deleted' ORDER BY workspace LIMIT 3",
+        )
+        .bind(name)
+        .bind(workspace)
+        .fetch_all(self.pool())
+        .await?;
+        let mut others = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let other: String = row.try_get("workspace")?;
+            others.push(format!("{other}/{name}"));
+        }
+        Ok(match others.as_slice() {
+            [] => String::new(),
+            [only] => format!("; did you mean {only}?"),
+            [rest @ .., last] => format!("; did you mean {} or {last}?", rest.join(", ")),
+        })
     }
 
     /// Lists sandboxes ordered by creation, `limit` from `offset`.
