@@ -23,10 +23,12 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Runs the supervisor the command line describes; returns the process exit code.
 pub async fn run(args: Args) -> Result<i32, SupervisorError> {
     let mut signals = Signals::install().map_err(SupervisorError::Signals)?;
-    let sandbox_id = args
-        .sandbox
-        .clone()
-        .unwrap_or_else(|| STANDALONE_SANDBOX_ID.to_string());
+    // A name becomes the id here, before the state directory and the session use it.
+    let sandbox_id = tokio::select! {
+        resolved = crate::identity::sandbox_id_from_args(&args) => resolved?,
+        signal = signals.recv() => return Ok(signal_exit_code(signal)),
+    }
+    .unwrap_or_else(|| STANDALONE_SANDBOX_ID.to_string());
     let mut applier_config = FileApplierConfig::new(&args.state_dir, &sandbox_id);
     applier_config.on_apply = args.on_apply.clone();
     applier_config.hook_timeout = args.on_apply_timeout;

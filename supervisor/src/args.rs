@@ -22,7 +22,7 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Parser)]
 #[command(name = "openshell-supervisor", version, about)]
 #[command(after_help = "Examples:\n  \
-    openshell-supervisor --gateway http://gw:7070 --sandbox sb-… --credential-file /run/cred -- my-app\n  \
+    openshell-supervisor --gateway http://gw:7070 --sandbox team/web --credential-file /run/cred -- my-app\n  \
     openshell-supervisor --standalone --policy-file policy.yaml -- my-app")]
 pub struct Args {
     /// Gateway URL (http:// or https://).
@@ -33,7 +33,8 @@ pub struct Args {
     )]
     pub gateway: Option<String>,
 
-    /// Sandbox id this supervisor runs.
+    /// Sandbox this supervisor runs: its id, name, or WORKSPACE/NAME. A name must be the
+    /// sandbox the credential was issued for; the gateway resolves it to the id at start.
     #[arg(
         long,
         env = "OPENSHELL_SUPERVISOR_SANDBOX",

@@ -58,6 +58,26 @@ pub async fn authenticate(
         ),
         permanent: true,
     };
+    if !sandbox_id.starts_with("sb-") {
+        return authenticate_by_name(store, sandbox_id, credential)
+            .await?
+            .ok_or_else(unknown);
+    }
+    authenticate_id(store, sandbox_id, credential).await
+}
+
+/// [`authenticate`] for a sandbox named by id.
+async fn authenticate_id(
+    store: &Store,
+    sandbox_id: &str,
+    credential: &str,
+) -> Result<SandboxRecord, Refusal> {
+    let unknown = || Refusal {
+        reason: format!(
+            "credential is not valid for sandbox {sandbox_id}; use the credential issued when the sandbox was created"
+        ),
+        permanent: true,
+    };
     let stored = match store.sandbox_credential_hash(sandbox_id).await {
         Ok(Some(hash)) => hash,
         Ok(None) => return Err(unknown()),
@@ -90,6 +110,36 @@ pub async fn authenticate(
         });
     }
     Ok(sandbox)
+}
+
+/// A sandbox named by `NAME` or `WORKSPACE/NAME` instead of its id: the
+/// credential picks the sandbox, and the name must be that sandbox's, so a
+/// name opens nothing a credential would not. `None` when they disagree.
+async fn authenticate_by_name(
+    store: &Store,
+    reference: &str,
+    credential: &str,
+) -> Result<Option<SandboxRecord>, Refusal> {
+    let id = match store
+        .sandbox_id_by_credential_hash(&hash_credential(credential))
+        .await
+    {
+        Ok(Some(id)) => id,
+        Ok(None) => return Ok(None),
+        Err(e) => {
+            tracing::warn!(error = %e, "credential lookup failed");
+            return Err(Refusal {
+                reason: "the gateway's store is unavailable; retry later".into(),
+                permanent: false,
+            });
+        }
+    };
+    let sandbox = authenticate_id(store, &id, credential).await?;
+    let matches = match reference.split_once('/') {
+        Some((workspace, name)) => sandbox.workspace == workspace && sandbox.name == name,
+        None => sandbox.name == reference,
+    };
+    Ok(matches.then_some(sandbox))
 }
 
 /// Checks a credential presented without a sandbox id (upstream's

@@ -198,20 +198,22 @@ impl SupervisorApi {
     ) -> Result<Response<pb::PushSandboxLogsResponse>, Status> {
         let (metadata, _, mut inbound) = request.into_parts();
         let mut accepted = 0u64;
-        let mut sandbox_id: Option<String> = None;
+        // (as the stream's first batch named it, the sandbox's id): a supervisor may name
+        // its sandbox by name, and every batch must name it the same way.
+        let mut sandbox_id: Option<(String, String)> = None;
         while let Some(batch) = inbound.message().await? {
             let id = match &sandbox_id {
-                Some(id) if *id == batch.sandbox_id => id.clone(),
-                Some(id) => {
+                Some((named, id)) if *named == batch.sandbox_id => id.clone(),
+                Some((named, _)) => {
                     return Err(Status::permission_denied(format!(
-                        "sandbox_id: this stream pushes the logs of {id}, not of {}",
+                        "sandbox_id: this stream pushes the logs of {named}, not of {}",
                         truncate(&batch.sandbox_id, 64)
                     )));
                 }
                 None => {
                     let sandbox =
                         authenticate(&self.state.store, &batch.sandbox_id, &metadata).await?;
-                    sandbox_id = Some(sandbox.id.clone());
+                    sandbox_id = Some((batch.sandbox_id.clone(), sandbox.id.clone()));
                     sandbox.id
                 }
             };
