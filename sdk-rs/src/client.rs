@@ -51,7 +51,7 @@ pub(crate) type Inner = OpenShellClient<InterceptedService<Channel, BearerAuth>>
 pub struct Client {
     inner: Inner,
     endpoint: String,
-    request_timeout: Option<Duration>,
+    pub(crate) request_timeout: Option<Duration>,
     retry: RetryPolicy,
 }
 
@@ -125,6 +125,24 @@ impl Client {
         F: Fn(Inner, Req) -> Fut,
         Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
     {
+        self.unary_response(idempotency, timeout, request, send)
+            .await
+            .map(tonic::Response::into_inner)
+    }
+
+    /// Like [`Client::unary_within`], keeping the response's metadata.
+    pub(crate) async fn unary_response<Req, Resp, F, Fut>(
+        &self,
+        idempotency: Idempotency,
+        timeout: Option<Duration>,
+        request: Req,
+        send: F,
+    ) -> Result<tonic::Response<Resp>, SdkError>
+    where
+        Req: Clone,
+        F: Fn(Inner, Req) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
+    {
         self.retry
             .run(idempotency, || {
                 let call = send(self.inner.clone(), request.clone());
@@ -135,9 +153,7 @@ impl Client {
                             .map_err(|_| deadline_error(limit))?,
                         None => call.await,
                     };
-                    response
-                        .map(tonic::Response::into_inner)
-                        .map_err(|status| status_error(&self.endpoint, status))
+                    response.map_err(|status| status_error(&self.endpoint, status))
                 }
             })
             .await

@@ -1,5 +1,7 @@
 //! Delivery diagnostics and gateway description.
 
+use std::time::SystemTime;
+
 use openshell_proto::v1 as pb;
 
 use crate::retry::Idempotency;
@@ -37,13 +39,26 @@ impl Client {
     }
 
     pub async fn gateway_info(&self) -> Result<GatewayInfo, SdkError> {
+        Ok(self.gateway_info_dated().await?.0)
+    }
+
+    /// [`Client::gateway_info`] and the gateway's clock when it answered:
+    /// the HTTP `date` header of the response, to one second, if the
+    /// gateway sent one. For checking clock skew.
+    pub async fn gateway_info_dated(&self) -> Result<(GatewayInfo, Option<SystemTime>), SdkError> {
         let response = self
-            .unary(
+            .unary_response(
                 Idempotency::Safe,
+                self.request_timeout,
                 pb::GetGatewayInfoRequest {},
                 |mut c, r| async move { c.get_gateway_info(r).await },
             )
             .await?;
-        Ok(response.into())
+        let date = response
+            .metadata()
+            .get("date")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| httpdate::parse_http_date(v).ok());
+        Ok((response.into_inner().into(), date))
     }
 }
