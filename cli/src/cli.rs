@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use openshell_sdk::OperationState;
 
+use crate::complete::{gateway_names, operation_ids, provider_names, sandbox_names};
 use crate::exit::EXIT_CODES_HELP;
 use crate::parse;
 
@@ -30,10 +31,17 @@ pub struct Cli {
 /// Flags accepted by every command.
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
-    /// Gateway address, http://HOST:PORT or https://HOST:PORT.
-    #[arg(long, global = true, env = "OPENSHELL_GATEWAY", default_value = DEFAULT_GATEWAY)]
-    pub gateway: String,
-    /// Operator token, sent as a bearer token.
+    /// Gateway address (http://HOST:PORT or https://HOST:PORT) or a saved
+    /// gateway's name [default: the selected gateway, else http://127.0.0.1:7070].
+    #[arg(
+        long,
+        global = true,
+        env = "OPENSHELL_GATEWAY",
+        value_name = "URL|NAME"
+    )]
+    pub gateway: Option<String>,
+    /// Operator token, sent as a bearer token (default: the saved gateway's
+    /// token; prefer `openshell gateway login` to putting it on a command line).
     #[arg(long, global = true, env = "OPENSHELL_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// PEM file of the CA to trust for an https gateway.
@@ -78,10 +86,20 @@ pub enum Command {
     /// Diagnose configuration delivery to supervisors.
     #[command(subcommand, alias = "session")]
     Sessions(SessionsCommand),
-    /// Describe the gateway.
+    /// Save, select and describe gateways.
     #[command(subcommand)]
     Gateway(GatewayCommand),
-    /// Print a shell completion script to stdout.
+    /// Show which gateway commands use, where its address and token come
+    /// from, and whether it answers; exits 1 when it does not.
+    Status,
+    /// Check the way to the gateway: address, reachability, TLS, token and
+    /// clock; each failed check prints its fix. Exits 1 when one fails.
+    Doctor,
+    /// Print a shell's completion script to stdout; it completes sandbox,
+    /// provider, operation and saved gateway names by asking the gateway.
+    ///
+    /// Load it with e.g. `source <(openshell completions bash)`; names come
+    /// from the gateway OPENSHELL_GATEWAY or the selected saved gateway names.
     Completions {
         /// Shell to complete for.
         #[arg(value_enum)]
@@ -97,6 +115,13 @@ pub enum DocsCommand {
     /// Every command, flag and help text as Markdown, with exit codes,
     /// output formats, JSON shapes and environment variables.
     Markdown,
+    /// One man page per command (openshell.1, openshell-sandbox-create.1, …)
+    /// into a directory (docs/man is their output).
+    Man {
+        /// Directory to write the pages to; created if missing.
+        #[arg(long, value_name = "DIR", default_value = "docs/man")]
+        out_dir: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -122,7 +147,7 @@ pub enum SandboxCommand {
     },
     /// Show one sandbox.
     Get {
-        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
     },
     /// List sandboxes.
@@ -138,17 +163,17 @@ pub enum SandboxCommand {
     /// Delete a sandbox; its pending operations end CANCELLED. Asks to confirm.
     #[command(alias = "rm")]
     Delete {
-        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
     },
     /// Stop a sandbox; its pending operations end INACTIVE.
     Stop {
-        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
     },
     /// Start a stopped sandbox again.
     Start {
-        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
     },
 }
@@ -192,7 +217,7 @@ pub enum PolicyCommand {
     Set {
         #[arg(
             value_name = "SB",
-            help = SANDBOX_HELP,
+            help = SANDBOX_HELP, add = sandbox_names(),
             required_unless_present = "global",
             conflicts_with = "global"
         )]
@@ -228,7 +253,7 @@ pub enum PolicyCommand {
     },
     /// Show a sandbox's policy revision; `-o yaml` prints the policy itself.
     Get {
-        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
         /// Revision to show (default: the latest).
         #[arg(long, value_name = "N")]
@@ -241,7 +266,7 @@ pub enum PolicyCommand {
     /// set` keeps them. `-o json` gives {changed, removed_network_access, diff,
     /// kept_static_sections}.
     Diff {
-        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
         /// Policy file, YAML or JSON; `-` reads stdin.
         #[arg(short = 'f', long = "file", value_name = "FILE")]
@@ -249,7 +274,7 @@ pub enum PolicyCommand {
     },
     /// List a sandbox's policy revisions, newest first.
     History {
-        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
         /// At most this many revisions.
         #[arg(long, value_name = "N", default_value_t = 20)]
@@ -262,7 +287,7 @@ pub enum PolicyCommand {
 #[group(required = true, multiple = false)]
 pub struct ScopeArgs {
     /// Sandbox scope.
-    #[arg(long, value_name = "SB")]
+    #[arg(long, value_name = "SB", add = sandbox_names())]
     pub sandbox: Option<String>,
     /// Workspace scope.
     #[arg(long, value_name = "W")]
@@ -346,6 +371,7 @@ pub enum ProviderCommand {
     /// Replace a provider's values; the given set replaces the old one whole.
     Update {
         /// Provider id or name.
+        #[arg(add = provider_names())]
         provider: String,
         /// Workspace to resolve a name in.
         #[arg(long, value_name = "W")]
@@ -357,6 +383,7 @@ pub enum ProviderCommand {
     #[command(alias = "rm")]
     Delete {
         /// Provider id or name.
+        #[arg(add = provider_names())]
         provider: String,
         /// Workspace to resolve a name in.
         #[arg(long, value_name = "W")]
@@ -365,6 +392,7 @@ pub enum ProviderCommand {
     /// Show a provider (credential names only).
     Get {
         /// Provider id or name.
+        #[arg(add = provider_names())]
         provider: String,
         /// Workspace to resolve a name in.
         #[arg(long, value_name = "W")]
@@ -379,16 +407,18 @@ pub enum ProviderCommand {
     },
     /// Attach a provider to a sandbox.
     Attach {
-        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
         /// Provider id or name, resolved in the sandbox's workspace.
+        #[arg(add = provider_names())]
         provider: String,
     },
     /// Detach a provider from a sandbox.
     Detach {
-        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
         /// Provider id or name, resolved in the sandbox's workspace.
+        #[arg(add = provider_names())]
         provider: String,
     },
 }
@@ -398,11 +428,13 @@ pub enum OperationsCommand {
     /// Show one operation.
     Get {
         /// Operation id (op-…).
+        #[arg(add = operation_ids())]
         id: String,
     },
     /// Follow an operation until it is terminal or the timeout passes.
     Wait {
         /// Operation id (op-…).
+        #[arg(add = operation_ids())]
         id: String,
         /// How long to wait, e.g. 90s or 2m (gateway default 60s, at most 10m).
         #[arg(long, value_name = "DURATION", value_parser = parse::wait_timeout)]
@@ -415,7 +447,7 @@ pub enum OperationsCommand {
     #[command(alias = "ls")]
     List {
         /// Only operations targeting this sandbox.
-        #[arg(long, value_name = "SB")]
+        #[arg(long, value_name = "SB", add = sandbox_names())]
         sandbox: Option<String>,
         /// Only operations in this state (repeatable), e.g. pending.
         #[arg(long = "state", value_name = "S", value_parser = parse::operation_state)]
@@ -433,15 +465,78 @@ pub enum SessionsCommand {
     List,
     /// Explain configuration delivery for one sandbox, with hints.
     Inspect {
-        #[arg(value_name = "SB", help = SANDBOX_HELP)]
+        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
     },
 }
 
+/// Saved gateways, like kubectl's contexts: `gateway add` names an address,
+/// `gateway login` saves its token, `gateway select` makes it the one
+/// commands use. `--gateway`, `--token`, `--ca-cert` and their environment
+/// variables still override the selected gateway.
 #[derive(Debug, Subcommand)]
 pub enum GatewayCommand {
-    /// Show the gateway's version, delivery mode, store and replicas.
-    Info,
+    /// Save a gateway under a name: `gateway add NAME URL`, or `gateway add URL [--name NAME]`.
+    ///
+    /// The first saved gateway is selected. Adding a name again replaces its
+    /// address and CA; its saved token is dropped when the address changes,
+    /// so a token never goes to a server it was not saved for. The CA file
+    /// is `--ca-cert` given on this command (not OPENSHELL_CA_CERT).
+    Add {
+        /// The name, or the address when it is the only argument.
+        #[arg(value_name = "NAME|URL")]
+        first: String,
+        /// Gateway address, http://HOST:PORT or https://HOST:PORT.
+        #[arg(value_name = "URL")]
+        url: Option<String>,
+        /// Name for a gateway given by address alone (default: its host).
+        #[arg(long, value_name = "NAME", conflicts_with = "url")]
+        name: Option<String>,
+    },
+    /// Save the operator token of a saved gateway (default: the selected one).
+    ///
+    /// The token is read from a hidden prompt on a terminal, else from stdin
+    /// (`openshell gateway login prod < token-file`), never from the command
+    /// line. It is checked with the gateway first when the gateway answers,
+    /// saved mode 0600, and never printed.
+    Login {
+        #[arg(value_name = "NAME", add = gateway_names())]
+        name: Option<String>,
+    },
+    /// Remove the saved token of a saved gateway (default: the selected one).
+    Logout {
+        #[arg(value_name = "NAME", add = gateway_names())]
+        name: Option<String>,
+    },
+    /// Make a saved gateway the one commands use.
+    Select {
+        #[arg(value_name = "NAME", add = gateway_names())]
+        name: String,
+    },
+    /// List saved gateways; `*` marks the selected one.
+    #[command(alias = "ls")]
+    List,
+    /// Forget a saved gateway and its token.
+    #[command(alias = "rm")]
+    Remove {
+        #[arg(value_name = "NAME", add = gateway_names())]
+        name: String,
+    },
+    /// Show a gateway's version, delivery mode, store and replicas
+    /// (default: the gateway commands use).
+    Info {
+        /// A saved gateway to ask instead.
+        #[arg(value_name = "NAME", add = gateway_names())]
+        name: Option<String>,
+        /// The same, as upstream spells it.
+        #[arg(
+            long = "name",
+            value_name = "NAME",
+            conflicts_with = "name",
+            hide = true
+        )]
+        name_flag: Option<String>,
+    },
 }
 
 #[cfg(test)]
@@ -475,7 +570,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(cli.global.output, OutputFormat::Json);
-        assert_eq!(cli.global.gateway, "http://gw:1");
+        assert_eq!(cli.global.gateway.as_deref(), Some("http://gw:1"));
         assert!(cli.global.quiet && cli.global.yes);
     }
 

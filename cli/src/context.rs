@@ -5,22 +5,24 @@
 use std::fmt::Display;
 use std::future::Future;
 use std::io::{self, IsTerminal};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use openshell_sdk::{Client, ClientOptions};
+use serde::Serialize;
 
-use crate::cli::GlobalArgs;
+use crate::cli::{DEFAULT_GATEWAY, GlobalArgs};
 use crate::confirm::{self, Answer, Decision};
 use crate::exit::{self, UsageError};
+use crate::gateways::{self, Store};
 use crate::output::{Output, no_color, sanitize};
 use crate::progress::ProgressMode;
 
 /// Bound on reaching the gateway at all.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bound on one ordinary call; the SDK adds any server-side wait on top.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct Ctx {
     pub global: GlobalArgs,
@@ -34,19 +36,136 @@ impl Ctx {
     }
 
     pub async fn client(&self) -> anyhow::Result<Client> {
-        let mut options = ClientOptions::new(self.global.gateway.clone())
-            .with_connect_timeout(CONNECT_TIMEOUT)
-            .with_request_timeout(REQUEST_TIMEOUT);
-        if let Some(token) = self.global.token.as_deref().filter(|t| !t.is_empty()) {
-            options = options.with_token(token);
+        let target = self.target()?;
+        target.connect(CONNECT_TIMEOUT, REQUEST_TIMEOUT).await
+    }
+
+    /// The gateway commands talk to and how to reach it: flags first, then
+    /// the environment, then the selected saved gateway, then the default
+    /// address. A saved gateway's token and CA go only to that gateway's
+    /// address: `--gateway URL` never picks up a saved token.
+    pub fn target(&self) -> anyhow::Result<Target> {
+        let flag_token = self.global.token.clone().filter(|t| !t.is_empty());
+        let has_flag_token = flag_token.is_some();
+        let token_source = |from_saved: bool| -> Option<&'static str> {
+            if has_flag_token {
+                Some(
+                    if env_holds("OPENSHELL_TOKEN", self.global.token.as_deref()) {
+                        "OPENSHELL_TOKEN"
+                    } else {
+                        "--token"
+                    },
+                )
+            } else if from_saved {
+                Some("saved")
+            } else {
+                None
+            }
+        };
+        let ca_source = || -> Option<&'static str> {
+            let ca = self.global.ca_cert.as_ref()?;
+            Some(if env_holds("OPENSHELL_CA_CERT", ca.to_str()) {
+                "OPENSHELL_CA_CERT"
+            } else {
+                "--ca-cert"
+            })
+        };
+        let named = match self.global.gateway.as_deref() {
+            Some(value) if gateways::is_address(value) => {
+                return Ok(Target {
+                    url: value.to_owned(),
+                    name: None,
+                    url_source: if env_holds("OPENSHELL_GATEWAY", Some(value)) {
+                        "OPENSHELL_GATEWAY"
+                    } else {
+                        "--gateway"
+                    },
+                    token_source: token_source(false),
+                    token: flag_token.clone(),
+                    ca_source: ca_source(),
+                    ca_cert: self.global.ca_cert.clone(),
+                });
+            }
+            Some(name) => Some((
+                name.to_owned(),
+                if env_holds("OPENSHELL_GATEWAY", Some(name)) {
+                    "OPENSHELL_GATEWAY"
+                } else {
+                    "--gateway"
+                },
+            )),
+            None => None,
+        };
+        let store = match Store::locate() {
+            Ok(store) => store,
+            // Without a configuration directory nothing can be saved, so nothing is selected.
+            Err(_) if named.is_none() => {
+                return Ok(self.default_target(flag_token, token_source(false), ca_source()));
+            }
+            Err(err) => return Err(err.into()),
+        };
+        let file = store.load()?;
+        let (name, url_source) = match named {
+            Some(named) => named,
+            None => match file.selected.clone() {
+                Some(selected) => (selected, "selected"),
+                None => {
+                    return Ok(self.default_target(flag_token, token_source(false), ca_source()));
+                }
+            },
+        };
+        let Some(saved) = file.gateways.get(&name) else {
+            return Err(UsageError(if url_source == "selected" {
+                format!(
+                    "the selected gateway {name:?} is not saved any more; \
+                     choose one with `openshell gateway select NAME` (see `openshell gateway list`)"
+                )
+            } else {
+                format!(
+                    "no saved gateway is named {name:?} (see `openshell gateway list`); \
+                     {url_source} takes an address like http://HOST:PORT or a saved gateway's name"
+                )
+            })
+            .into());
+        };
+        let saved_token = match &flag_token {
+            Some(_) => None,
+            None => store.read_token(&name)?,
+        };
+        let from_saved = saved_token.is_some();
+        let (ca_cert, ca_from) = match &self.global.ca_cert {
+            Some(ca) => (Some(ca.clone()), ca_source()),
+            None => (
+                saved.ca_cert.clone(),
+                saved.ca_cert.as_ref().map(|_| "saved"),
+            ),
+        };
+        Ok(Target {
+            url: saved.url.clone(),
+            name: Some(name),
+            url_source,
+            token: flag_token.or(saved_token),
+            token_source: token_source(from_saved),
+            ca_cert,
+            ca_source: ca_from,
+        })
+    }
+
+    fn default_target(
+        &self,
+        token: Option<String>,
+        token_source: Option<&'static str>,
+        ca_source: Option<&'static str>,
+    ) -> Target {
+        Target {
+            url: DEFAULT_GATEWAY.to_owned(),
+            name: None,
+            url_source: "default",
+            token,
+            token_source,
+            ca_cert: self.global.ca_cert.clone(),
+            ca_source,
         }
-        if let Some(path) = &self.global.ca_cert {
-            let pem = std::fs::read(path)
-                .with_context(|| format!("cannot read CA certificate {}", path.display()))?;
-            check_ca_pem(path, &pem)?;
-            options = options.with_ca_cert_pem(pem);
-        }
-        Ok(Client::connect(options).await?)
     }
 
     /// An informational line on stderr, suppressed by `--quiet`.
@@ -109,6 +228,86 @@ impl Ctx {
             },
         }
     }
+}
+
+/// Whether environment variable `var` holds exactly `value`: then the value
+/// came from it, not from the flag (as far as anyone needs to know).
+fn env_holds(var: &str, value: Option<&str>) -> bool {
+    value.is_some_and(|v| std::env::var(var).is_ok_and(|e| e == v))
+}
+
+/// The gateway a command reaches. `Debug` and `Serialize` never show the token.
+#[derive(Clone, Serialize)]
+pub struct Target {
+    pub url: String,
+    /// The saved gateway in use, if one is.
+    pub name: Option<String>,
+    /// Where the address came from: `--gateway`, `OPENSHELL_GATEWAY`,
+    /// `selected` (the selected saved gateway) or `default`.
+    pub url_source: &'static str,
+    #[serde(skip)]
+    pub token: Option<String>,
+    /// Where the token came from: `--token`, `OPENSHELL_TOKEN` or `saved`; none without one.
+    pub token_source: Option<&'static str>,
+    pub ca_cert: Option<PathBuf>,
+    /// Where the CA came from: `--ca-cert`, `OPENSHELL_CA_CERT` or `saved`.
+    pub ca_source: Option<&'static str>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("url", &self.url)
+            .field("name", &self.name)
+            .field("url_source", &self.url_source)
+            .field("token_source", &self.token_source)
+            .field("ca_cert", &self.ca_cert)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Target {
+    /// How messages name it: `NAME (URL)` for a saved gateway, else the URL.
+    pub fn label(&self) -> String {
+        match &self.name {
+            Some(name) => format!("{name} ({})", self.url),
+            None => self.url.clone(),
+        }
+    }
+
+    pub fn client_options(
+        &self,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> anyhow::Result<ClientOptions> {
+        let mut options = ClientOptions::new(self.url.clone())
+            .with_connect_timeout(connect_timeout)
+            .with_request_timeout(request_timeout);
+        if let Some(token) = &self.token {
+            options = options.with_token(token.as_str());
+        }
+        if let Some(path) = &self.ca_cert {
+            options = options.with_ca_cert_pem(read_ca_pem(path)?);
+        }
+        Ok(options)
+    }
+
+    pub async fn connect(
+        &self,
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> anyhow::Result<Client> {
+        let options = self.client_options(connect_timeout, request_timeout)?;
+        Ok(Client::connect(options).await?)
+    }
+}
+
+/// Reads a CA file and refuses one without a PEM certificate in it.
+pub fn read_ca_pem(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let pem = std::fs::read(path)
+        .with_context(|| format!("cannot read CA certificate {}", path.display()))?;
+    check_ca_pem(path, &pem)?;
+    Ok(pem)
 }
 
 /// Refuses a `--ca-cert` file without a PEM certificate in it. The SDK
@@ -201,7 +400,7 @@ mod tests {
     fn global(ca_cert: &Path) -> GlobalArgs {
         GlobalArgs {
             // Nothing listens here; a check that fails must fail before connecting.
-            gateway: "http://127.0.0.1:9".into(),
+            gateway: Some("http://127.0.0.1:9".into()),
             token: None,
             ca_cert: Some(ca_cert.to_owned()),
             output: OutputFormat::Table,

@@ -7,7 +7,11 @@
 //! here, next to the generator, and JSON examples are serialized from the
 //! real types. A test regenerates the file and fails when it differs.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context as _;
 
 use clap::{Arg, ArgAction, Command, CommandFactory};
 use openshell_sdk::{
@@ -79,6 +83,37 @@ pub fn markdown() -> String {
     out.push_str(&json_shapes());
     out.push_str(&environment(&root));
     out
+}
+
+/// One man page per visible command, by file name (`openshell-sandbox-create.1`).
+pub fn man_pages(root: &Command) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+    fn visit(cmd: &Command, out: &mut BTreeMap<String, Vec<u8>>) -> anyhow::Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            visit(sub, out)?;
+        }
+        let man = clap_mangen::Man::new(cmd.clone());
+        let mut page = Vec::new();
+        man.render(&mut page)?;
+        out.insert(man.get_filename(), page);
+        Ok(())
+    }
+    let mut root = root.clone().disable_help_subcommand(true);
+    // Building names every subcommand by its path, as its page is titled.
+    root.build();
+    let mut out = BTreeMap::new();
+    visit(&root, &mut out)?;
+    Ok(out)
+}
+
+/// Writes [`man_pages`] into `dir`; how many.
+pub fn write_man_pages(root: &Command, dir: &Path) -> anyhow::Result<usize> {
+    let pages = man_pages(root)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (name, page) in &pages {
+        let path = dir.join(name);
+        std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(pages.len())
 }
 
 /// Every visible command below the root, depth first, with its path of names.
@@ -299,11 +334,11 @@ fn exit_codes() -> String {
         ),
         (
             exit::FAILURE,
-            "An error (gateway unreachable before any wait began, not found, invalid policy, …), or the change failed to apply (FAILED: the last-known-good configuration stays active); `policy diff`: the policies differ, as with diff(1).",
+            "An error (gateway unreachable before any wait began, not found, invalid policy, …), or the change failed to apply (FAILED: the last-known-good configuration stays active); `policy diff`: the policies differ, as with diff(1); `status`: the gateway did not answer; `doctor`: a check failed; `gateway login`: the gateway refused the token (nothing saved).",
         ),
         (
             exit::USAGE,
-            "Usage error: bad flags or values, an invalid policy file for `policy diff`, an empty policy, an existing `--credential-file` without `--force`, a `--ca-cert` file with no PEM certificate in it, or a write that needs confirmation (`sandbox delete`, global writes, a policy removing network access) without `--yes` when stdin or stderr is not a terminal.",
+            "Usage error: bad flags or values, an invalid policy file for `policy diff`, an empty policy, an existing `--credential-file` without `--force`, a `--ca-cert` file with no PEM certificate in it, a `--gateway` name that is not a saved gateway, or a write that needs confirmation (`sandbox delete`, global writes, a policy removing network access) without `--yes` when stdin or stderr is not a terminal.",
         ),
         (
             exit::NOT_IN_EFFECT,
@@ -613,6 +648,31 @@ mod tests {
             .find(|a| a.get_id() == "gateway")
             .unwrap();
         assert!(describe(gateway).contains("Env `OPENSHELL_GATEWAY`."));
+    }
+
+    /// How to regenerate the man pages.
+    const REGENERATE_MAN: &str = "cargo run -q -p openshell-cli -- docs man --out-dir docs/man";
+
+    #[test]
+    fn committed_man_pages_are_current() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/man");
+        let fresh = man_pages(&Cli::command()).unwrap();
+        let mut committed = BTreeMap::new();
+        for entry in std::fs::read_dir(&dir).into_iter().flatten() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            committed.insert(name, std::fs::read(entry.path()).unwrap());
+        }
+        assert!(
+            committed == fresh,
+            "docs/man is stale: it no longer matches the CLI's clap definitions.\nRegenerate it from the workspace root with:\n  rm -rf docs/man && {REGENERATE_MAN}"
+        );
+        assert!(fresh.contains_key("openshell.1"));
+        assert!(fresh.contains_key("openshell-gateway-login.1"));
+        assert!(
+            !fresh.keys().any(|k| k.contains("docs")),
+            "hidden commands stay out"
+        );
     }
 
     #[test]

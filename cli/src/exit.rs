@@ -32,7 +32,8 @@ pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0    applied or unchanged; superseded (with a warning); committed with --commit-only
   1    error, or the change failed to apply (FAILED); `policy diff`: the policies differ;
-       `policy validate`: the policy is invalid
+       `policy validate`: the policy is invalid; `status`, `doctor`: the gateway did not
+       answer or a check failed
   2    usage error
   3    the change is not in effect: INACTIVE (sandbox stopped, local policy) or CANCELLED
   69   gateway unavailable while waiting; the operation may still complete (`openshell operations get ID`)

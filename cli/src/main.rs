@@ -9,21 +9,24 @@
 
 mod cli;
 mod commands;
+mod complete;
 mod confirm;
 mod context;
 mod diff;
 mod docs;
 mod exit;
 mod follow;
+mod gateways;
 mod outcome;
 mod output;
 mod parse;
 mod progress;
+mod secret_file;
 mod views;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use openshell_sdk::SdkError;
 
 use crate::cli::Cli;
@@ -31,6 +34,10 @@ use crate::exit::UsageError;
 use crate::output::sanitize;
 
 fn main() -> ExitCode {
+    // A shell asking for completions (COMPLETE=SHELL) is answered and the process exits here.
+    clap_complete::CompleteEnv::with_factory(Cli::command)
+        .var(complete::COMPLETE_VAR)
+        .complete();
     let cli = Cli::parse();
     // One thread is plenty: the CLI makes one call at a time.
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -62,7 +69,10 @@ fn report_error(err: &anyhow::Error) -> u8 {
             eprintln!("{}", sanitize(&line));
         }
         if let SdkError::Unauthenticated(_) = sdk {
-            eprintln!("hint: give a valid operator token with --token or OPENSHELL_TOKEN");
+            eprintln!(
+                "hint: save a valid operator token with `openshell gateway login NAME`, \
+                 or give one with OPENSHELL_TOKEN; `openshell doctor` checks the way to the gateway"
+            );
         }
     }
     exit::FAILURE

@@ -1,6 +1,7 @@
 //! One module per command group; each turns parsed arguments into SDK calls
 //! and returns the process exit code.
 
+mod doctor;
 mod gateway;
 mod operations;
 pub(crate) mod policy;
@@ -30,15 +31,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Operations(cmd) => operations::run(&ctx, cmd).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd).await,
         Command::Gateway(cmd) => gateway::run(&ctx, cmd).await,
+        Command::Status => doctor::status(&ctx).await,
+        Command::Doctor => doctor::doctor(&ctx).await,
         Command::Completions { shell } => {
-            // Rendered to memory first: clap_complete panics when stdout is a closed pipe.
+            // Rendered to memory first: a write to a closed pipe must not panic.
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "openshell", &mut script);
+            crate::complete::registration(shell, &mut script)
+                .context("rendering the completion script")?;
             write_stdout(&String::from_utf8_lossy(&script))?;
             Ok(exit::SUCCESS)
         }
         Command::Docs(DocsCommand::Markdown) => {
             write_stdout(&crate::docs::markdown())?;
+            Ok(exit::SUCCESS)
+        }
+        Command::Docs(DocsCommand::Man { out_dir }) => {
+            let written = crate::docs::write_man_pages(&Cli::command(), &out_dir)?;
+            ctx.note(format!(
+                "{written} man pages written to {}",
+                out_dir.display()
+            ));
             Ok(exit::SUCCESS)
         }
     }

@@ -1,12 +1,7 @@
 //! `openshell sandbox …`: sandbox records and lifecycle.
 
-use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::Context as _;
 use openshell_sdk::{
     Client, CreatedSandbox, Operation, OperationState, Sandbox, SandboxLifecycle, SandboxRef,
     SupervisorCredential,
@@ -15,9 +10,10 @@ use serde::Serialize;
 
 use crate::cli::SandboxCommand;
 use crate::commands::read_input;
-use crate::context::Ctx;
-use crate::exit::{self, UsageError};
+use crate::context::{Ctx, Target};
+use crate::exit;
 use crate::output::{Output, finish, sanitize};
+use crate::secret_file::SecretFile;
 use crate::views;
 
 pub async fn run(ctx: &Ctx, cmd: SandboxCommand) -> anyhow::Result<u8> {
@@ -119,6 +115,8 @@ struct CreatedOutput<'a> {
     supervisor_credential: Option<&'a SupervisorCredential>,
     credential_file: Option<&'a Path>,
     operation: Option<&'a Operation>,
+    /// How to start the sandbox's supervisor; never holds the credential.
+    supervisor_command: String,
 }
 
 impl CreatedOutput<'_> {
@@ -133,7 +131,52 @@ impl CreatedOutput<'_> {
         if let Some(op) = self.operation {
             rows.push(("policy operation", format!("{} ({})", op.id, op.state)));
         }
-        finish(out.kv(rows))
+        let mut text = finish(out.kv(rows));
+        text.push_str("\nStart its supervisor with:\n  ");
+        text.push_str(&sanitize(&self.supervisor_command));
+        text.push('\n');
+        text
+    }
+}
+
+/// The `openshell-supervisor` command line for a new sandbox: the gateway
+/// this CLI reached, the sandbox by WORKSPACE/NAME, and the credential by
+/// file (a placeholder when it was printed instead), then the workload.
+fn supervisor_command(
+    target: &Target,
+    sandbox: &Sandbox,
+    credential_file: Option<&Path>,
+) -> String {
+    let mut words = vec![
+        "openshell-supervisor".to_owned(),
+        "--gateway".to_owned(),
+        shell_word(&target.url),
+        "--sandbox".to_owned(),
+        shell_word(&format!("{}/{}", sandbox.workspace, sandbox.name)),
+        "--credential-file".to_owned(),
+        credential_file.map_or_else(
+            || "CREDENTIAL_FILE".to_owned(),
+            |p| shell_word(&p.display().to_string()),
+        ),
+    ];
+    if let Some(ca) = &target.ca_cert {
+        words.push("--ca-file".to_owned());
+        words.push(shell_word(&ca.display().to_string()));
+    }
+    words.extend(["--".to_owned(), "COMMAND".to_owned()]);
+    words.join(" ")
+}
+
+/// `word` as one POSIX shell word: as it is when that is safe, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@%+,".contains(&b));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 
@@ -149,9 +192,15 @@ async fn create(
     // credential that cannot be saved afterwards would be lost.
     let file = credential_file
         .as_ref()
-        .map(|(path, force)| CredentialFile::open(path, *force))
+        .map(|(path, force)| SecretFile::open(path, *force, "credential file", "--force"))
         .transpose()?;
-    let client = ctx.client().await?;
+    let target = ctx.target()?;
+    let client = target
+        .connect(
+            crate::context::CONNECT_TIMEOUT,
+            crate::context::REQUEST_TIMEOUT,
+        )
+        .await?;
     let created = match client
         .create_sandbox(name, workspace, policy.as_deref())
         .await
@@ -167,7 +216,7 @@ async fn create(
     let saved_to = match file {
         Some(file) => {
             let path = file.path.clone();
-            match file.write(&created.supervisor_credential) {
+            match file.write(created.supervisor_credential.expose()) {
                 Ok(()) => Some(path),
                 Err(err) => {
                     eprintln!(
@@ -183,7 +232,7 @@ async fn create(
         }
         None => None,
     };
-    print_created(ctx, &created, saved_to.as_deref())?;
+    print_created(ctx, &target, &created, saved_to.as_deref())?;
     match &saved_to {
         Some(path) => ctx.note(format!(
             "supervisor credential written to {} (mode 0600)",
@@ -198,6 +247,7 @@ async fn create(
 
 fn print_created(
     ctx: &Ctx,
+    target: &Target,
     created: &CreatedSandbox,
     saved_to: Option<&Path>,
 ) -> anyhow::Result<()> {
@@ -209,307 +259,23 @@ fn print_created(
         },
         credential_file: saved_to,
         operation: created.operation.as_ref(),
+        supervisor_command: supervisor_command(target, &created.sandbox, saved_to),
     };
     ctx.out.print(&view, |o| view.table(o))
 }
 
-/// A new file for the credential, made before the sandbox exists so that a
-/// credential which could not be saved is never minted.
-///
-/// Without `--force` it is created at `path` itself, exclusively: an existing
-/// file, or a symlink even to nothing, is refused, never overwritten or
-/// followed. With `--force` it is created exclusively beside `path` and
-/// renamed over it once written: a rename replaces a symlink rather than
-/// writing through it, and a sandbox that fails to create leaves the old
-/// file as it was.
-struct CredentialFile {
-    /// Where the credential ends up.
-    path: PathBuf,
-    /// What was created and is written: `path`, or with `--force` a sibling of it.
-    created: PathBuf,
-    file: File,
-}
-
-impl CredentialFile {
-    fn open(path: &Path, force: bool) -> anyhow::Result<Self> {
-        let created = if force {
-            check_replaceable(path)?;
-            temporary_sibling(path)?
-        } else {
-            path.to_owned()
-        };
-        let file = match create_private(&created) {
-            Ok(file) => file,
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists && !force => {
-                return Err(UsageError(format!(
-                    "credential file {} already exists; use --force to replace it",
-                    path.display()
-                ))
-                .into());
-            }
-            Err(err) => {
-                return Err(anyhow::Error::new(err)
-                    .context(format!("cannot create credential file {}", path.display())));
-            }
-        };
-        Ok(Self {
-            path: path.to_owned(),
-            created,
-            file,
-        })
-    }
-
-    fn write(mut self, credential: &SupervisorCredential) -> anyhow::Result<()> {
-        let written = self.fill(credential).and_then(|()| self.put_in_place());
-        if written.is_err() {
-            // Never leave part of a secret behind; what was created is ours to remove.
-            let _ = std::fs::remove_file(&self.created);
-        }
-        written
-    }
-
-    fn fill(&mut self, credential: &SupervisorCredential) -> anyhow::Result<()> {
-        self.file.write_all(credential.expose().as_bytes())?;
-        self.file.write_all(b"\n")?;
-        self.file.sync_all()?;
-        Ok(())
-    }
-
-    fn put_in_place(&self) -> anyhow::Result<()> {
-        if self.created != self.path {
-            // Checked again: whatever is at the path may have changed while the gateway answered.
-            check_replaceable(&self.path)?;
-            std::fs::rename(&self.created, &self.path)
-                .with_context(|| format!("cannot replace {}", self.path.display()))?;
-        }
-        Ok(())
-    }
-
-    fn discard(self) {
-        drop(self.file);
-        // Best effort: an empty file left behind holds no secret.
-        let _ = std::fs::remove_file(&self.created);
-    }
-}
-
-/// Creates `path` only if nothing, not even a dangling symlink, is there,
-/// readable and writable by the owner alone.
-fn create_private(path: &Path) -> io::Result<File> {
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        // create_new already refuses a symlink; O_NOFOLLOW keeps refusing should that ever change.
-        options
-            .mode(0o600)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits());
-    }
-    let file = options.open(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        // On the open file (fchmod), so the mode is exactly 0600 whatever the umask.
-        if let Err(err) = file.set_permissions(std::fs::Permissions::from_mode(0o600)) {
-            drop(file);
-            let _ = std::fs::remove_file(path);
-            return Err(err);
-        }
-    }
-    Ok(file)
-}
-
-/// `--force` replaces a regular file or a symlink, nothing else: a
-/// directory or device at the path is surely not an old credential.
-fn check_replaceable(path: &Path) -> anyhow::Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_file() || meta.file_type().is_symlink() => Ok(()),
-        Ok(_) => Err(UsageError(format!(
-            "credential file {} exists and is not a regular file or a symlink; refusing to replace it",
-            path.display()
-        ))
-        .into()),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(err) => Err(anyhow::Error::new(err)
-            .context(format!("cannot inspect credential file {}", path.display()))),
-    }
-}
-
-/// A fresh name in the same directory, so the final rename stays on one filesystem.
-fn temporary_sibling(path: &Path) -> anyhow::Result<PathBuf> {
-    let name = path.file_name().ok_or_else(|| {
-        UsageError(format!(
-            "credential file {} does not name a file",
-            path.display()
-        ))
-    })?;
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let mut temp = OsString::from(".");
-    temp.push(name);
-    temp.push(format!(".{}-{nanos}.tmp", std::process::id()));
-    Ok(path.with_file_name(temp))
-}
-
-#[cfg(all(test, unix))]
+#[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
-    use std::os::unix::fs::{PermissionsExt, symlink};
-
     use super::*;
 
-    fn mode(path: &Path) -> u32 {
-        std::fs::symlink_metadata(path)
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777
-    }
-
-    fn usage_message(err: &anyhow::Error) -> String {
-        err.downcast_ref::<UsageError>()
-            .map(|u| u.0.clone())
-            .unwrap_or_else(|| panic!("not a usage error: {err:#}"))
-    }
-
-    /// Names in `dir`, to see that nothing (such as a temporary file) was left behind.
-    fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
-
     #[test]
-    fn a_new_credential_file_is_created_private() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("cred");
-        let file = CredentialFile::open(&path, false).unwrap();
-        file.write(&SupervisorCredential::new("cred-1")).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "cred-1\n");
-        assert_eq!(mode(&path), 0o600);
-        assert_eq!(names(dir.path()), ["cred"]);
-    }
-
-    #[test]
-    fn a_symlink_to_another_file_is_refused_and_the_target_untouched() {
-        let dir = tempfile::tempdir().unwrap();
-        // Stands for a file of another user that the link points at.
-        let target = dir.path().join("victim");
-        std::fs::write(&target, "victim's data\n").unwrap();
-        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let link = dir.path().join("cred");
-        symlink(&target, &link).unwrap();
-
-        let err = CredentialFile::open(&link, false).err().unwrap();
-        let message = usage_message(&err);
-        assert!(message.contains(&link.display().to_string()), "{message}");
-        assert!(message.contains("--force"), "{message}");
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "victim's data\n");
-        assert_eq!(mode(&target), 0o644);
-
-        // --force replaces the link itself and still leaves the target alone.
-        let file = CredentialFile::open(&link, true).unwrap();
-        file.write(&SupervisorCredential::new("cred-1")).unwrap();
-        assert!(
-            std::fs::symlink_metadata(&link)
-                .unwrap()
-                .file_type()
-                .is_file()
-        );
-        assert_eq!(std::fs::read_to_string(&link).unwrap(), "cred-1\n");
-        assert_eq!(mode(&link), 0o600);
-        assert_eq!(std::fs::read_to_string(&target).unwrap(), "victim's data\n");
-        assert_eq!(mode(&target), 0o644);
-        assert_eq!(names(dir.path()), ["cred", "victim"]);
-    }
-
-    #[test]
-    fn a_dangling_symlink_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("elsewhere");
-        let link = dir.path().join("cred");
-        symlink(&target, &link).unwrap();
-
-        let err = CredentialFile::open(&link, false).err().unwrap();
-        assert!(usage_message(&err).contains("--force"));
-        assert!(!target.exists(), "nothing was created through the link");
-
-        let file = CredentialFile::open(&link, true).unwrap();
-        file.write(&SupervisorCredential::new("cred-1")).unwrap();
-        assert_eq!(std::fs::read_to_string(&link).unwrap(), "cred-1\n");
-        assert!(!target.exists(), "nothing was created through the link");
-    }
-
-    #[test]
-    fn an_existing_file_needs_force_and_is_then_replaced_private() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("cred");
-        std::fs::write(&path, "old contents that are longer").unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-
-        let err = CredentialFile::open(&path, false).err().unwrap();
-        let message = usage_message(&err);
-        assert!(message.contains(&path.display().to_string()), "{message}");
-        assert!(message.contains("use --force"), "{message}");
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            "old contents that are longer"
-        );
-
-        let file = CredentialFile::open(&path, true).unwrap();
-        file.write(&SupervisorCredential::new("cred-1")).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "cred-1\n");
-        assert_eq!(mode(&path), 0o600);
-        assert_eq!(names(dir.path()), ["cred"]);
-    }
-
-    #[test]
-    fn force_never_replaces_a_directory() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("cred");
-        std::fs::create_dir(&path).unwrap();
-        let err = CredentialFile::open(&path, true).err().unwrap();
-        assert!(
-            usage_message(&err).contains("not a regular file"),
-            "{err:#}"
-        );
-        assert!(path.is_dir());
-    }
-
-    #[test]
-    fn the_mode_is_0600_under_a_permissive_umask() {
-        use nix::sys::stat::{Mode, umask};
-        let dir = tempfile::tempdir().unwrap();
-        let fresh = dir.path().join("fresh");
-        let replaced = dir.path().join("replaced");
-        std::fs::write(&replaced, "old").unwrap();
-        // Process-wide, so put back at once; other tests' files only come out wider meanwhile.
-        let old = umask(Mode::empty());
-        let opened = CredentialFile::open(&fresh, false)
-            .and_then(|f| f.write(&SupervisorCredential::new("cred-1")))
-            .and_then(|()| CredentialFile::open(&replaced, true))
-            .and_then(|f| f.write(&SupervisorCredential::new("cred-2")));
-        umask(old);
-        opened.unwrap();
-        assert_eq!(mode(&fresh), 0o600);
-        assert_eq!(mode(&replaced), 0o600);
-    }
-
-    #[test]
-    fn discarding_removes_what_was_created_and_keeps_an_old_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let fresh = dir.path().join("fresh");
-        CredentialFile::open(&fresh, false).unwrap().discard();
-        assert!(!fresh.exists());
-        // A sandbox that failed to create must not cost the old credential.
-        let kept = dir.path().join("kept");
-        std::fs::write(&kept, "x").unwrap();
-        CredentialFile::open(&kept, true).unwrap().discard();
-        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "x");
-        assert_eq!(names(dir.path()), ["kept"]);
+    fn shell_words_are_quoted_only_when_needed() {
+        assert_eq!(shell_word("/run/cred"), "/run/cred");
+        assert_eq!(shell_word("http://gw:7070"), "http://gw:7070");
+        assert_eq!(shell_word("my cred"), "'my cred'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word("$(x)"), "'$(x)'");
+        assert_eq!(shell_word(""), "''");
     }
 }
