@@ -15,8 +15,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use openshell_e2e::TOKEN;
 use openshell_e2e::process::{free_port, spawn_gateway, spawn_supervisor};
+use openshell_e2e::{TOKEN, eventually};
 use openshell_sdk::{
     ClientOptions, OperationState, ProviderSpec, Target, UpdateConfig, UpdateMode,
 };
@@ -222,6 +222,22 @@ async fn every_metric_the_rules_and_dashboard_name_is_exported_with_the_stores_v
         .await
         .unwrap();
 
+    // The legacy supervisor connects and polls on its own schedule.
+    eventually(
+        "the legacy session and its polls",
+        Duration::from_secs(60),
+        || async {
+            let text = scrape(metrics_port);
+            (value(
+                &text,
+                "openshell_supervisor_protocol_legacy_sessions_connected",
+            ) == Some(1.0)
+                && text.contains("openshell_config_poll_requests_total{"))
+            .then_some(())
+        },
+    )
+    .await;
+
     let expires = UNIX_EPOCH + Duration::from_secs(4_102_444_800); // 2100-01-01
     let sooner = UNIX_EPOCH + Duration::from_secs(4_000_000_000);
     for (name, at) in [("registry", expires), ("github", sooner)] {
@@ -243,7 +259,7 @@ async fn every_metric_the_rules_and_dashboard_name_is_exported_with_the_stores_v
         .await
         .unwrap();
 
-    let text = scrape(metrics_port);
+    let mut text = scrape(metrics_port);
     let waiting = client
         .list_operations(
             None,
@@ -285,7 +301,6 @@ async fn every_metric_the_rules_and_dashboard_name_is_exported_with_the_stores_v
         "{text}"
     );
 
-    let exported = exported_names(&text);
     let rules = rule_exprs();
     let alerts: BTreeSet<&str> = rules.iter().map(|(name, _)| name.as_str()).collect();
     for alert in [
@@ -304,19 +319,31 @@ async fn every_metric_the_rules_and_dashboard_name_is_exported_with_the_stores_v
         "the dashboard has {} queries",
         panels.len()
     );
-    let mut missing = Vec::new();
+    let mut named = Vec::new();
     for (source, expr) in rules.iter().chain(&panels) {
         let names = metric_names(expr);
         assert!(
             !names.is_empty(),
             "{source}: no openshell_ metric in {expr}"
         );
-        for name in names {
-            if !exported.contains(&name) {
-                missing.push(format!("{source}: {name}"));
-            }
-        }
+        named.extend(names.into_iter().map(|name| (source.clone(), name)));
     }
+    // Counters of acks and builds are counted as the delivery task gets to
+    // them, which may be just after the waits above returned.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (missing, exported) = loop {
+        let exported = exported_names(&text);
+        let missing: Vec<String> = named
+            .iter()
+            .filter(|(_, name)| !exported.contains(name))
+            .map(|(source, name)| format!("{source}: {name}"))
+            .collect();
+        if missing.is_empty() || std::time::Instant::now() > deadline {
+            break (missing, exported);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        text = scrape(metrics_port);
+    };
     assert!(
         missing.is_empty(),
         "named by deploy/monitoring/ but not exported by the gateway:\n{}\nexported: {exported:?}",
