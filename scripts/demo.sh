@@ -37,10 +37,10 @@ trap cleanup EXIT
 trap 'echo; echo "stopping"; exit 0' INT TERM
 
 echo "== starting the gateway (SQLite in $demo/gateway, push mode, $OPENSHELL_GATEWAY)"
-"$bin/openshell-gateway" \
+# The token through the environment, so it stays out of the process list.
+OPENSHELL_OPERATOR_TOKENS="demo=$OPENSHELL_TOKEN" "$bin/openshell-gateway" \
     --listen "127.0.0.1:$port" \
     --data-dir "$demo/gateway" \
-    --operator-token "demo=$OPENSHELL_TOKEN" \
     --config-delivery-mode push \
     --metrics-listen off \
     >"$demo/gateway.log" 2>&1 &

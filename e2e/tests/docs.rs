@@ -72,10 +72,25 @@ fn the_operator_guide_start_command_starts_a_gateway() {
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    // `VAR=value exec cmd`: the command's environment assignments stay in front of exec.
+    let words: Vec<&str> = commands[0].split_whitespace().collect();
+    let assignments = words
+        .iter()
+        .take_while(|w| {
+            w.split_once('=').is_some_and(|(k, _)| {
+                !k.is_empty() && k.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            })
+        })
+        .count();
+    let command = format!(
+        "{} exec {}",
+        words[..assignments].join(" "),
+        words[assignments..].join(" ")
+    );
     // The documented defaults, moved to a free port and a temp dir so tests can run side by side.
     let mut child = Command::new("bash")
         .arg("-c")
-        .arg(format!("exec {}", commands[0].trim()))
+        .arg(command.trim())
         .current_dir(dir.path())
         .env("PATH", path)
         .env("OPENSHELL_TOKEN", TOKEN)
@@ -93,9 +108,17 @@ fn the_operator_guide_start_command_starts_a_gateway() {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    // The token is in the gateway's environment, not in its argument list.
+    let argv = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap_or_default();
     let _ = child.kill();
     let _ = child.wait();
     assert!(listening, "the documented command starts a gateway");
+    let argv = String::from_utf8_lossy(&argv);
+    assert!(argv.contains("openshell-gateway"), "{argv:?}");
+    assert!(
+        !argv.contains(TOKEN),
+        "the token is on the command line: {argv:?}"
+    );
     assert!(
         dir.path().join("openshell-data/gateway.db").exists(),
         "the default SQLite file"
