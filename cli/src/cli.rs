@@ -881,6 +881,56 @@ mod tests {
     }
 
     #[test]
+    fn gateway_commands_take_upstream_forms_too() {
+        let cli = parse(&[
+            "gateway",
+            "add",
+            "prod",
+            "https://gw:7070",
+            "--ca-cert",
+            "ca.pem",
+        ])
+        .unwrap();
+        let Command::Gateway(GatewayCommand::Add { first, url, name }) = cli.command else {
+            panic!("wrong command");
+        };
+        assert_eq!(
+            (first.as_str(), url.as_deref(), name),
+            ("prod", Some("https://gw:7070"), None)
+        );
+        assert_eq!(cli.global.ca_cert, Some(PathBuf::from("ca.pem")));
+        // Upstream's form: the address alone, the name as a flag.
+        let cli = parse(&["gateway", "add", "https://gw:7070", "--name", "prod"]).unwrap();
+        let Command::Gateway(GatewayCommand::Add { first, url, name }) = cli.command else {
+            panic!("wrong command");
+        };
+        assert_eq!(
+            (first.as_str(), url, name.as_deref()),
+            ("https://gw:7070", None, Some("prod"))
+        );
+        let err = parse(&["gateway", "add", "prod", "https://gw:7070", "--name", "x"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict);
+        assert!(parse(&["gateway", "login"]).is_ok());
+        assert!(parse(&["gateway", "login", "prod"]).is_ok());
+        assert!(parse(&["gateway", "logout"]).is_ok());
+        assert!(parse(&["gateway", "select", "prod"]).is_ok());
+        assert!(parse(&["gateway", "ls"]).is_ok());
+        assert!(parse(&["gateway", "rm", "prod"]).is_ok());
+        let cli = parse(&["gateway", "info", "--name", "prod"]).unwrap();
+        let Command::Gateway(GatewayCommand::Info { name, name_flag }) = cli.command else {
+            panic!("wrong command");
+        };
+        assert_eq!((name, name_flag.as_deref()), (None, Some("prod")));
+        assert!(parse(&["gateway", "info", "prod", "--name", "x"]).is_err());
+        assert!(parse(&["status"]).is_ok());
+        assert!(parse(&["doctor", "-o", "json"]).is_ok());
+        // The token is never an argument of login.
+        assert!(parse(&["gateway", "login", "prod", "tok"]).is_err());
+        let cli = parse(&["sandbox", "list", "--gateway", "prod"]).unwrap();
+        assert_eq!(cli.global.gateway.as_deref(), Some("prod"));
+    }
+
+    #[test]
     fn docs_command_is_hidden() {
         let cmd = Cli::command();
         let docs = cmd.find_subcommand("docs").unwrap();

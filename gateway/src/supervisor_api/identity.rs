@@ -169,3 +169,57 @@ pub async fn authenticate_any(
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::store::sqlite_for_tests;
+
+    fn bearer(credential: &str) -> MetadataMap {
+        let mut metadata = MetadataMap::new();
+        metadata.insert(
+            "authorization",
+            format!("Bearer {credential}").parse().unwrap(),
+        );
+        metadata
+    }
+
+    #[tokio::test]
+    async fn a_name_opens_only_the_credentials_own_sandbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_for_tests(dir.path()).await;
+        let mut tx = store.begin_write().await.unwrap();
+        tx.ensure_workspace("default").await.unwrap();
+        tx.insert_sandbox("sb-1", "web", "default", &hash_credential("cred-web"))
+            .await
+            .unwrap();
+        tx.insert_sandbox("sb-2", "api", "default", &hash_credential("cred-api"))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+
+        let web = bearer("cred-web");
+        for name in ["web", "default/web", "sb-1"] {
+            let sandbox = authenticate(&store, name, &web).await.unwrap();
+            assert_eq!(sandbox.id, "sb-1", "{name}");
+        }
+        // Another sandbox's name, another workspace, or an unknown credential: refused alike.
+        for (name, metadata) in [
+            ("api", &web),
+            ("default/api", &web),
+            ("other/web", &web),
+            ("web", &bearer("nobody")),
+        ] {
+            let refusal = authenticate(&store, name, metadata).await.unwrap_err();
+            assert!(refusal.permanent, "{name}");
+            assert!(
+                refusal
+                    .reason
+                    .contains(&format!("credential is not valid for sandbox {name}")),
+                "{}",
+                refusal.reason
+            );
+        }
+    }
+}
