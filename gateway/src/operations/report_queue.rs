@@ -130,8 +130,8 @@ impl ReportResolver {
     }
 }
 
-/// The resolver task's state. The task lives on the store's writer thread
-/// (SQLite), so that a report arriving during a fanout wakes it there and
+/// The resolver task's state. The task lives on the store's writer thread,
+/// so that a report arriving during a fanout wakes it there and
 /// not behind the gateway runtime's crowd; while that runtime is quiet, its
 /// transactions run there instead, where a statement costs less (see
 /// `delivery/activity.rs`).
@@ -196,7 +196,15 @@ impl Resolver {
             // Sandbox order keeps row locks in one order across replicas; the
             // sort is stable, so one sandbox's reports keep their arrival order.
             batch.sort_by(|a, b| a.0.sandbox_id.cmp(&b.0.sandbox_id));
+            let (taken, started) = (batch.len(), std::time::Instant::now());
             let left = self.resolve_queued(place, batch).await;
+            tracing::debug!(
+                resolved = taken - left.len(),
+                queued = backlog.len() + left.len(),
+                took = ?started.elapsed(),
+                ?place,
+                "resolved a step of reports"
+            );
             // What the transaction left goes first again, in its order, after
             // whatever is urgent.
             for (report, waiter) in left.into_iter().rev() {
@@ -227,7 +235,7 @@ impl Resolver {
             let resolved = resolve_prefix(&store, &reports, true, &mut something_waits).await;
             (reports, resolved)
         };
-        let stepped = if place == WritePlace::Caller && self.store.has_writer_thread() {
+        let stepped = if place == WritePlace::Caller {
             self.gateway_runtime.spawn(step).await
         } else {
             Ok(step.await)

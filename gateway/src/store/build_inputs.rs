@@ -86,10 +86,10 @@ static SANDBOX_CONFIG_INPUTS_SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
          AS pending_operation \
          FROM sandboxes s JOIN workspaces w ON w.name = s.workspace \
          LEFT JOIN policy_revisions p ON p.sandbox_id = s.id AND p.revision = s.policy_revision \
-         WHERE s.id IN ",
+         WHERE s.id ",
         columns.join(", ")
     );
-    [Backend::Sqlite, Backend::Postgres].map(|b| format!("{select}({})", b.json_strings(1)))
+    [Backend::Sqlite, Backend::Postgres].map(|b| format!("{select}{}", b.in_json_list(1)))
 });
 
 fn sandbox_config_inputs_sql(backend: Backend) -> &'static str {

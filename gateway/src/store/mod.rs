@@ -91,9 +91,9 @@ pub struct Store {
     events: OperationEvents,
     shared_inputs: SharedInputCache,
     input_reads: InputReads,
-    /// Where SQLite write transactions run while the runtime is crowded
+    /// Where write transactions run while the runtime is crowded
     /// (see `writer_thread.rs`).
-    writer_thread: Option<Arc<WriterThread>>,
+    writer_thread: Arc<WriterThread>,
     _checkpointer: Option<Arc<AbortOnDropHandle<()>>>,
     replica_id: Arc<str>,
 }
@@ -242,11 +242,7 @@ impl Store {
             .map_err(|e| StoreError::Database(sqlx::Error::Migrate(Box::new(e))))?;
         data_migrations::convert_stored_policies(&writer).await?;
         let input_reads = InputReads::start(pool.clone(), backend);
-        let writer_thread = match backend {
-            Backend::Sqlite => Some(Arc::new(WriterThread::start().await?)),
-            // Statements there wait for the network, not for one thread.
-            Backend::Postgres => None,
-        };
+        let writer_thread = Arc::new(WriterThread::start(backend == Backend::Postgres).await?);
         Ok(Self {
             pool,
             writer,
@@ -313,10 +309,10 @@ impl Store {
     }
 
     /// Runs a series of write transactions in `place`. On the writer thread
-    /// (SQLite; a task of its own on PostgreSQL) it runs to the end even if
-    /// the caller stops waiting: a transaction commits or rolls back on its
-    /// own terms, not when a client hangs up. In the caller's task, dropping
-    /// the future rolls back what has not committed.
+    /// it runs to the end even if the caller stops waiting: a transaction
+    /// commits or rolls back on its own terms, not when a client hangs up.
+    /// In the caller's task, dropping the future rolls back what has not
+    /// committed.
     ///
     /// `write` fails with its caller's error, so a write may refuse on a
     /// domain rule; the store's own failures convert into it.
@@ -329,33 +325,19 @@ impl Store {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        match (place, &self.writer_thread) {
-            (WritePlace::Caller, _) => write.await,
-            (WritePlace::WriterThread, Some(thread)) => thread.run(write).await,
-            (WritePlace::WriterThread, None) => tokio::spawn(write)
-                .await
-                .map_err(|e| writer_thread::writes_unavailable(&e))?,
+        match place {
+            WritePlace::Caller => write.await,
+            WritePlace::WriterThread => self.writer_thread.run(write).await,
         }
     }
 
-    /// Whether writes have a thread of their own (SQLite).
-    pub fn has_writer_thread(&self) -> bool {
-        self.writer_thread.is_some()
-    }
-
     /// Starts a long-lived writing task (the report resolver) on the writer
-    /// thread, so that what it waits for wakes it there; on PostgreSQL,
-    /// which has none, on this runtime.
+    /// thread, so that what it waits for wakes it there.
     pub fn spawn_on_writer_thread(
         &self,
         task: impl std::future::Future<Output = ()> + Send + 'static,
     ) {
-        match &self.writer_thread {
-            Some(thread) => thread.spawn(task),
-            None => {
-                tokio::spawn(task);
-            }
-        }
+        self.writer_thread.spawn(task);
     }
 
     /// Write transactions waiting for the SQLite writer. A long series of
@@ -491,14 +473,21 @@ fn sqlite_url_with_create(url: &str) -> Result<String> {
 }
 
 impl Backend {
-    /// A subquery yielding the strings of the JSON array bound as `$param`.
-    /// A list of any length is one parameter and one statement text, so the
-    /// statement is prepared once per connection, not once per length.
-    pub(crate) fn json_strings(self, param: usize) -> String {
+    /// The predicate tail "is one of the strings of the JSON array bound as
+    /// `$param`", written after a column: `id {}`. A list of any length is
+    /// one parameter and one statement text, so the statement is prepared
+    /// once per connection, not once per length. On PostgreSQL the list is
+    /// an array (`= ANY(ARRAY(…))`), not an `IN (subquery)`: the planner
+    /// turned the subquery into a hash semi-join over a whole table (every
+    /// target of a 10k fleet operation, every sandbox) for each batch of 32
+    /// reports, where the array is an index lookup per element; resolving a
+    /// 10k fleet's acknowledgements took 13 s of such scans instead of well
+    /// under one.
+    pub(crate) fn in_json_list(self, param: usize) -> String {
         match self {
-            Self::Sqlite => format!("SELECT value FROM json_each(${param})"),
+            Self::Sqlite => format!("IN (SELECT value FROM json_each(${param}))"),
             Self::Postgres => {
-                format!("SELECT jsonb_array_elements_text(CAST(${param} AS jsonb))")
+                format!("= ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(${param} AS jsonb))))")
             }
         }
     }
@@ -523,7 +512,7 @@ impl Backend {
     }
 }
 
-/// A list as the JSON array that [`Backend::json_strings`] reads.
+/// A list as the JSON array that [`Backend::in_json_list`] reads.
 pub(crate) fn json_list<T: serde::Serialize>(items: &[T]) -> Result<String> {
     serde_json::to_string(items).map_err(|e| StoreError::Database(sqlx::Error::Encode(Box::new(e))))
 }

@@ -88,8 +88,8 @@ impl WriteTx {
     /// order, and returns the lifecycle of each one found.
     pub async fn lock_sandboxes(&mut self, ids: &[String]) -> Result<HashMap<String, Lifecycle>> {
         let select = format!(
-            "SELECT id, lifecycle FROM sandboxes WHERE id IN ({}) ORDER BY id{}",
-            self.backend.json_strings(1),
+            "SELECT id, lifecycle FROM sandboxes WHERE id {} ORDER BY id{}",
+            self.backend.in_json_list(1),
             self.for_update()
         );
         let sql = self.backend.json_rows(&select, &["id", "lifecycle"], "id");
@@ -107,9 +107,9 @@ impl WriteTx {
         sandbox_ids: &[String],
     ) -> Result<Vec<OperationRecord>> {
         let sql = format!(
-            "SELECT {OPERATION_COLUMNS} FROM operations WHERE sandbox_id IN ({}) \
+            "SELECT {OPERATION_COLUMNS} FROM operations WHERE sandbox_id {} \
              AND state IN ('PENDING', 'DELIVERED') ORDER BY created_at, id",
-            self.backend.json_strings(1)
+            self.backend.in_json_list(1)
         );
         sqlx::query(AssertSqlSafe(sql))
             .bind(json_list(sandbox_ids)?)
@@ -129,8 +129,8 @@ impl WriteTx {
             "SELECT t.sandbox_id, o.id, o.target_kind, o.settings_revision, \
              o.global_policy_revision, o.touches_policy, o.created_at \
              FROM operation_targets t JOIN operations o ON o.id = t.operation_id \
-             WHERE t.sandbox_id IN ({}) AND t.state IN ('PENDING', 'DELIVERED')",
-            self.backend.json_strings(1)
+             WHERE t.sandbox_id {} AND t.state IN ('PENDING', 'DELIVERED')",
+            self.backend.in_json_list(1)
         );
         let sql = self.backend.json_rows(
             &select,
@@ -203,8 +203,8 @@ impl WriteTx {
     ) -> Result<bool> {
         let sql = format!(
             "UPDATE operation_targets SET state = $2, outcome = $3, error = $4, updated_at = $5 \
-             WHERE operation_id = $1 AND state IN ('PENDING', 'DELIVERED') AND sandbox_id IN ({})",
-            self.backend.json_strings(6)
+             WHERE operation_id = $1 AND state IN ('PENDING', 'DELIVERED') AND sandbox_id {}",
+            self.backend.in_json_list(6)
         );
         let finished = sqlx::query(AssertSqlSafe(sql))
             .bind(operation_id)
@@ -310,8 +310,8 @@ impl WriteTx {
         }
         let sql = format!(
             "UPDATE sandboxes SET lifecycle = 'running', updated_at = $1 \
-             WHERE lifecycle = 'pending' AND id IN ({})",
-            self.backend.json_strings(2)
+             WHERE lifecycle = 'pending' AND id {}",
+            self.backend.in_json_list(2)
         );
         sqlx::query(AssertSqlSafe(sql))
             .bind(now_ms())

@@ -1,13 +1,21 @@
-//! The thread where SQLite write transactions run while the gateway's
-//! runtime is crowded.
+//! The thread where write transactions run while the gateway's runtime is
+//! crowded.
 //!
-//! Every statement is a round trip to the connection's worker thread, and
-//! the task that awaits it must be polled again before the next statement
-//! goes out. On the gateway's runtime during a fleet fanout, that task
-//! waits behind thousands of ready session tasks each time, holding the one
-//! writer meanwhile. On a runtime of its own, a write waits only for other
-//! writes. When to use it is decided by the caller
-//! ([`WritePlace`](super::WritePlace); `delivery/activity.rs`).
+//! Every statement is a round trip (to SQLite's connection thread, or to
+//! PostgreSQL over the network), and the task that awaits it must be polled
+//! again before the next statement goes out. On the gateway's runtime during
+//! a fleet fanout, that task waits behind thousands of ready session tasks
+//! each time: on SQLite it holds the one writer meanwhile, and on
+//! PostgreSQL the report resolver, one task among ten thousand, fell a
+//! thousand acknowledgements behind the fanout, so a 10k fleet operation
+//! completed hundreds of milliseconds after its last acknowledgement. On a
+//! runtime of its own, a write waits only for other writes. When to use it
+//! is decided by the caller ([`WritePlace`](super::WritePlace);
+//! `delivery/activity.rs`).
+//!
+//! On PostgreSQL the runtime drives I/O: a connection the pool opens from
+//! here is registered with it, and it lives as long as the store, as the
+//! pool does.
 
 use std::future::Future;
 
@@ -25,13 +33,21 @@ pub(super) struct WriterThread {
 }
 
 impl WriterThread {
-    pub(super) async fn start() -> Result<Self> {
+    /// `network`: statements go over sockets (PostgreSQL), so the runtime
+    /// drives I/O. Without it (SQLite) it drives timers only and parks on a
+    /// condition variable, a cheaper wake-up per statement.
+    pub(super) async fn start(network: bool) -> Result<Self> {
         let (started, handle) = oneshot::channel();
         let (stop, stopped) = oneshot::channel::<()>();
         std::thread::Builder::new()
             .name("openshell-store-writes".into())
             .spawn(move || {
-                let runtime = match Builder::new_current_thread().enable_time().build() {
+                let mut builder = Builder::new_current_thread();
+                builder.enable_time();
+                if network {
+                    builder.enable_io();
+                }
+                let runtime = match builder.build() {
                     Ok(runtime) => runtime,
                     Err(e) => {
                         let _ = started.send(Err(e));
