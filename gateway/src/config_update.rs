@@ -80,6 +80,10 @@ pub struct Committed {
     /// Static sections the sandbox policy omitted and that were kept from
     /// the sandbox's latest revision (see [`prepare_sandbox_policy`]).
     pub kept_static_sections: Vec<String>,
+    /// The hash of the sandbox policy in effect after a sandbox write, known
+    /// to the write itself; None when the answer must look it up (a replay,
+    /// a fleet write).
+    pub sandbox_policy_hash: Option<String>,
 }
 
 /// What a validate-only request would do; nothing of it was written.
@@ -128,8 +132,8 @@ pub struct PreparedPolicy<'a> {
 /// What [`write_sandbox_policy`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PolicyWrite {
-    /// The new revision; None when the policy equals the latest one.
-    pub revision: Option<u64>,
+    /// The new revision and its hash; None when the policy equals the latest one.
+    pub revision: Option<(u64, String)>,
     pub kept_static_sections: Vec<String>,
 }
 
@@ -423,6 +427,7 @@ async fn try_commit(
         signal: Some(signal),
         publication: Some(written.publication),
         kept_static_sections: written.kept_static_sections,
+        sandbox_policy_hash: written.sandbox_policy_hash,
     })
 }
 
@@ -446,6 +451,7 @@ async fn replayed(
         signal: None,
         publication: None,
         kept_static_sections,
+        sandbox_policy_hash: None,
     })
 }
 
@@ -472,6 +478,7 @@ struct TargetWrite<'a> {
     /// Set when the target is a stopped sandbox: the operation ends at once.
     inactive_reason: Option<&'static str>,
     kept_static_sections: Vec<String>,
+    sandbox_policy_hash: Option<String>,
 }
 
 async fn write_to_sandbox<'a>(
@@ -480,7 +487,7 @@ async fn write_to_sandbox<'a>(
     validated: &Validated,
     op: &mut NewOperation,
 ) -> Result<TargetWrite<'a>> {
-    let current = tx.lock_sandbox(sandbox_id).await?;
+    let (current, mut policy_hash) = tx.lock_sandbox_with_policy_hash(sandbox_id).await?;
     if current.lifecycle == Lifecycle::Deleted {
         return Err(GatewayError::NotFound(format!(
             "sandbox {sandbox_id} was deleted"
@@ -493,9 +500,10 @@ async fn write_to_sandbox<'a>(
     if let Some(policy) = &validated.policy {
         let written = write_sandbox_policy(tx, &current, policy, &op.id).await?;
         kept_static_sections = written.kept_static_sections;
-        if let Some(revision) = written.revision {
+        if let Some((revision, hash)) = written.revision {
             op.policy_revision = revision;
             op.no_op = false;
+            policy_hash = Some(hash);
         }
     }
     if !validated.settings.is_empty()
@@ -512,6 +520,8 @@ async fn write_to_sandbox<'a>(
         inactive_reason: (current.lifecycle == Lifecycle::Stopped)
             .then_some(crate::store::STOPPED_TARGET_REASON),
         kept_static_sections,
+        // A sandbox without any policy revision answers with an empty hash.
+        sandbox_policy_hash: Some(policy_hash.unwrap_or_default()),
     })
 }
 
@@ -543,6 +553,7 @@ async fn write_to_workspace<'a>(
         fleet: Some(Fleet::Workspace(workspace)),
         inactive_reason: None,
         kept_static_sections: Vec::new(),
+        sandbox_policy_hash: None,
     })
 }
 
@@ -590,6 +601,7 @@ async fn write_to_global<'a>(
         fleet: Some(Fleet::All),
         inactive_reason: None,
         kept_static_sections: Vec::new(),
+        sandbox_policy_hash: None,
     })
 }
 
@@ -865,7 +877,7 @@ pub async fn write_sandbox_policy(
     )
     .await?;
     Ok(PolicyWrite {
-        revision: Some(revision),
+        revision: Some((revision, hash)),
         kept_static_sections,
     })
 }

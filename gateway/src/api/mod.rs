@@ -999,7 +999,10 @@ impl OpenShell for OpenShellApi {
             operation = op;
             wait_timed_out = timed_out;
         }
-        let policy_hash = self.policy_hash_after(&operation).await?;
+        let policy_hash = match committed.sandbox_policy_hash {
+            Some(hash) => hash,
+            None => self.policy_hash_after(&operation).await?,
+        };
         let mut pb_operation = wire::operation(&operation);
         pb_operation.wait_timed_out = wait_timed_out;
         Ok(Response::new(pb::UpdateConfigResponse {

@@ -242,6 +242,27 @@ impl WriteTx {
         sandbox_from_row(&row)
     }
 
+    /// [`Self::lock_sandbox`], with the hash of its current policy revision
+    /// (None before its first): a write answers with it without another
+    /// round trip to the store after its commit.
+    pub async fn lock_sandbox_with_policy_hash(
+        &mut self,
+        id: &str,
+    ) -> Result<(SandboxRecord, Option<String>)> {
+        let sql = format!(
+            "SELECT {SANDBOX_COLUMNS}, (SELECT p.policy_hash FROM policy_revisions p \
+             WHERE p.sandbox_id = sandboxes.id AND p.revision = sandboxes.policy_revision) \
+             AS current_policy_hash FROM sandboxes WHERE id = $1{}",
+            self.for_update()
+        );
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(id)
+            .fetch_optional(self.conn())
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("sandbox {id} not found")))?;
+        Ok((sandbox_from_row(&row)?, row.try_get("current_policy_hash")?))
+    }
+
     pub async fn set_lifecycle(&mut self, id: &str, lifecycle: Lifecycle) -> Result<()> {
         sqlx::query("UPDATE sandboxes SET lifecycle = $2, updated_at = $3 WHERE id = $1")
             .bind(id)
