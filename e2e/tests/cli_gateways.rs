@@ -292,6 +292,25 @@ async fn a_saved_gateway_needs_no_flags_and_flags_and_env_still_win() {
     world.run(&["gateway", "logout"]).await.expect_code(0);
     assert!(!token_file.exists());
 
+    // XDG_CONFIG_HOME, when set, is where saved gateways live instead.
+    let xdg = world.home.join("xdg");
+    let xdg_arg = xdg.display().to_string();
+    let elsewhere_list = world
+        .run_with(
+            &["gateway", "list", "-o", "json"],
+            &[("XDG_CONFIG_HOME", &xdg_arg)],
+        )
+        .await;
+    assert_eq!(elsewhere_list.expect_code(0).json(), serde_json::json!([]));
+    world
+        .run_with(
+            &["gateway", "add", "prod", &url],
+            &[("XDG_CONFIG_HOME", &xdg_arg)],
+        )
+        .await
+        .expect_code(0);
+    assert!(xdg.join("openshell/gateways.yaml").exists());
+
     world.assert_token_never_shown();
 }
 

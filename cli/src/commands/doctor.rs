@@ -184,9 +184,17 @@ async fn run_checks(ctx: &Ctx) -> Vec<Check> {
     // Saved gateways: the file reads, and a saved token is private.
     if let Ok(store) = Store::locate() {
         match store.load() {
-            Ok(_) => checks.push(Check::ok(
+            Ok(file) if file.gateways.is_empty() => checks.push(Check::ok(
                 "config",
-                format!("saved gateways in {}", store.config_path().display()),
+                format!("no saved gateways ({})", store.config_path().display()),
+            )),
+            Ok(file) => checks.push(Check::ok(
+                "config",
+                format!(
+                    "{} saved gateway(s) in {}",
+                    file.gateways.len(),
+                    store.config_path().display()
+                ),
             )),
             Err(err) => checks.push(Check::fail(
                 "config",
