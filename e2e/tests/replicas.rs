@@ -1,7 +1,9 @@
 //! Replicas sharing PostgreSQL tell each other about writes: a write made
 //! through one replica reaches a session held by another at once, not at
-//! the owner's next reconcile; hints are authenticated, checked and
-//! answered; an unreachable peer never holds up a write.
+//! the owner's next reconcile; the writer's `WAIT_FOR_APPLY` wakes when the
+//! owner resolves the operation (announced over PostgreSQL), not at a re-read;
+//! hints are authenticated, checked and answered; an unreachable peer never
+//! holds up a write.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -45,6 +47,8 @@ fn as_replica(id: &'static str) -> impl FnOnce(&mut GatewayConfig) {
         config.delivery.reconcile_interval = NOT_WITHIN_A_TEST;
         config.delivery.reconcile_first_min = NOT_WITHIN_A_TEST;
         config.delivery.intent_replay_interval = NOT_WITHIN_A_TEST;
+        // A wait on another replica's resolution ends only by its announcement.
+        config.delivery.wait_recheck_interval = NOT_WITHIN_A_TEST;
     }
 }
 
@@ -142,13 +146,16 @@ async fn supervised_by_second(
     (id, supervisor, owner)
 }
 
-/// `request` sent with `WAIT_FOR_APPLY` and a 20 s wait; the operation it returns.
+/// `request` sent with `WAIT_FOR_APPLY`; the operation it returns. The wait
+/// is as long as the gateway allows (10 minutes): a wait that no wake-up ends
+/// (re-reads are not due within a test either) outlasts the test's own limit,
+/// where a wait ended at its deadline would re-read and look the same.
 async fn wait_for_apply(api: &mut Api, request: pb::UpdateConfigRequest) -> pb::Operation {
     api.update_config(pb::UpdateConfigRequest {
         mode: pb::UpdateMode::WaitForApply as i32,
         wait: Some(pb::WaitOptions {
             timeout: Some(prost_types::Duration {
-                seconds: 20,
+                seconds: 600,
                 nanos: 0,
             }),
             threshold: 0.0,
@@ -178,6 +185,8 @@ fn global_setting(key: &str, raw: &str) -> pb::UpdateConfigRequest {
     }
 }
 
+/// The writer's waits end although no re-read is due within the test: replica-b
+/// resolved the operations and announced them (`store/notices.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_through_one_replica_reaches_a_session_held_by_another() {
     let (first, second) = two_replicas().await;

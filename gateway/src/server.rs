@@ -226,6 +226,7 @@ async fn open_store(config: &GatewayConfig) -> Result<Store, StartError> {
             url: config.database_url.clone(),
             max_connections: config.db_pool_size,
             replica_id: config.replica_id.clone(),
+            wait_recheck_interval: config.delivery.wait_recheck_interval,
         },
         cipher,
     )

@@ -24,6 +24,9 @@ pub struct DeliveryTuning {
     /// How often a replica on PostgreSQL replays the other replicas' fanout
     /// intents (`peers/replay.rs`).
     pub intent_replay_interval: Duration,
+    /// How often a waiter on an operation re-reads it without a wake-up; every
+    /// change wakes it, on PostgreSQL also one committed by another replica.
+    pub wait_recheck_interval: Duration,
 }
 
 impl Default for DeliveryTuning {
@@ -39,6 +42,7 @@ impl Default for DeliveryTuning {
             backoff_max: Duration::from_secs(30),
             bootstrap_result_timeout: Duration::from_secs(45),
             intent_replay_interval: Duration::from_secs(2),
+            wait_recheck_interval: crate::store::DEFAULT_WAIT_RECHECK,
         }
     }
 }

@@ -17,10 +17,6 @@ pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
 /// Longest server-side wait a caller may ask for.
 pub const MAX_WAIT: Duration = Duration::from_secs(600);
 
-/// Waiters are woken on change; this slow re-read only covers missed
-/// wake-ups and changes committed by another replica.
-const FALLBACK_RECHECK: Duration = Duration::from_secs(1);
-
 /// Clamps a requested wait into (0, MAX_WAIT]; zero means the default.
 pub fn wait_deadline(requested: Option<Duration>) -> Duration {
     match requested {
@@ -189,8 +185,10 @@ impl OperationWatch {
                 self.last = Some(current.clone());
                 return Some(Ok(current));
             }
-            let sleep_for =
-                FALLBACK_RECHECK.min(self.deadline.saturating_duration_since(Instant::now()));
+            // Waiters are woken on change, also by another replica's
+            // (`store/notices.rs`); the slow re-read only covers a missed wake-up.
+            let sleep_for = (self.store.operation_events().recheck_interval())
+                .min(self.deadline.saturating_duration_since(Instant::now()));
             let mut stopping = self.stopping.clone();
             tokio::select! {
                 () = &mut woken => {}

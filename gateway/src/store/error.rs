@@ -104,6 +104,7 @@ mod tests {
             url: "mysql://localhost/gateway".into(),
             max_connections: 1,
             replica_id: "test".into(),
+            wait_recheck_interval: std::time::Duration::from_secs(1),
         };
         let err = crate::store::Store::open(&options, cipher)
             .await

@@ -4,11 +4,14 @@
 //! storm. A change that wrote the whole row (a sandbox operation marked
 //! delivered or ended) hands its waiters the row itself: during a fanout a
 //! read on the crowded runtime costs milliseconds, and a `WAIT_FOR_APPLY`
-//! write used to read twice. Waiters still re-read slowly as a fallback, so
-//! a missed wake-up (or a change made by another replica) cannot hang them.
+//! write used to read twice. On PostgreSQL a transaction that changed
+//! operations also announces them to the other replicas (`notices.rs`), whose
+//! waiters re-read at once. Waiters still re-read slowly as a fallback, so a
+//! missed wake-up cannot hang them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -71,15 +74,60 @@ pub(crate) struct ChangedOperation {
     pub row: Option<OperationRecord>,
 }
 
+/// How often a waiter re-reads its operation in case a wake-up was missed.
+pub const DEFAULT_WAIT_RECHECK: Duration = Duration::from_secs(1);
+
 /// Registry of per-operation signals, and the count of operations each
 /// terminal state ended (committed on this replica); cheap to clone.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct OperationEvents {
     waiters: Arc<Mutex<HashMap<String, Weak<OperationSignal>>>>,
     ended: Family<StateLabel, Counter>,
+    recheck: Duration,
+}
+
+impl Default for OperationEvents {
+    fn default() -> Self {
+        Self::with_recheck(DEFAULT_WAIT_RECHECK)
+    }
 }
 
 impl OperationEvents {
+    /// Events whose waiters re-read every `recheck` (tests lengthen it to
+    /// show that a wake-up, not the re-read, ended a wait).
+    pub fn with_recheck(recheck: Duration) -> Self {
+        Self {
+            waiters: Arc::default(),
+            ended: Family::default(),
+            recheck,
+        }
+    }
+
+    /// How often a waiter re-reads its operation without a wake-up.
+    pub fn recheck_interval(&self) -> Duration {
+        self.recheck
+    }
+
+    /// Wakes the waiters of operations another replica changed: they re-read.
+    pub(crate) fn wake(&self, operation_ids: &[&str]) {
+        let map = self.lock();
+        for id in operation_ids {
+            if let Some(signal) = map.get(*id).and_then(Weak::upgrade) {
+                signal.changed(None);
+            }
+        }
+    }
+
+    /// Wakes every waiter: changes may have been missed (a lost listener
+    /// connection, or too many to name).
+    pub(crate) fn wake_all(&self) {
+        let signals: Vec<Arc<OperationSignal>> =
+            self.lock().values().filter_map(Weak::upgrade).collect();
+        for signal in signals {
+            signal.changed(None);
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Weak<OperationSignal>>> {
         self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
     }

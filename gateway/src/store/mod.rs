@@ -15,6 +15,7 @@ mod error;
 mod events;
 mod fanout_intents;
 mod gauges;
+mod notices;
 mod operations;
 mod policies;
 mod providers;
@@ -42,7 +43,7 @@ use build_inputs::InputReads;
 pub use build_inputs::{PendingInputs, ReadPriority, SandboxConfigInputs, SharedInputCache};
 pub use error::{Result, StoreError};
 use events::ChangedOperation;
-pub use events::{OperationEvents, OperationSignal};
+pub use events::{DEFAULT_WAIT_RECHECK, OperationEvents, OperationSignal};
 pub use fanout_intents::FanoutIntent;
 pub use operations::{
     IdempotentMatch, ListedTargets, NewOperation, OperationFilter, STOPPED_TARGET_REASON,
@@ -95,6 +96,8 @@ pub struct Store {
     /// (see `writer_thread.rs`).
     writer_thread: Arc<WriterThread>,
     _checkpointer: Option<Arc<AbortOnDropHandle<()>>>,
+    /// Hears other replicas' operation changes (PostgreSQL; `notices.rs`).
+    _notices: Option<Arc<AbortOnDropHandle<()>>>,
     replica_id: Arc<str>,
 }
 
@@ -125,7 +128,15 @@ pub struct WriteTx {
 impl WriteTx {
     /// Commits, then wakes the waiters of every operation this transaction
     /// changed and counts the ones it ended.
-    pub async fn commit(self) -> Result<()> {
+    pub async fn commit(mut self) -> Result<()> {
+        if self.backend == Backend::Postgres && !self.changed_operations.is_empty() {
+            // Delivered to the other replicas' listeners when, and only if, this commits.
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(notices::CHANNEL)
+                .bind(notices::payload(&self.replica_id, &self.changed_operations))
+                .execute(&mut *self.tx)
+                .await?;
+        }
         self.tx.commit().await?;
         self.events.notify(&self.changed_operations);
         self.events.count_ended(&self.ended_operations);
@@ -201,6 +212,8 @@ pub struct StoreOptions {
     pub max_connections: u32,
     /// This replica, recorded on the fanout intents it writes.
     pub replica_id: String,
+    /// How often an operation's waiter re-reads it without a wake-up.
+    pub wait_recheck_interval: Duration,
 }
 
 impl Store {
@@ -243,6 +256,14 @@ impl Store {
         data_migrations::convert_stored_policies(&writer).await?;
         let input_reads = InputReads::start(pool.clone(), backend);
         let writer_thread = Arc::new(WriterThread::start(backend == Backend::Postgres).await?);
+        let events = OperationEvents::with_recheck(options.wait_recheck_interval);
+        let notices = (backend == Backend::Postgres).then(|| {
+            Arc::new(AbortOnDropHandle::new(tokio::spawn(notices::listen(
+                url.clone(),
+                options.replica_id.clone(),
+                events.clone(),
+            ))))
+        });
         Ok(Self {
             pool,
             writer,
@@ -250,11 +271,12 @@ impl Store {
             write_lock: Arc::new(Mutex::new(())),
             writers_waiting: Arc::new(AtomicUsize::new(0)),
             cipher,
-            events: OperationEvents::default(),
+            events,
             shared_inputs: SharedInputCache::default(),
             input_reads,
             writer_thread,
             _checkpointer: checkpointer,
+            _notices: notices,
             replica_id: options.replica_id.as_str().into(),
         })
     }
@@ -544,6 +566,7 @@ pub(crate) async fn sqlite_for_tests(dir: &std::path::Path) -> Store {
         url: format!("sqlite://{}", dir.join("gateway.db").display()),
         max_connections: 2,
         replica_id: "test".into(),
+        wait_recheck_interval: events::DEFAULT_WAIT_RECHECK,
     };
     Store::open(&options, cipher).await.unwrap()
 }
