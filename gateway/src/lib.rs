@@ -29,6 +29,7 @@ pub mod peers;
 pub mod policy_diff;
 pub mod policy_parse;
 pub mod providers;
+pub mod sandbox_logs;
 pub mod server;
 pub mod session_registry;
 pub mod snapshot;

@@ -54,6 +54,13 @@ pub struct ResultLabel {
     pub result: &'static str,
 }
 
+/// Who dropped log lines: the supervisor (its buffer was full) or this
+/// replica (its per-sandbox bound).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DroppedByLabel {
+    pub by: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ComponentLabel {
     pub component: &'static str,
@@ -139,6 +146,10 @@ pub struct Metrics {
     pub earliest_credential_expiry: Gauge,
     /// [`StoreGauges::replicas_silent`].
     pub replicas_silent: Gauge,
+    /// Sandbox log lines received from supervisors.
+    pub log_lines_received: Counter,
+    /// Sandbox log lines dropped, by who dropped them (`supervisor`, `gateway`).
+    pub log_lines_dropped: Family<DroppedByLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -290,7 +301,21 @@ impl Metrics {
             "Registered replicas whose heartbeat is older than the liveness window",
             replicas_silent.clone(),
         );
+        let log_lines_received = Counter::default();
+        registry.register(
+            "sandbox_log_lines_received",
+            "Sandbox log lines received from supervisors",
+            log_lines_received.clone(),
+        );
+        let log_lines_dropped = Family::<DroppedByLabel, Counter>::default();
+        registry.register(
+            "sandbox_log_lines_dropped",
+            "Sandbox log lines dropped: by the supervisor (its buffer was full) or by this replica's per-sandbox bound",
+            log_lines_dropped.clone(),
+        );
         Self {
+            log_lines_received,
+            log_lines_dropped,
             legacy_sessions_connected,
             operations_pending,
             oldest_pending_created,

@@ -304,6 +304,7 @@ fn assemble(
         activity,
         tuning: config.delivery.clone(),
         config: Arc::new(config),
+        logs: crate::sandbox_logs::SandboxLogs::default(),
     }
 }
 
@@ -326,6 +327,7 @@ fn router(
         session_tasks: state.session_tasks.clone(),
         served: Arc::default(),
         stopping: state.stopping.clone(),
+        logs: state.logs.clone(),
     });
     let api = OpenShellApi::new(
         ApiContext {
@@ -338,6 +340,7 @@ fn router(
             metrics: state.metrics.clone(),
             stopping: state.stopping.clone(),
             started_at_ms: state.started_at_ms,
+            logs: state.logs.clone(),
         },
         supervisor,
     );

@@ -16,6 +16,7 @@ use crate::delivery::{
 use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
 use crate::peers::notifier::PeerNotifier;
+use crate::sandbox_logs::SandboxLogs;
 use crate::session_registry::SessionRegistry;
 use crate::store::{OwnerClaims, Store};
 
@@ -45,6 +46,8 @@ pub struct GatewayState {
     /// Hints to the other replicas of a PostgreSQL store; None with one
     /// replica (SQLite) or without a peer secret.
     pub peers: Option<Arc<PeerNotifier>>,
+    /// Recent sandbox log lines pushed to this replica.
+    pub logs: SandboxLogs,
 }
 
 impl GatewayState {

@@ -15,6 +15,7 @@ use openshell_core::{Secret, ValueClass};
 use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
 use openshell_proto::v1::open_shell_server::OpenShell;
+use tokio::sync::broadcast;
 use tonic::{Request, Response, Status};
 
 use crate::auth::caller_of;
@@ -31,6 +32,7 @@ use crate::operations::{
     OperationWatch, ended_by_deadline, stopping_status, wait_deadline, wait_for_terminal,
 };
 use crate::providers::{self, ProviderInput};
+use crate::sandbox_logs::{self, LogEvent, LogFilter};
 use crate::session_registry::SessionRegistry;
 use crate::state::Announcer;
 use crate::store::Store;
@@ -58,6 +60,8 @@ pub struct ApiContext {
     pub metrics: Arc<Metrics>,
     pub stopping: tokio::sync::watch::Receiver<bool>,
     pub started_at_ms: i64,
+    /// Recent sandbox log lines pushed to this replica.
+    pub logs: crate::sandbox_logs::SandboxLogs,
 }
 
 /// The service; cheap to clone. Its supervisor calls go to `supervisor`.
@@ -379,6 +383,84 @@ fn provider_input(
 }
 
 type OperationStream = Pin<Box<dyn Stream<Item = Result<pb::Operation, Status>> + Send>>;
+type SandboxEventStream =
+    Pin<Box<dyn Stream<Item = Result<pb::SandboxStreamEvent, Status>> + Send>>;
+
+/// Lines `GetSandboxLogs` returns when `lines` is 0 (upstream's default).
+const DEFAULT_LOG_LINES: u32 = 2000;
+/// Lines `WatchSandbox` replays when `log_tail_lines` is 0.
+const DEFAULT_LOG_TAIL: u32 = 200;
+
+/// A log filter from a request's fields, naming `min_level_field` when its level is unknown.
+fn log_filter(
+    since_ms: i64,
+    sources: Vec<String>,
+    min_level: &str,
+    min_level_field: &str,
+) -> Result<LogFilter, Status> {
+    let min_level = if min_level.trim().is_empty() {
+        None
+    } else {
+        Some(sandbox_logs::level_rank(min_level).ok_or_else(|| {
+            GatewayError::invalid(
+                min_level_field,
+                format!(
+                    "unknown level {:?}; expected one of TRACE, DEBUG, INFO, WARN, ERROR",
+                    min_level.chars().take(32).collect::<String>()
+                ),
+            )
+        })?)
+    };
+    Ok(LogFilter {
+        since_ms,
+        sources,
+        min_level,
+    })
+}
+
+fn log_event(line: Arc<pb::SandboxLogLine>) -> pb::SandboxStreamEvent {
+    pb::SandboxStreamEvent {
+        payload: Some(pb::sandbox_stream_event::Payload::Log(
+            Arc::unwrap_or_clone(line),
+        )),
+    }
+}
+
+fn dropped_event(dropped: u64, why: &str) -> pb::SandboxStreamEvent {
+    pb::SandboxStreamEvent {
+        payload: Some(pb::sandbox_stream_event::Payload::Warning(
+            pb::SandboxStreamWarning {
+                message: format!("{dropped} log lines dropped ({why})"),
+                dropped_lines: dropped,
+            },
+        )),
+    }
+}
+
+/// The parts of upstream's `WatchSandbox` this gateway does not serve.
+fn refuse_unserved_watch(req: &pb::WatchSandboxRequest) -> Result<(), Status> {
+    let unserved = [
+        ("follow_status", req.follow_status),
+        ("follow_events", req.follow_events),
+        ("event_tail", req.event_tail != 0),
+        ("stop_on_terminal", req.stop_on_terminal),
+    ];
+    if let Some((field, _)) = unserved.iter().find(|(_, set)| *set) {
+        return Err(GatewayError::invalid(
+            *field,
+            "this gateway serves only the log lines of a sandbox (follow_logs); sandbox status and platform events are not served",
+        )
+        .into());
+    }
+    if !req.follow_logs {
+        return Err(GatewayError::invalid(
+            "follow_logs",
+            "must be true: log lines are what this gateway streams",
+        )
+        .into());
+    }
+    Ok(())
+}
 
 /// The global policy's revision history is not in upstream's layout yet.
 fn refuse_global_revisions(global: bool) -> Result<(), Status> {
@@ -571,6 +653,7 @@ impl OpenShell for OpenShellApi {
             .resolve_live(request.get_ref().sandbox.as_ref())
             .await?;
         let (deleted, cancelled) = lifecycle::delete_sandbox(&self.state.store, &sandbox).await?;
+        self.state.logs.remove(&deleted.id);
         tracing::info!(sandbox = %deleted.id, cancelled, %caller, "sandbox deleted");
         Ok(Response::new(pb::DeleteSandboxResponse {
             sandbox: Some(wire::sandbox(&deleted)),
@@ -1162,6 +1245,80 @@ impl OpenShell for OpenShellApi {
             sessions: u32::try_from(state.sessions.count()).unwrap_or(u32::MAX),
             started_at: Some(wire::timestamp(state.started_at_ms)),
         }))
+    }
+
+    async fn get_sandbox_logs(
+        &self,
+        request: Request<pb::GetSandboxLogsRequest>,
+    ) -> Result<Response<pb::GetSandboxLogsResponse>, Status> {
+        let req = request.into_inner();
+        let filter = log_filter(req.since_ms, req.sources, &req.min_level, "min_level")?;
+        let sandbox = self.resolve_named(&req.sandbox_id, &req.workspace).await?;
+        let lines = if req.lines == 0 {
+            DEFAULT_LOG_LINES
+        } else {
+            req.lines
+        };
+        let read = self.state.logs.read(&sandbox.id, &filter, lines as usize);
+        Ok(Response::new(pb::GetSandboxLogsResponse {
+            logs: read.lines.into_iter().map(Arc::unwrap_or_clone).collect(),
+            buffer_total: u32::try_from(read.held).unwrap_or(u32::MAX),
+            supervisor_dropped_lines: read.supervisor_dropped,
+            gateway_dropped_lines: read.gateway_dropped,
+        }))
+    }
+
+    async fn watch_sandbox(
+        &self,
+        request: Request<pb::WatchSandboxRequest>,
+    ) -> Result<Response<SandboxEventStream>, Status> {
+        let req = request.into_inner();
+        refuse_unserved_watch(&req)?;
+        let filter = log_filter(
+            req.log_since_ms,
+            req.log_sources,
+            &req.log_min_level,
+            "log_min_level",
+        )?;
+        if req.id.is_empty() {
+            return Err(GatewayError::invalid("id", "a sandbox id or name is required").into());
+        }
+        let sandbox = self.resolve_named(&req.id, &req.workspace).await?;
+        let tail = if req.log_tail_lines == 0 {
+            DEFAULT_LOG_TAIL
+        } else {
+            req.log_tail_lines
+        };
+        let (read, live) = self.state.logs.follow(&sandbox.id, &filter, tail as usize);
+        let stopping = self.state.stopping.clone();
+        // The stream ends when the client hangs up (tonic drops it), the gateway stops or the
+        // sandbox is deleted (its lines are forgotten and the channel closes).
+        let replay = futures::stream::iter(read.lines.into_iter().map(|l| Ok(log_event(l))));
+        let follow = futures::stream::unfold(
+            (live, stopping, filter),
+            |(mut live, mut stopping, filter)| async move {
+                loop {
+                    let event = tokio::select! {
+                        event = live.recv() => event,
+                        _ = stopping.wait_for(|s| *s) => return None,
+                    };
+                    let item = match event {
+                        Ok(LogEvent::Line(line)) if filter.matches(&line) => log_event(line),
+                        Ok(LogEvent::Line(_)) => continue,
+                        Ok(LogEvent::Dropped(n)) => {
+                            dropped_event(n, "the supervisor's buffer was full")
+                        }
+                        Err(broadcast::error::RecvError::Lagged(n)) => {
+                            dropped_event(n, "this follower fell behind")
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    };
+                    return Some((Ok(item), (live, stopping, filter)));
+                }
+            },
+        );
+        let stream = futures::StreamExt::chain(replay, follow);
+        Ok(Response::new(Box::pin(stream)))
     }
 
     async fn connect_supervisor(

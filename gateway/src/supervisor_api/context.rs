@@ -35,6 +35,8 @@ pub struct SessionContext {
     pub served: Arc<super::legacy::ServedRevisions>,
     /// Flips to true when the gateway stops, ending the sessions.
     pub stopping: tokio::sync::watch::Receiver<bool>,
+    /// Where pushed log lines are kept.
+    pub logs: crate::sandbox_logs::SandboxLogs,
 }
 
 impl SessionContext {

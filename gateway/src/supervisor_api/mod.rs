@@ -20,7 +20,7 @@ use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::metrics::{RpcLabel, StatusLabel};
+use crate::metrics::{DroppedByLabel, RpcLabel, StatusLabel};
 use crate::operations::{ReportStatus, SupervisorReport};
 use crate::snapshot;
 use crate::wire::{self, revisions_from_pb};
@@ -31,6 +31,8 @@ use identity::authenticate;
 const MAX_LOG_LINES_PER_BATCH: usize = 1000;
 /// Longest log line kept, in bytes.
 const MAX_LOG_LINE_BYTES: usize = 8 * 1024;
+/// Most structured fields kept per log line.
+const MAX_LOG_FIELDS: usize = 16;
 
 /// The supervisor-facing calls; cheap to clone.
 #[derive(Clone)]
@@ -55,6 +57,26 @@ fn truncate(text: &str, max: usize) -> &str {
         end -= 1;
     }
     &text[..end]
+}
+
+/// A pushed line as kept: of the stream's sandbox whatever it claimed, each
+/// text cut to its bound, and at most [`MAX_LOG_FIELDS`] fields.
+fn bounded_line(line: pb::SandboxLogLine, sandbox_id: &str) -> pb::SandboxLogLine {
+    let cut = |text: &str, max: usize| truncate(text, max).to_string();
+    pb::SandboxLogLine {
+        sandbox_id: sandbox_id.to_string(),
+        timestamp_ms: line.timestamp_ms,
+        level: cut(&line.level, 16),
+        target: cut(&line.target, 128),
+        message: cut(&line.message, MAX_LOG_LINE_BYTES),
+        source: cut(&line.source, 32),
+        fields: line
+            .fields
+            .iter()
+            .take(MAX_LOG_FIELDS)
+            .map(|(k, v)| (cut(k, 64), cut(v, 1024)))
+            .collect(),
+    }
 }
 
 pub type GatewayStream = Pin<Box<dyn Stream<Item = Result<pb::GatewayMessage, Status>> + Send>>;
@@ -197,6 +219,7 @@ impl SupervisorApi {
         request: Request<Streaming<pb::PushSandboxLogsRequest>>,
     ) -> Result<Response<pb::PushSandboxLogsResponse>, Status> {
         let (metadata, _, mut inbound) = request.into_parts();
+        let metrics = &self.state.metrics;
         let mut accepted = 0u64;
         // (as the stream's first batch named it, the sandbox's id): a supervisor may name
         // its sandbox by name, and every batch must name it the same way.
@@ -217,17 +240,31 @@ impl SupervisorApi {
                     sandbox.id
                 }
             };
-            for line in batch.logs.iter().take(MAX_LOG_LINES_PER_BATCH) {
-                tracing::info!(
-                    target: "openshell::sandbox_log",
-                    sandbox = %id,
-                    source = %truncate(&line.source, 32),
-                    level = %truncate(&line.level, 16),
-                    "{}",
-                    truncate(&line.message, MAX_LOG_LINE_BYTES)
-                );
-                accepted += 1;
+            let received = batch.logs.len();
+            let over_batch = received.saturating_sub(MAX_LOG_LINES_PER_BATCH) as u64;
+            let lines: Vec<pb::SandboxLogLine> = batch
+                .logs
+                .into_iter()
+                .take(MAX_LOG_LINES_PER_BATCH)
+                .map(|line| bounded_line(line, &id))
+                .collect();
+            metrics.log_lines_received.inc_by(received as u64);
+            let supervisor_dropped = batch.dropped_lines;
+            if supervisor_dropped > 0 {
+                metrics
+                    .log_lines_dropped
+                    .get_or_create(&DroppedByLabel { by: "supervisor" })
+                    .inc_by(supervisor_dropped);
             }
+            let appended = self.state.logs.append(&id, lines, supervisor_dropped);
+            let gateway_dropped = appended.evicted + over_batch;
+            if gateway_dropped > 0 {
+                metrics
+                    .log_lines_dropped
+                    .get_or_create(&DroppedByLabel { by: "gateway" })
+                    .inc_by(gateway_dropped);
+            }
+            accepted += appended.kept;
         }
         Ok(Response::new(pb::PushSandboxLogsResponse {
             accepted_lines: accepted,
