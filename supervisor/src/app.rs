@@ -12,6 +12,7 @@ use crate::error::SupervisorError;
 use crate::file_applier::{FileApplier, FileApplierConfig};
 use crate::identity::Identity;
 use crate::local_policy::{PolicyFileWatcher, WatchEvent};
+use crate::logs::LogBuffer;
 use crate::signals::{Signals, signal_exit_code};
 use crate::standalone::{self, STANDALONE_SANDBOX_ID, StandaloneOptions, log_invalid};
 use crate::supervisor::{Supervisor, SupervisorOptions};
@@ -78,6 +79,7 @@ async fn run_gateway(
     options.config_apply = !args.no_config_apply;
     options.poll_interval = args.poll_interval;
     options.heartbeat_interval = args.heartbeat_interval;
+    options.logs = Some(LogBuffer::global().clone());
     if let Some(path) = &args.ca_file {
         options.ca_pem = Some(
             std::fs::read(path).map_err(|source| SupervisorError::CaFile {
@@ -143,6 +145,7 @@ async fn run_gateway(
         &active.provider_values(),
         &applier.state_env(),
         &args.launch,
+        Some(LogBuffer::global()),
     )
     .await?;
     drop(active);

@@ -14,7 +14,9 @@
 //!   tests and the fleet benchmark;
 //! - the local policy override and standalone mode ([`local_policy`], [`standalone`]);
 //! - the workload process: environment, reload and termination signals, exit code
-//!   ([`workload`]).
+//!   ([`workload`]);
+//! - log lines for operators: its own events and the workload's output, bounded, masked and
+//!   pushed to the gateway ([`logs`]).
 //!
 //! It does not own the policy schema, the settings registry or the secret type (those are
 //! `openshell-core`), nor the wire format (`openshell-proto`). It does not enforce the policy
@@ -31,6 +33,7 @@ pub mod file_applier;
 pub mod identity;
 pub mod local_policy;
 pub mod logging;
+pub mod logs;
 pub mod memory_applier;
 pub mod reload;
 pub mod sanitize;

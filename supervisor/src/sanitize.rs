@@ -17,6 +17,16 @@ const MASK: &str = "***";
 /// Masks every occurrence of `secrets`, flattens control characters (newlines included) to
 /// spaces and cuts the result to [`MAX_REASON_BYTES`] on a character boundary.
 pub fn sanitize_reason<'a>(text: &str, secrets: impl IntoIterator<Item = &'a str>) -> String {
+    sanitize_text(text, secrets, MAX_REASON_BYTES)
+}
+
+/// [`sanitize_reason`] with another bound: log lines sent to the gateway go through it too.
+/// Masking happens before the cut, so no prefix of a secret survives it.
+pub fn sanitize_text<'a>(
+    text: &str,
+    secrets: impl IntoIterator<Item = &'a str>,
+    max_bytes: usize,
+) -> String {
     let mut secrets: Vec<&str> = secrets
         .into_iter()
         .filter(|s| s.len() >= MIN_MASKED_LEN)
@@ -34,7 +44,7 @@ pub fn sanitize_reason<'a>(text: &str, secrets: impl IntoIterator<Item = &'a str
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    truncate_bytes(flat.trim(), MAX_REASON_BYTES)
+    truncate_bytes(flat.trim(), max_bytes)
 }
 
 /// At most `max` bytes of `text`, cut on a character boundary, with "…" marking a cut.

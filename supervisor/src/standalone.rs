@@ -53,8 +53,14 @@ pub async fn run(
         .map_err(SupervisorError::InitialApply)?;
     info!(policy_hash = %initial.hash(), file = %options.policy_file.display(), "standalone policy applied");
 
-    let workload =
-        Workload::spawn(&options.command, &[], &applier.state_env(), &options.launch).await?;
+    let workload = Workload::spawn(
+        &options.command,
+        &[],
+        &applier.state_env(),
+        &options.launch,
+        None,
+    )
+    .await?;
     let reload = applier.subscribe();
     let watch = tokio::spawn(watch_file(
         watcher,

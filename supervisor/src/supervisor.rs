@@ -19,6 +19,7 @@ use crate::error::SupervisorError;
 use crate::gateway_session::SessionRunner;
 use crate::identity::Identity;
 use crate::local_policy::LocalPolicy;
+use crate::logs::{LogBuffer, LogShipper};
 use crate::outbox::{Outbox, OutboxTask};
 use crate::poll::{PollLoop, PollRetries};
 use crate::status::SupervisorStatus;
@@ -73,6 +74,10 @@ pub struct SupervisorOptions {
     /// Delays between attempts to apply a configuration that failed for a reason that can pass
     /// (a full disk, say); see [`BackoffConfig::apply_retry`].
     pub apply_retry_backoff: BackoffConfig,
+    /// Log lines to push to the gateway (`PushSandboxLogs`); `None` pushes none.
+    pub logs: Option<LogBuffer>,
+    /// How long log lines gather before a push.
+    pub log_flush_interval: Duration,
 }
 
 impl SupervisorOptions {
@@ -96,6 +101,8 @@ impl SupervisorOptions {
             backoff_reset_after: Duration::from_secs(30),
             report_backoff: BackoffConfig::default(),
             apply_retry_backoff: BackoffConfig::apply_retry(),
+            logs: None,
+            log_flush_interval: Duration::from_millis(500),
         }
     }
 
@@ -218,6 +225,19 @@ impl Supervisor {
             failures: 0,
         };
         let poll_task = tokio::spawn(poll.run(stopped.clone()).in_current_span());
+        let log_task = options.logs.clone().map(|buffer| {
+            let shipper = LogShipper {
+                client: client.clone(),
+                sandbox_id: options.identity.sandbox_id.clone(),
+                buffer,
+                status: self.status.subscribe(),
+                credential: options.identity.credential.clone(),
+                flush_interval: options.log_flush_interval,
+                backoff: options.report_backoff,
+                rpc_timeout: options.rpc_timeout,
+            };
+            tokio::spawn(shipper.run(stopped.clone()))
+        });
         let session = SessionRunner {
             client,
             options: options.clone(),
@@ -239,6 +259,9 @@ impl Supervisor {
         let _ = poll_task.await;
         let _ = retry_task.await;
         let _ = outbox_task.await;
+        if let Some(task) = log_task {
+            let _ = task.await;
+        }
         result.map_err(|reason| SupervisorError::Rejected { reason })
     }
 }

@@ -8,17 +8,19 @@ use std::ffi::OsString;
 use std::future::Future;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::ExitStatus;
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use nix::sys::prctl;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::{Pid, getppid};
 use openshell_core::ProviderValue;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tracing::{info, warn};
 
 use crate::error::SupervisorError;
+use crate::logs::{LogBuffer, LogLine};
 use crate::reload::ReloadReceiver;
 use crate::signals::Signals;
 
@@ -94,21 +96,75 @@ fn shim_error(line: &str) {
         .write_all(format!("{line}\n").as_bytes());
 }
 
+/// Longest stretch of output without a newline that still makes one line; longer output is
+/// cut into several lines.
+const MAX_CAPTURED_LINE: usize = 16 * 1024;
+/// How long the last output may take to drain after the workload exited (a process it left
+/// behind may hold the pipe open).
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
 /// A running workload.
 pub struct Workload {
     child: Child,
     pid: Option<Pid>,
     program: String,
+    /// The tasks copying captured stdout and stderr.
+    pumps: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Copies one output stream of the workload to the supervisor's own (byte for byte, as it
+/// comes) and, line by line, into `buffer`.
+async fn pump<R, W>(mut from: R, mut to: W, stream: &'static str, buffer: LogBuffer)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut chunk = vec![0u8; 8192];
+    let mut pending: Vec<u8> = Vec::new();
+    let emit = |bytes: &[u8]| {
+        let text = String::from_utf8_lossy(bytes);
+        let text = text.strip_suffix('\r').unwrap_or(&text);
+        buffer.push(LogLine::workload(stream, text.to_string()));
+    };
+    let mut local_open = true;
+    loop {
+        let n = match from.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let bytes = &chunk[..n];
+        // Nothing is lost locally: the output goes on to the supervisor's stdout or stderr
+        // even when the gateway never sees it. A closed local stream stops only this copy.
+        if local_open && (to.write_all(bytes).await.is_err() || to.flush().await.is_err()) {
+            local_open = false;
+        }
+        pending.extend_from_slice(bytes);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            emit(&pending[..end]);
+            pending.drain(..=end);
+        }
+        while pending.len() >= MAX_CAPTURED_LINE {
+            emit(&pending[..MAX_CAPTURED_LINE]);
+            pending.drain(..MAX_CAPTURED_LINE);
+        }
+    }
+    if !pending.is_empty() {
+        emit(&pending);
+    }
 }
 
 impl Workload {
     /// Starts `command` with the inherited environment plus the provider values and the
     /// state-directory variables (which win over a provider value of the same name).
+    ///
+    /// With `capture`, its stdout and stderr are copied line by line into that buffer (and
+    /// still reach the supervisor's own stdout and stderr).
     pub async fn spawn(
         command: &[String],
         provider_env: &[(String, ProviderValue)],
         state_env: &[(&'static str, String)],
         launch: &Launch,
+        capture: Option<&LogBuffer>,
     ) -> Result<Self, SupervisorError> {
         let Some((program, args)) = command.split_first() else {
             return Err(SupervisorError::Usage(
@@ -132,10 +188,32 @@ impl Workload {
         for (name, value) in state_env {
             cmd.env(name, value);
         }
+        if capture.is_some() {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
         let mut child = cmd.spawn().map_err(|source| SupervisorError::Workload {
             program: program.clone(),
             source,
         })?;
+        let mut pumps = Vec::new();
+        if let Some(buffer) = capture {
+            if let Some(out) = child.stdout.take() {
+                pumps.push(tokio::spawn(pump(
+                    out,
+                    tokio::io::stdout(),
+                    "stdout",
+                    buffer.clone(),
+                )));
+            }
+            if let Some(err) = child.stderr.take() {
+                pumps.push(tokio::spawn(pump(
+                    err,
+                    tokio::io::stderr(),
+                    "stderr",
+                    buffer.clone(),
+                )));
+            }
+        }
         let pid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -153,6 +231,7 @@ impl Workload {
             child,
             pid,
             program: program.clone(),
+            pumps,
         })
     }
 
@@ -169,13 +248,18 @@ impl Workload {
     }
 
     async fn wait(&mut self) -> i32 {
-        match self.child.wait().await {
+        let code = match self.child.wait().await {
             Ok(status) => exit_code(status),
             Err(err) => {
                 warn!(error = %err, program = %self.program, "waiting for the workload failed");
                 1
             }
+        };
+        // The last lines are often the ones that say why it exited.
+        for pump in self.pumps.drain(..) {
+            let _ = tokio::time::timeout(DRAIN_GRACE, pump).await;
         }
+        code
     }
 
     /// SIGTERM, then SIGKILL after `grace`; returns the exit code.
@@ -303,6 +387,7 @@ mod tests {
             &env,
             &[("OPENSHELL_SANDBOX_ID", "sb-1".to_string())],
             &Launch::Direct,
+            None,
         )
         .await
         .unwrap();
@@ -324,7 +409,7 @@ mod tests {
             r = ready.display()
         );
         let command = vec!["sh".to_string(), "-c".to_string(), script];
-        let w = Workload::spawn(&command, &[], &[], &Launch::Direct)
+        let w = Workload::spawn(&command, &[], &[], &Launch::Direct, None)
             .await
             .unwrap();
         let (tx, rx) = reload_channel();
@@ -364,5 +449,39 @@ mod tests {
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
         assert_eq!(exit_code(ExitStatus::from_raw(15)), 143);
+    }
+
+    #[tokio::test]
+    async fn captured_output_becomes_lines_of_each_stream() {
+        let buffer = LogBuffer::new(100, usize::MAX);
+        let command = vec![
+            "sh".to_string(),
+            "-c".to_string(),
+            "echo one; echo two >&2; printf 'no newline'".to_string(),
+        ];
+        let mut w = Workload::spawn(&command, &[], &[], &Launch::Direct, Some(&buffer))
+            .await
+            .unwrap();
+        assert_eq!(w.wait().await, 0);
+        let (lines, dropped) = buffer.take(100);
+        assert_eq!(dropped, 0);
+        let mut seen: Vec<(String, String)> = lines
+            .iter()
+            .map(|l| (l.target.clone(), l.message.clone()))
+            .collect();
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                ("stderr".to_string(), "two".to_string()),
+                ("stdout".to_string(), "no newline".to_string()),
+                ("stdout".to_string(), "one".to_string()),
+            ]
+        );
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.source == crate::logs::SOURCE_WORKLOAD)
+        );
     }
 }
