@@ -47,6 +47,14 @@ pub async fn inspect(
     };
     let mut hints = lifecycle_hints(sandbox);
     session_hints(&mut hints, sandbox, session.as_ref(), gateway_mode);
+    if session.is_none()
+        && let Some((at, reason)) = inputs.sessions.last_refusal(&sandbox.id)
+    {
+        hints.push(format!(
+            "this gateway refused the sandbox's last session {}s ago: {reason}",
+            (crate::store::now_ms() - at).max(0) / 1000
+        ));
+    }
     report_hints(&mut hints, sandbox, last_report.as_ref());
     component_hints(&mut hints, &components);
     if !pending.is_empty() && session.is_some() {

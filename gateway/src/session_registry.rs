@@ -104,7 +104,13 @@ pub const SUPERSEDED_REASON: &str = "a newer session for this sandbox replaced t
 #[derive(Debug, Clone, Default)]
 pub struct SessionRegistry {
     inner: Arc<Mutex<HashMap<String, SessionInfo>>>,
+    /// Why each sandbox's last session was refused here, and when (ms), until
+    /// one is accepted: `sessions inspect` says why a sandbox is not connected.
+    refusals: Arc<Mutex<HashMap<String, (i64, String)>>>,
 }
+
+/// Refusals kept at most; past this, the oldest are forgotten first.
+const MAX_REFUSALS_KEPT: usize = 10_000;
 
 impl SessionRegistry {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionInfo>> {
@@ -122,8 +128,37 @@ impl SessionRegistry {
             info.last_replaced_at_ms = Some(info.connected_at_ms);
             old.closer.close(SUPERSEDED_REASON);
         }
+        self.refusals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&info.sandbox_id);
         map.insert(info.sandbox_id.clone(), info);
         old
+    }
+
+    /// Remembers why a session of `sandbox_id` was refused.
+    pub fn record_refusal(&self, sandbox_id: &str, reason: &str) {
+        let mut refusals = self.refusals.lock().unwrap_or_else(PoisonError::into_inner);
+        if refusals.len() >= MAX_REFUSALS_KEPT && !refusals.contains_key(sandbox_id) {
+            let oldest = refusals
+                .iter()
+                .min_by_key(|(_, (at, _))| *at)
+                .map(|(id, _)| id.clone());
+            if let Some(oldest) = oldest {
+                refusals.remove(&oldest);
+            }
+        }
+        refusals.insert(sandbox_id.to_string(), (now_ms(), reason.to_string()));
+    }
+
+    /// Why the sandbox's last session was refused here, and when (ms), unless
+    /// one was accepted since.
+    pub fn last_refusal(&self, sandbox_id: &str) -> Option<(i64, String)> {
+        self.refusals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(sandbox_id)
+            .cloned()
     }
 
     /// Removes the session if it is still the registered one.

@@ -21,6 +21,8 @@ pub struct DeliveryTuning {
     pub backoff_max: Duration,
     /// How long the gateway waits for a bootstrap result before closing the session.
     pub bootstrap_result_timeout: Duration,
+    /// How long a supervisor has to prepare the startup candidate of an image policy.
+    pub startup_prepare_deadline: Duration,
     /// How often a replica on PostgreSQL replays the other replicas' fanout
     /// intents (`peers/replay.rs`).
     pub intent_replay_interval: Duration,
@@ -41,6 +43,7 @@ impl Default for DeliveryTuning {
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(30),
             bootstrap_result_timeout: Duration::from_secs(45),
+            startup_prepare_deadline: Duration::from_secs(45),
             intent_replay_interval: Duration::from_secs(2),
             wait_recheck_interval: crate::store::DEFAULT_WAIT_RECHECK,
         }

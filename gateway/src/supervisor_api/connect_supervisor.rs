@@ -120,6 +120,8 @@ async fn read_hello(
 struct Turnaway {
     refusal: Refusal,
     counted_as: TurnawayCount,
+    /// The sandbox, once the credential named it: its inspection shows the refusal.
+    sandbox_id: Option<String>,
 }
 
 enum TurnawayCount {
@@ -137,10 +139,21 @@ impl Turnaway {
         Self {
             refusal,
             counted_as: TurnawayCount::Rejected,
+            sandbox_id: None,
         }
     }
 
+    fn of_sandbox(mut self, sandbox_id: &str) -> Self {
+        self.sandbox_id = Some(sandbox_id.to_string());
+        self
+    }
+
     async fn send(self, state: &SessionContext, tx: &mpsc::Sender<Frame>) {
+        if let Some(sandbox_id) = &self.sandbox_id {
+            state
+                .sessions
+                .record_refusal(sandbox_id, &self.refusal.reason);
+        }
         match self.counted_as {
             TurnawayCount::Rejected => {
                 state.metrics.sessions_rejected.inc();
@@ -190,7 +203,10 @@ async fn run(
     };
     let opened = match Box::pin(open(&state, &admitted)).await {
         Ok(opened) => opened,
-        Err(turnaway) => return turnaway.send(&state, &tx).await,
+        Err(turnaway) => {
+            let turnaway = turnaway.of_sandbox(&admitted.sandbox.id);
+            return turnaway.send(&state, &tx).await;
+        }
     };
     let Admitted {
         hello,
@@ -275,7 +291,8 @@ async fn admit(
         return Err(Turnaway::rejected(Refusal {
             reason: crate::snapshot::STOPPED_SANDBOX_REASON.into(),
             permanent: false,
-        }));
+        })
+        .of_sandbox(&sandbox.id));
     }
     let caps = Capabilities {
         protocol_revision: hello.protocol_revision,
@@ -299,7 +316,7 @@ async fn admit(
             .await
             .map_err(|refusal| {
                 tracing::warn!(sandbox = %sandbox.id, reason = %refusal.reason, "startup exchange failed");
-                Turnaway::rejected(refusal)
+                Turnaway::rejected(refusal).of_sandbox(&sandbox.id)
             })?;
     }
     Ok(Admitted {
@@ -348,6 +365,7 @@ async fn open(state: &SessionContext, admitted: &Admitted) -> Result<Opened, Tur
                         permanent: false,
                     },
                     counted_as: TurnawayCount::BootstrapBuildFailed,
+                    sandbox_id: None,
                 });
             }
         },
@@ -370,6 +388,7 @@ async fn open(state: &SessionContext, admitted: &Admitted) -> Result<Opened, Tur
                 permanent: false,
             },
             counted_as: TurnawayCount::Uncounted,
+            sandbox_id: None,
         });
     }
     Ok(Opened {
@@ -438,9 +457,6 @@ fn register(
     closer
 }
 
-/// How long the supervisor has to prepare a startup candidate.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// First start with an image policy: offer the stored policy if there is one,
 /// else the image's; the supervisor prepares it; whatever it hands back is
 /// untrusted input and goes through the normal validated update path.
@@ -484,12 +500,13 @@ async fn startup_exchange(
         reason: "session closed during the startup exchange".into(),
         permanent: false,
     })?;
-    let deadline = tokio::time::Instant::now() + STARTUP_TIMEOUT;
+    let limit = state.tuning.startup_prepare_deadline;
+    let deadline = tokio::time::Instant::now() + limit;
     let prepared = loop {
         let frame = tokio::time::timeout_at(deadline, inbound.next())
             .await
             .map_err(|_| Refusal {
-                reason: format!("no StartupConfigPrepared within {STARTUP_TIMEOUT:?}"),
+                reason: format!("no StartupConfigPrepared within {limit:?}"),
                 permanent: false,
             })?;
         match frame {

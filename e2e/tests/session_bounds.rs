@@ -1,0 +1,122 @@
+//! Every wait of a session's start has a bound, and a session refused at it
+//! leaves no trace in the sandbox's configuration and a reason in its
+//! inspection: here, a supervisor that never prepares the startup candidate
+//! of its image policy, driven over a raw `ConnectSupervisor` stream.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use openshell_e2e::{Backend, POLICY, TestGateway, TestStore, create_sandbox, sandbox_ref};
+use openshell_gateway::DeliveryMode;
+use openshell_proto::v1 as pb;
+use pb::gateway_message::Payload as FromGateway;
+use pb::supervisor_message::Payload as FromSupervisor;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Generous: the refusal comes after `PREPARE_DEADLINE`, long before this.
+const DEADLINE: Duration = Duration::from_secs(60);
+const PREPARE_DEADLINE: Duration = Duration::from_millis(300);
+
+/// The next frame's payload from the gateway.
+async fn next(inbound: &mut tonic::Streaming<pb::GatewayMessage>) -> Option<FromGateway> {
+    tokio::time::timeout(DEADLINE, inbound.message())
+        .await
+        .expect("the gateway says something within the deadline")
+        .unwrap()
+        .and_then(|m| m.payload)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supervisor_that_never_prepares_its_startup_candidate_is_refused_at_the_deadline() {
+    let gateway = TestGateway::start_with(
+        TestStore::new(Backend::Sqlite).await,
+        DeliveryMode::Push,
+        |config| config.delivery.startup_prepare_deadline = PREPARE_DEADLINE,
+    )
+    .await;
+    let mut api = gateway.api().await;
+    let (id, credential) = create_sandbox(&mut api, "silent", "").await;
+
+    let (outbound, to_gateway) = tokio::sync::mpsc::channel(4);
+    outbound
+        .send(pb::SupervisorMessage {
+            payload: Some(FromSupervisor::Hello(pb::SupervisorHello {
+                sandbox_id: id.clone(),
+                instance_id: "silent-1".into(),
+                protocol_revision: 1,
+                supervisor_version: "test".into(),
+                supports_config_snapshots: true,
+                supports_config_apply: true,
+                image_policy: POLICY.into(),
+                ..Default::default()
+            })),
+        })
+        .await
+        .unwrap();
+    let mut supervisor_api = gateway.api_with_token(Some(&credential)).await;
+    let mut inbound = supervisor_api
+        .connect_supervisor(ReceiverStream::new(to_gateway))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        matches!(
+            next(&mut inbound).await,
+            Some(FromGateway::StartupCandidate(_))
+        ),
+        "the image policy is offered first"
+    );
+    // The supervisor never answers (its side of the stream stays open).
+    match next(&mut inbound).await {
+        Some(FromGateway::SessionRejected(rejected)) => {
+            assert!(
+                rejected
+                    .reason
+                    .contains("no StartupConfigPrepared within 300ms"),
+                "{rejected:?}"
+            );
+            assert!(!rejected.permanent, "the supervisor may try again");
+        }
+        other => panic!("expected the session to be refused, got {other:?}"),
+    }
+    drop(outbound);
+
+    // Nothing was committed from the candidate, nothing waits for it.
+    let sandbox = api
+        .get_sandbox(pb::GetSandboxRequest {
+            sandbox: sandbox_ref(&id),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(sandbox.policy_revision, 0, "{sandbox:?}");
+    let operations = api
+        .list_operations(pb::ListOperationsRequest {
+            sandbox: sandbox_ref(&id),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operations;
+    assert!(operations.is_empty(), "{operations:?}");
+
+    let inspection = api
+        .inspect_session(pb::InspectSessionRequest {
+            sandbox: sandbox_ref(&id),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!inspection.connected);
+    assert!(
+        inspection
+            .hints
+            .iter()
+            .any(|hint| hint.contains("refused the sandbox's last session")
+                && hint.contains("no StartupConfigPrepared within 300ms")),
+        "{:?}",
+        inspection.hints
+    );
+}
