@@ -5,11 +5,20 @@
 //! arrive when a hint was lost (no peer secret, a peer restarting, a
 //! network split). Marking a session twice costs a rebuild, not a resend:
 //! an unchanged snapshot is not sent again.
+//!
+//! The watermark, the last intent replayed, is saved in the store after each
+//! pass that moves it, so a restarted replica resumes after the last intent
+//! it applied: intents committed while it was down or starting (one whose id
+//! was taken before its start and whose commit came after, say) are replayed
+//! too, instead of being skipped by starting after the newest one.
 
 use std::time::Duration;
 
-use super::PeerContext;
+use tokio::time::Instant;
+
+use super::{PeerContext, REPLICA_FORGOTTEN_AFTER};
 use crate::delivery::Publication;
+use crate::error::Result;
 use crate::store::Store;
 use crate::store::{duration_ms, now_ms};
 
@@ -22,19 +31,24 @@ pub const INTENT_RETENTION: Duration = Duration::from_secs(10 * 60);
 /// Intents read per statement.
 const REPLAY_BATCH: i64 = 1000;
 
-/// Replays intents from the newest at start on, until the task is dropped.
+/// A saved watermark is saved again at least this often while no intent
+/// moves it, so the row of a live replica never looks forgotten.
+const WATERMARK_REFRESH: Duration = Duration::from_secs(60);
+
+/// Replays intents from where this replica stopped (see [`resume_point`]),
+/// saving the watermark as it goes, until the task is dropped.
 pub async fn run(state: PeerContext) {
-    // Sessions accepted from now on bootstrap from the store: older intents
-    // concern no session of this replica.
+    let replica_id = state.config.replica_id.as_str();
     let mut watermark = loop {
-        match state.store.latest_fanout_intent().await {
-            Ok(latest) => break latest,
+        match resume_point(&state.store, replica_id).await {
+            Ok(start) => break start,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the fanout intents; retrying");
                 tokio::time::sleep(state.tuning.intent_replay_interval).await;
             }
         }
     };
+    let mut saved: Option<(i64, Instant)> = None;
     let mut tick = tokio::time::interval(state.tuning.intent_replay_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -44,12 +58,54 @@ pub async fn run(state: PeerContext) {
             // The owner's reconcile repairs what this misses meanwhile.
             Err(e) => tracing::warn!(error = %e, "fanout intent replay failed; retrying"),
         }
+        let due =
+            saved.is_none_or(|(at, when)| at != watermark || when.elapsed() >= WATERMARK_REFRESH);
+        if due {
+            match state
+                .store
+                .save_fanout_watermark(replica_id, watermark)
+                .await
+            {
+                Ok(()) => saved = Some((watermark, Instant::now())),
+                // Saved on a later pass; a restart meanwhile replays a little more.
+                Err(e) => tracing::warn!(error = %e, "cannot save the fanout watermark; retrying"),
+            }
+        }
+    }
+}
+
+/// Where replica `replica_id` starts replaying: after the watermark it
+/// saved before it stopped, or, without one (its first start, an id not
+/// seen for [`REPLICA_FORGOTTEN_AFTER`]), after the newest intent: the
+/// sessions it accepts from now on bootstrap from the store, so older
+/// intents concern none of them. A saved watermark past the newest intent
+/// (a store restored from an older backup) is not trusted.
+pub async fn resume_point(store: &Store, replica_id: &str) -> Result<i64> {
+    let latest = store.latest_fanout_intent().await?;
+    match store.fanout_watermark(replica_id).await? {
+        Some(saved) if saved <= latest => {
+            tracing::info!(
+                watermark = saved,
+                latest,
+                "replaying the fanout intents recorded after this replica's saved watermark"
+            );
+            Ok(saved)
+        }
+        Some(saved) => {
+            tracing::warn!(
+                watermark = saved,
+                latest,
+                "the saved fanout watermark is past the newest intent; starting after the newest"
+            );
+            Ok(latest)
+        }
+        None => Ok(latest),
     }
 }
 
 /// Marks this replica's sessions for the other replicas' intents after
 /// `watermark`; returns the new watermark.
-async fn replay_from(state: &PeerContext, mut watermark: i64) -> crate::error::Result<i64> {
+pub async fn replay_from(state: &PeerContext, mut watermark: i64) -> Result<i64> {
     let until = now_ms().saturating_sub(duration_ms(REPLAY_LAG));
     loop {
         let intents = state
@@ -79,7 +135,9 @@ async fn replay_from(state: &PeerContext, mut watermark: i64) -> crate::error::R
     }
 }
 
-/// Removes intents past [`INTENT_RETENTION`].
+/// Removes intents past [`INTENT_RETENTION`], and the watermarks of
+/// replicas not seen for [`REPLICA_FORGOTTEN_AFTER`] (a replica started
+/// under a new id each time leaves one behind per start).
 pub async fn remove_old_intents(store: &Store) {
     let before = now_ms().saturating_sub(duration_ms(INTENT_RETENTION));
     match store.remove_fanout_intents_before(before).await {
@@ -87,14 +145,110 @@ pub async fn remove_old_intents(store: &Store) {
         Ok(n) => tracing::debug!(removed = n, "old fanout intents removed"),
         Err(e) => tracing::warn!(error = %e, "fanout intent removal failed"),
     }
+    let forgotten = now_ms().saturating_sub(duration_ms(REPLICA_FORGOTTEN_AFTER));
+    match store.remove_fanout_watermarks_before(forgotten).await {
+        Ok(0) => {}
+        Ok(n) => tracing::debug!(removed = n, "watermarks of forgotten replicas removed"),
+        Err(e) => tracing::warn!(error = %e, "fanout watermark removal failed"),
+    }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
-    use crate::delivery::{Component, PublicationScope};
+    use crate::config::GatewayConfig;
+    use crate::delivery::{Component, PublicationScope, Publisher, SessionDelivery};
     use crate::store::FanoutIntent;
+
+    /// Records an intent of `replica-a` for one sandbox, long enough ago to be replayed.
+    async fn record_intent(store: &Store, sandbox: &str) {
+        sqlx::query(
+            "INSERT INTO fanout_intents (scope, scope_id, components, created_at, replica_id) \
+             VALUES ('sandbox', $1, 'sandbox_config', 0, 'replica-a')",
+        )
+        .bind(sandbox)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+
+    /// `replica_id`'s context, with a push session for each of `sandboxes`.
+    fn replica(
+        store: &Store,
+        dir: &std::path::Path,
+        replica_id: &str,
+        sandboxes: &[&str],
+    ) -> (PeerContext, Vec<Arc<SessionDelivery>>) {
+        let mut config = GatewayConfig::for_data_dir(dir, "token");
+        config.replica_id = replica_id.into();
+        let publisher = Publisher::default();
+        let sessions: Vec<_> = sandboxes
+            .iter()
+            .map(|id| {
+                let session = Arc::new(SessionDelivery::new(
+                    (*id).into(),
+                    format!("ss-{id}"),
+                    "default".into(),
+                    1,
+                    true,
+                ));
+                publisher.register(session.clone());
+                session
+            })
+            .collect();
+        let state = PeerContext {
+            store: store.clone(),
+            config: Arc::new(config),
+            publisher,
+            tuning: crate::delivery::DeliveryTuning::default(),
+        };
+        (state, sessions)
+    }
+
+    fn marked(session: &SessionDelivery) -> bool {
+        let (components, _) = session.diagnostics();
+        components
+            .iter()
+            .any(|(c, state)| *c == Component::SandboxConfig && state.dirty)
+    }
+
+    /// Intents committed while a replica was down are replayed after it restarts, from the
+    /// watermark it saved, not skipped by starting after the newest intent; the watermark
+    /// it saves then never moves back.
+    #[tokio::test]
+    async fn a_restarted_replica_replays_the_intents_after_its_saved_watermark() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::sqlite_for_tests(dir.path()).await;
+        record_intent(&store, "sb-before").await;
+        // replica-b replayed up to here, then stopped; these came while it was down.
+        store.save_fanout_watermark("replica-b", 1).await.unwrap();
+        record_intent(&store, "sb-1").await;
+        record_intent(&store, "sb-2").await;
+        assert_eq!(store.latest_fanout_intent().await.unwrap(), 3);
+
+        // Restarted, with its sessions back.
+        let (state, sessions) = replica(&store, dir.path(), "replica-b", &["sb-1", "sb-2"]);
+        let start = resume_point(&store, "replica-b").await.unwrap();
+        assert_eq!(
+            start, 1,
+            "resumes after its saved watermark, not the newest intent"
+        );
+        assert!(sessions.iter().all(|s| !marked(s)));
+        assert_eq!(replay_from(&state, start).await.unwrap(), 3);
+        assert!(sessions.iter().all(|s| marked(s)), "both intents replayed");
+
+        store.save_fanout_watermark("replica-b", 3).await.unwrap();
+        store.save_fanout_watermark("replica-b", 2).await.unwrap();
+        assert_eq!(store.fanout_watermark("replica-b").await.unwrap(), Some(3));
+        // A replica that saved none starts after the newest intent.
+        assert_eq!(resume_point(&store, "replica-c").await.unwrap(), 3);
+        // One that saved a watermark past the newest intent is not trusted.
+        store.save_fanout_watermark("replica-d", 99).await.unwrap();
+        assert_eq!(resume_point(&store, "replica-d").await.unwrap(), 3);
+    }
 
     fn intent(scope: &str, scope_id: &str, components: &str) -> FanoutIntent {
         FanoutIntent {

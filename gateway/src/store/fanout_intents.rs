@@ -1,7 +1,9 @@
 //! Fanout intents: every write on a PostgreSQL store records, in its own
 //! transaction, which sessions must rebuild what. The other replicas
 //! replay them (`peers/replay.rs`), so a write reaches their sessions even
-//! when a hint is lost; old intents are removed.
+//! when a hint is lost; old intents are removed. Each replica's watermark,
+//! the last intent it replayed, is kept here too, so a restarted replica
+//! resumes where it stopped.
 
 use sqlx::Row;
 
@@ -57,6 +59,50 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    /// The last intent `replica_id` replayed, as it saved it; `None` when it
+    /// never saved one (or it was forgotten).
+    pub async fn fanout_watermark(&self, replica_id: &str) -> Result<Option<i64>> {
+        let row = sqlx::query("SELECT last_intent_id FROM fanout_watermarks WHERE replica_id = $1")
+            .bind(replica_id)
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|row| Ok(row.try_get("last_intent_id")?))
+            .transpose()
+    }
+
+    /// Saves `replica_id`'s watermark. It never moves back: ids only grow, and
+    /// a late save from an older pass must not undo a newer one.
+    pub async fn save_fanout_watermark(&self, replica_id: &str, last_intent_id: i64) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "INSERT INTO fanout_watermarks (replica_id, last_intent_id, updated_at) \
+             VALUES ($1, $2, $3) ON CONFLICT (replica_id) DO UPDATE SET \
+             last_intent_id = CASE WHEN excluded.last_intent_id > fanout_watermarks.last_intent_id \
+             THEN excluded.last_intent_id ELSE fanout_watermarks.last_intent_id END, \
+             updated_at = excluded.updated_at",
+        )
+        .bind(replica_id)
+        .bind(last_intent_id)
+        .bind(super::now_ms())
+        .execute(tx.conn())
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Removes the watermarks not saved since `saved_before_ms` (replicas
+    /// gone for good, or started under another id); returns how many.
+    pub async fn remove_fanout_watermarks_before(&self, saved_before_ms: i64) -> Result<u64> {
+        let mut tx = self.begin_write().await?;
+        let removed = sqlx::query("DELETE FROM fanout_watermarks WHERE updated_at < $1")
+            .bind(saved_before_ms)
+            .execute(tx.conn())
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(removed)
     }
 
     /// Removes intents recorded before `created_before_ms`; returns how many.
