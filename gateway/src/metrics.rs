@@ -361,6 +361,22 @@ impl Metrics {
         self.replicas_silent.set(gauges.replicas_silent);
     }
 
+    /// Exports `sample()` as gauge `name`, read at each scrape: for a value
+    /// kept elsewhere in pieces (one per session, say), which a gauge set on
+    /// every change would have to follow through each of them.
+    pub fn register_sampled_gauge(
+        &mut self,
+        name: &'static str,
+        help: &'static str,
+        sample: impl Fn() -> i64 + Send + Sync + 'static,
+    ) {
+        self.registry.register_collector(Box::new(SampledGauge {
+            name,
+            help,
+            sample: Box::new(sample),
+        }));
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -368,6 +384,33 @@ impl Metrics {
             tracing::warn!("metrics encoding failed");
         }
         out
+    }
+}
+
+/// A gauge whose value is read when the metrics are encoded.
+struct SampledGauge {
+    name: &'static str,
+    help: &'static str,
+    sample: Box<dyn Fn() -> i64 + Send + Sync>,
+}
+
+impl std::fmt::Debug for SampledGauge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SampledGauge")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl prometheus_client::collector::Collector for SampledGauge {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        let gauge = prometheus_client::metrics::gauge::ConstGauge::new((self.sample)());
+        let metric = encoder.encode_descriptor(self.name, self.help, None, gauge.metric_type())?;
+        gauge.encode(metric)
     }
 }
 

@@ -266,7 +266,15 @@ fn assemble(
     tls_cert: Option<Vec<u8>>,
     stopping: tokio::sync::watch::Receiver<bool>,
 ) -> GatewayState {
-    let metrics = Arc::new(Metrics::new(store.operation_events().ended_counts()));
+    let publisher = Publisher::default();
+    let mut metrics = Metrics::new(store.operation_events().ended_counts());
+    let sessions = publisher.clone();
+    metrics.register_sampled_gauge(
+        "config_pending_marks",
+        "Components of this replica's push sessions marked for a rebuild and not built yet",
+        move || i64::try_from(sessions.pending_marks()).unwrap_or(i64::MAX),
+    );
+    let metrics = Arc::new(metrics);
     let permits = Arc::new(Permits::for_pool(config.db_pool_size as usize));
     let activity = Arc::new(FanoutActivity::new(permits.clone()));
     let peers = match (&config.peer_secret, store.backend()) {
@@ -299,7 +307,7 @@ fn assemble(
         sessions: SessionRegistry::default(),
         metrics,
         started_at_ms: now_ms(),
-        publisher: Publisher::default(),
+        publisher,
         permits,
         activity,
         tuning: config.delivery.clone(),

@@ -109,6 +109,13 @@ impl Publisher {
         self.lock().is_empty()
     }
 
+    /// Components of this replica's push sessions marked for a rebuild and
+    /// not built yet (see [`SessionDelivery::pending_marks`]), summed.
+    pub fn pending_marks(&self) -> usize {
+        let sessions: Vec<_> = self.lock().values().cloned().collect();
+        sessions.iter().map(|d| d.pending_marks()).sum()
+    }
+
     /// Marks the affected sessions; returns how many were marked.
     pub async fn publish(&self, store: &Store, publication: &Publication) -> usize {
         if self.is_empty() {

@@ -81,6 +81,9 @@ const RECENT_EVENTS: usize = 20;
 #[derive(Debug, Default)]
 struct Inner {
     mark: Mark,
+    /// The mark the task took and is building: waiting for its permit, or
+    /// in its builds. Still pending until those builds are recorded.
+    taken: Mark,
     /// A write (not reconcile) arrived: cuts any build backoff.
     write_pending: bool,
     acks: VecDeque<Ack>,
@@ -174,6 +177,15 @@ impl SessionDelivery {
 
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Components marked for a rebuild and not built yet: marked and not
+    /// taken, or taken and waiting for a permit or in their build.
+    pub fn pending_marks(&self) -> usize {
+        let inner = self.lock();
+        let mut pending = inner.mark;
+        pending.merge(inner.taken);
+        pending.components().count()
     }
 
     /// The next per-session sequence number (also used as delivery id).
@@ -351,6 +363,7 @@ pub async fn run(
                 .inc();
         }
         drop(permit);
+        delivery.lock().taken = Mark::default();
         if delivery.is_closed() {
             // A late build of a closed session is discarded.
             return;
@@ -400,7 +413,9 @@ async fn acquire_permit(
                         let mut inner = delivery.lock();
                         (!inner.mark.is_empty() && inner.mark.lane() == Lane::Sandbox).then(|| {
                             inner.write_pending = false;
-                            std::mem::take(&mut inner.mark)
+                            let raised = std::mem::take(&mut inner.mark);
+                            inner.taken.merge(raised);
+                            raised
                         })
                     };
                     if let Some(raised) = raised {
@@ -464,7 +479,9 @@ fn take_mark(delivery: &SessionDelivery) -> Option<Mark> {
     {
         return None;
     }
-    Some(std::mem::take(&mut inner.mark))
+    let mark = std::mem::take(&mut inner.mark);
+    inner.taken = mark;
+    Some(mark)
 }
 
 fn process_acks(delivery: &SessionDelivery, metrics: &Metrics) {

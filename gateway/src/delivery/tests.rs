@@ -484,3 +484,46 @@ mod properties {
         }
     }
 }
+
+/// The pending-marks gauge counts the components marked and not built yet: a mark not taken,
+/// one taken and waiting for its permit, one in its build; read at each scrape.
+#[tokio::test(start_paused = true)]
+async fn pending_marks_count_what_is_marked_and_not_built_yet() {
+    let source = Arc::new(FakeSource::with_delay(Duration::from_secs(2)));
+    source.set_version("sb", 1);
+    let permits = Arc::new(Permits::with_sizes(1, 1));
+    let publisher = super::Publisher::default();
+    let mut metrics = Metrics::default();
+    let sessions = publisher.clone();
+    metrics.register_sampled_gauge("config_pending_marks", "test", move || {
+        i64::try_from(sessions.pending_marks()).unwrap()
+    });
+    let scraped = |n: usize| {
+        metrics
+            .render()
+            .contains(&format!("\nopenshell_config_pending_marks {n}\n"))
+    };
+    // The only fanout permit is busy.
+    let busy = permits.acquire(Lane::Fanout).await;
+    let mut h = start(source.clone(), permits.clone(), "sb", quiet_tuning());
+    publisher.register(h.delivery.clone());
+    assert_eq!(publisher.pending_marks(), 0);
+    assert!(scraped(0), "{}", metrics.render());
+
+    h.delivery
+        .mark(Mark::new(&Component::ALL, Lane::Fanout), false);
+    assert_eq!(publisher.pending_marks(), 2, "marked");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(source.builds(), 0);
+    assert_eq!(publisher.pending_marks(), 2, "taken, waiting for a permit");
+    assert!(scraped(2), "{}", metrics.render());
+
+    drop(busy);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(publisher.pending_marks(), 2, "in its builds");
+    next_update(&mut h).await;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(source.builds(), 2);
+    assert_eq!(publisher.pending_marks(), 0, "built");
+    assert!(scraped(0), "{}", metrics.render());
+}
