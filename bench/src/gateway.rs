@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+use openshell_core::Secret;
 use openshell_gateway::DeliveryMode;
 use openshell_gateway::config::GatewayConfig;
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,30 @@ pub struct GatewayArgs {
     pub db_pool: Option<u32>,
     #[arg(long, default_value = "warn")]
     pub log: String,
+    /// This replica's id among gateways sharing one PostgreSQL database.
+    #[arg(long, default_value = "gw-bench")]
+    pub replica_id: String,
+    /// Secret replicas sign their hints to each other with; none for a lone gateway.
+    #[arg(long, value_parser = parse_secret)]
+    pub peer_secret: Option<Secret>,
+    /// Base64 of the 32-byte key sealing provider credentials, shared by replicas of one
+    /// store; absent: a key file in --data-dir.
+    #[arg(long, value_parser = parse_secret)]
+    pub credential_key: Option<Secret>,
+}
+
+fn parse_secret(value: &str) -> Result<Secret, std::convert::Infallible> {
+    Ok(Secret::new(value))
+}
+
+/// What makes a gateway one of several replicas on one PostgreSQL database. Each registers
+/// its listen address for peer hints (the gateway's default when no peer address is set), so
+/// no port needs to be chosen ahead.
+#[derive(Debug, Clone)]
+pub struct ReplicaSpec {
+    pub id: String,
+    pub peer_secret: Secret,
+    pub credential_key: Secret,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -78,7 +103,9 @@ pub async fn child_main(args: GatewayArgs) -> Result<()> {
     config.config_delivery_mode = args.mode;
     config.listen = args.listen;
     config.metrics_listen = None;
-    config.replica_id = "gw-bench".into();
+    config.replica_id = args.replica_id.clone();
+    config.peer_secret = args.peer_secret.clone();
+    config.credential_key = args.credential_key.clone();
     if let Some(pool) = args.db_pool {
         config.db_pool_size = pool;
     }
@@ -174,6 +201,26 @@ impl GatewayLauncher {
         mode: DeliveryMode,
         listen: Option<SocketAddr>,
     ) -> Result<GatewayProc> {
+        self.start_as(store, mode, listen, None).await
+    }
+
+    /// Starts a gateway as one replica of several sharing `store` (PostgreSQL).
+    pub async fn start_replica(
+        &self,
+        store: &StoreSpec,
+        mode: DeliveryMode,
+        replica: &ReplicaSpec,
+    ) -> Result<GatewayProc> {
+        self.start_as(store, mode, None, Some(replica)).await
+    }
+
+    async fn start_as(
+        &self,
+        store: &StoreSpec,
+        mode: DeliveryMode,
+        listen: Option<SocketAddr>,
+        replica: Option<&ReplicaSpec>,
+    ) -> Result<GatewayProc> {
         let (program, mut args) = match self.wrapper.split_first() {
             Some((program, rest)) => {
                 let mut args = rest.to_vec();
@@ -202,6 +249,16 @@ impl GatewayLauncher {
         if let Some(pool) = self.db_pool {
             args.push("--db-pool".into());
             args.push(pool.to_string());
+        }
+        if let Some(replica) = replica {
+            args.extend([
+                "--replica-id".to_string(),
+                replica.id.clone(),
+                "--peer-secret".into(),
+                replica.peer_secret.expose().to_string(),
+                "--credential-key".into(),
+                replica.credential_key.expose().to_string(),
+            ]);
         }
         // A restarted gateway binds the port its predecessor just released; retry briefly.
         let mut last_err = None;

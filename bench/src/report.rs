@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::stats::{Summary, fmt_ms};
+use crate::stats::{Summary, fmt_ms, round3};
 use crate::sys::Machine;
 
 #[derive(Debug, Clone, Serialize)]
@@ -16,7 +16,7 @@ pub struct Report {
     pub version: &'static str,
     /// `quick` or `full`.
     pub mode: &'static str,
-    /// Store of scenarios 1-4 and 6.
+    /// Store of scenarios 1-4 and 6 (scenario 7 always runs on PostgreSQL).
     pub store: &'static str,
     pub started_at: String,
     pub duration_s: f64,
@@ -59,6 +59,7 @@ pub struct Scenarios {
     pub idle_cost: Option<IdleScenario>,
     pub commit_throughput: Option<ThroughputScenario>,
     pub reconnect_storm: Option<StormScenario>,
+    pub cross_replica: Option<ReplicasScenario>,
 }
 
 // ---- 1. single-sandbox latency ----
@@ -275,6 +276,96 @@ pub struct StormParams {
     pub reconnect_backoff: &'static str,
 }
 
+// ---- 7. writes through a replica that does not own the session ----
+
+/// The non-owner's p50 may be at most this many times the owner's, plus
+/// [`NON_OWNER_P50_SLACK_MS`].
+pub const NON_OWNER_P50_FACTOR: f64 = 2.0;
+pub const NON_OWNER_P50_SLACK_MS: f64 = 2.0;
+/// The non-owner's p99 may be at most this many times the owner's.
+pub const NON_OWNER_P99_FACTOR: f64 = 3.0;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicasScenario {
+    pub machine: Machine,
+    pub params: ReplicasParams,
+    /// One per replica count (2, then 3).
+    pub runs: Vec<ReplicasRun>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicasParams {
+    pub store: &'static str,
+    pub sessions: usize,
+    pub warmup: usize,
+    /// Timed writes per route and replica count.
+    pub samples: usize,
+    pub placement: &'static str,
+    pub write: &'static str,
+    pub latency: &'static str,
+    pub supervisor_latency: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicasRun {
+    pub replicas: usize,
+    /// Sessions each replica held when the writes began.
+    pub sessions_per_replica: Vec<usize>,
+    /// Writes through the replica holding the sandbox's session.
+    pub owner: ReplicaWrites,
+    /// Writes through a replica that does not hold it.
+    pub non_owner: ReplicaWrites,
+    /// Target bounds from the owner's figures of the same run.
+    pub non_owner_p50_limit_ms: f64,
+    pub non_owner_p99_limit_ms: f64,
+    pub p50_ratio_non_owner_over_owner: Option<f64>,
+    pub p99_ratio_non_owner_over_owner: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicaWrites {
+    /// UpdateConfig(WAIT_FOR_APPLY) call start → response with APPLIED.
+    pub call: Summary,
+    /// Same call start → the supervisor library sent its ack.
+    pub supervisor_ack: Summary,
+    /// Responses that were not APPLIED, or errors.
+    pub not_applied: usize,
+}
+
+impl ReplicasRun {
+    pub fn new(
+        replicas: usize,
+        sessions_per_replica: Vec<usize>,
+        owner: ReplicaWrites,
+        non_owner: ReplicaWrites,
+    ) -> Self {
+        let ratio = |a: f64, b: f64| (b > 0.0).then(|| round3(a / b));
+        let both = owner.call.count > 0 && non_owner.call.count > 0;
+        Self {
+            replicas,
+            sessions_per_replica,
+            non_owner_p50_limit_ms: round3(
+                NON_OWNER_P50_FACTOR * owner.call.p50_ms + NON_OWNER_P50_SLACK_MS,
+            ),
+            non_owner_p99_limit_ms: round3(NON_OWNER_P99_FACTOR * owner.call.p99_ms),
+            p50_ratio_non_owner_over_owner: ratio(non_owner.call.p50_ms, owner.call.p50_ms)
+                .filter(|_| both),
+            p99_ratio_non_owner_over_owner: ratio(non_owner.call.p99_ms, owner.call.p99_ms)
+                .filter(|_| both),
+            owner,
+            non_owner,
+        }
+    }
+
+    /// Both routes measured, and every write applied within its wait.
+    fn complete(&self) -> bool {
+        self.owner.call.count > 0
+            && self.non_owner.call.count > 0
+            && self.owner.not_applied == 0
+            && self.non_owner.not_applied == 0
+    }
+}
+
 // ---- targets ----
 
 #[derive(Debug, Clone, Serialize)]
@@ -430,6 +521,52 @@ pub fn evaluate_targets(s: &Scenarios) -> Vec<TargetCheck> {
             ),
             note: "gateway restarted as a new process on the same address and store".into(),
         });
+    }
+    if let Some(x) = &s.cross_replica {
+        let at_scale = x.params.sessions >= 1000;
+        for run in &x.runs {
+            let (o, no) = (&run.owner, &run.non_owner);
+            let scale = format!(
+                "{} replicas, {} sessions, n={}/{}, {} not applied",
+                run.replicas,
+                x.params.sessions,
+                o.call.count,
+                no.call.count,
+                o.not_applied + no.not_applied
+            );
+            out.push(TargetCheck {
+                target: format!("Write through a non-owner replica p50 ({} replicas)", run.replicas),
+                goal: format!(
+                    "≤ {NON_OWNER_P50_FACTOR:.0} × owner p50 + {NON_OWNER_P50_SLACK_MS:.0} ms"
+                ),
+                measured: format!(
+                    "{} ms against a limit of {} ms (owner p50 {} ms; {scale})",
+                    fmt_ms(no.call.p50_ms),
+                    fmt_ms(run.non_owner_p50_limit_ms),
+                    fmt_ms(o.call.p50_ms)
+                ),
+                met: judged(
+                    run.complete() && no.call.p50_ms <= run.non_owner_p50_limit_ms,
+                    at_scale,
+                ),
+                note: "UpdateConfig(WAIT_FOR_APPLY) call → APPLIED through a replica not holding the session, against the holder in the same run".into(),
+            });
+            out.push(TargetCheck {
+                target: format!("Write through a non-owner replica p99 ({} replicas)", run.replicas),
+                goal: format!("≤ {NON_OWNER_P99_FACTOR:.0} × owner p99"),
+                measured: format!(
+                    "{} ms against a limit of {} ms (owner p99 {} ms; {scale})",
+                    fmt_ms(no.call.p99_ms),
+                    fmt_ms(run.non_owner_p99_limit_ms),
+                    fmt_ms(o.call.p99_ms)
+                ),
+                met: judged(
+                    run.complete() && no.call.p99_ms <= run.non_owner_p99_limit_ms,
+                    at_scale,
+                ),
+                note: "UpdateConfig(WAIT_FOR_APPLY) call → APPLIED through a replica not holding the session, against the holder in the same run".into(),
+            });
+        }
     }
     out
 }
@@ -665,6 +802,53 @@ fn rows(r: &Report) -> Vec<Row> {
             ),
         );
     }
+    if let Some(x) = &s.cross_replica {
+        for run in &x.runs {
+            let params = format!(
+                "{} replicas, {} sessions ({} per replica), {}, {} samples per route",
+                run.replicas,
+                x.params.sessions,
+                run.sessions_per_replica
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join("/"),
+                x.params.store,
+                x.params.samples
+            );
+            for (route, w) in [("owner", &run.owner), ("non-owner", &run.non_owner)] {
+                row(
+                    "7. Cross-replica writes",
+                    params.clone(),
+                    &format!("via {route}: call → APPLIED p50/p90/p99/max"),
+                    w.call.cell(),
+                );
+                row(
+                    "7. Cross-replica writes",
+                    params.clone(),
+                    &format!("via {route}: call → supervisor ack p50/p90/p99/max"),
+                    w.supervisor_ack.cell(),
+                );
+            }
+            let ratio = |r: Option<f64>| r.map_or("n/a".to_string(), |r| format!("{r:.2}×"));
+            row(
+                "7. Cross-replica writes",
+                params.clone(),
+                "non-owner / owner, p50 and p99",
+                format!(
+                    "{} / {}",
+                    ratio(run.p50_ratio_non_owner_over_owner),
+                    ratio(run.p99_ratio_non_owner_over_owner)
+                ),
+            );
+            row(
+                "7. Cross-replica writes",
+                params,
+                "writes not applied within the wait (owner / non-owner)",
+                format!("{} / {}", run.owner.not_applied, run.non_owner.not_applied),
+            );
+        }
+    }
     rows
 }
 
@@ -776,4 +960,143 @@ pub fn write(r: &Report, dir: &Path) -> Result<()> {
     std::fs::write(dir.join("report.md"), markdown(r))
         .with_context(|| format!("cannot write {}", dir.join("report.md").display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writes(samples: &[f64], not_applied: usize) -> ReplicaWrites {
+        ReplicaWrites {
+            call: Summary::of(samples),
+            supervisor_ack: Summary::of(samples),
+            not_applied,
+        }
+    }
+
+    fn scenario(sessions: usize, runs: Vec<ReplicasRun>) -> Scenarios {
+        Scenarios {
+            cross_replica: Some(ReplicasScenario {
+                machine: Machine::detect(),
+                params: ReplicasParams {
+                    store: "postgres",
+                    sessions,
+                    warmup: 0,
+                    samples: 100,
+                    placement: "",
+                    write: "",
+                    latency: "",
+                    supervisor_latency: "",
+                },
+                runs,
+            }),
+            ..Scenarios::default()
+        }
+    }
+
+    fn verdicts(s: &Scenarios) -> Vec<(String, Option<bool>)> {
+        evaluate_targets(s)
+            .into_iter()
+            .map(|t| (t.target, t.met))
+            .collect()
+    }
+
+    #[test]
+    fn non_owner_targets_are_ratios_of_the_owner_in_the_same_run() {
+        // Owner: p50 3 ms, p99 10 ms. Limits: p50 2 × 3 + 2 = 8 ms, p99 3 × 10 = 30 ms.
+        let mut owner: Vec<f64> = vec![3.0; 98];
+        owner.extend([10.0, 10.0]);
+        let mut within: Vec<f64> = vec![8.0; 98];
+        within.extend([30.0, 30.0]);
+        let mut beyond: Vec<f64> = vec![8.5; 98];
+        beyond.extend([31.0, 31.0]);
+        let runs = vec![
+            ReplicasRun::new(2, vec![500, 500], writes(&owner, 0), writes(&within, 0)),
+            ReplicasRun::new(
+                3,
+                vec![334, 333, 333],
+                writes(&owner, 0),
+                writes(&beyond, 0),
+            ),
+        ];
+        assert_eq!(runs[0].non_owner_p50_limit_ms, 8.0);
+        assert_eq!(runs[0].non_owner_p99_limit_ms, 30.0);
+        assert_eq!(runs[1].p50_ratio_non_owner_over_owner, Some(2.833));
+        assert_eq!(
+            verdicts(&scenario(1000, runs.clone())),
+            vec![
+                (
+                    "Write through a non-owner replica p50 (2 replicas)".into(),
+                    Some(true)
+                ),
+                (
+                    "Write through a non-owner replica p99 (2 replicas)".into(),
+                    Some(true)
+                ),
+                (
+                    "Write through a non-owner replica p50 (3 replicas)".into(),
+                    Some(false)
+                ),
+                (
+                    "Write through a non-owner replica p99 (3 replicas)".into(),
+                    Some(false)
+                ),
+            ]
+        );
+        // Below 1k sessions (quick mode) the figures are reported, not judged.
+        assert!(
+            verdicts(&scenario(50, runs))
+                .iter()
+                .all(|(_, met)| met.is_none())
+        );
+    }
+
+    #[test]
+    fn a_write_not_applied_fails_the_non_owner_targets() {
+        let run = ReplicasRun::new(2, vec![500, 500], writes(&[3.0], 0), writes(&[3.0], 1));
+        assert!(
+            verdicts(&scenario(1000, vec![run]))
+                .iter()
+                .all(|(_, met)| *met == Some(false))
+        );
+    }
+
+    #[test]
+    fn the_markdown_report_shows_both_routes_and_the_targets() {
+        let run = ReplicasRun::new(2, vec![500, 500], writes(&[3.0], 0), writes(&[5.0], 0));
+        let scenarios = scenario(1000, vec![run]);
+        let report = Report {
+            tool: "openshell-bench",
+            version: "0",
+            mode: "full",
+            store: "postgres",
+            started_at: String::new(),
+            duration_s: 0.0,
+            machine: Machine::detect(),
+            harness: Harness {
+                gateway_process: "",
+                supervisor_process: "",
+                channels: 8,
+                connect_batch: 1000,
+                gateway_db_pool: 8,
+                gateway_heartbeat_s: 5,
+                gateway_reconcile_s: 30,
+                supervisor_reconnect_backoff: "",
+                fd_limit: None,
+                connects: Vec::new(),
+            },
+            targets: evaluate_targets(&scenarios),
+            scenarios,
+            notes: Vec::new(),
+        };
+        let md = markdown(&report);
+        assert!(md.contains("| 7. Cross-replica writes | 2 replicas, 1000 sessions (500/500 per replica), postgres, 100 samples per route | via owner: call → APPLIED p50/p90/p99/max | 3.00 / 3.00 / 3.00 / 3.00 ms (n=1) |"), "{md}");
+        assert!(md.contains("via non-owner: call → APPLIED p50/p90/p99/max | 5.00 / 5.00 / 5.00 / 5.00 ms (n=1) |"), "{md}");
+        assert!(
+            md.contains("| non-owner / owner, p50 and p99 | 1.67× / 1.67× |"),
+            "{md}"
+        );
+        assert!(md.contains("| Write through a non-owner replica p50 (2 replicas) | ≤ 2 × owner p50 + 2 ms | 5.00 ms against a limit of 8.00 ms (owner p50 3.00 ms; 2 replicas, 1000 sessions, n=1/1, 0 not applied) | met |"), "{md}");
+        assert!(md.contains("| Write through a non-owner replica p99 (2 replicas) | ≤ 3 × owner p99 | 5.00 ms against a limit of 9.00 ms"), "{md}");
+    }
 }

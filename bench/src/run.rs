@@ -6,6 +6,8 @@
 //! Phase 2 (`--fleet-sessions`, 10k): idle cost in push (fresh gateway process), fleet
 //! convergence, no starvation, reconnect storm, then idle cost in poll (fresh gateway process).
 //! Phase 3: commit throughput on fresh SQLite and PostgreSQL stores.
+//! Phase 4 (`--replicas-sessions`, 1k; PostgreSQL only): 2, then 3 gateway replicas on one
+//! database, sessions spread over them, writes through the owning and a non-owning replica.
 //!
 //! A fleet operation targets every live sandbox of the store, so each phase's store holds
 //! exactly as many sandboxes as there are sessions (phase 2 adds sandboxes to phase 1's).
@@ -17,19 +19,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use base64::Engine as _;
 use clap::ValueEnum;
+use openshell_core::Secret;
 use openshell_gateway::DeliveryMode;
 use openshell_sdk::{
     Client, OperationState, SandboxRef, Target, UpdateConfig, UpdateMode, UpdateResult,
 };
 use rand::Rng;
 
-use crate::gateway::{GatewayLauncher, GatewayProc, StoreSpec};
+use crate::gateway::{GatewayLauncher, GatewayProc, ReplicaSpec, StoreSpec};
 use crate::report::{
     self, ConnectRecord, FleetParams, FleetRound, FleetRun, FleetScenario, Harness, IdleParams,
-    IdleRun, IdleScenario, LatencyParams, LatencyRun, LatencyScenario, Report, Scenarios,
-    StarvationParams, StarvationScenario, StormParams, StormScenario, ThroughputParams,
-    ThroughputRun, ThroughputScenario,
+    IdleRun, IdleScenario, LatencyParams, LatencyRun, LatencyScenario, ReplicaWrites,
+    ReplicasParams, ReplicasRun, ReplicasScenario, Report, Scenarios, StarvationParams,
+    StarvationScenario, StormParams, StormScenario, ThroughputParams, ThroughputRun,
+    ThroughputScenario,
 };
 use crate::setup::{self, BenchSandbox, policy_with_port};
 use crate::stats::{Summary, median, round3};
@@ -44,6 +49,8 @@ const PRODUCTION_POLL: Duration = Duration::from_secs(10);
 const HEARTBEAT_S: u64 = 5;
 const RECONCILE_S: u64 = 30;
 const BACKOFF: &str = "supervisor default: 1 s × 1.6 per attempt, ±20 % jitter, cap 30 s";
+/// Replica counts of the cross-replica scenario, in the order they run.
+const REPLICA_COUNTS: [usize; 2] = [2, 3];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StoreKind {
@@ -65,6 +72,8 @@ pub enum ScenarioId {
     Throughput,
     /// 6. Every supervisor reconnecting after a gateway restart.
     Storm,
+    /// 7. Writes through a replica that does not own the session, PostgreSQL.
+    Replicas,
 }
 
 /// Options of a benchmark run (the default command).
@@ -91,7 +100,12 @@ pub struct RunArgs {
     /// [default: 10000; quick: 200].
     #[arg(long)]
     pub fleet_sessions: Option<usize>,
-    /// Push latency samples [default: 200; quick: 5].
+    /// Sessions spread over the replicas of the cross-replica scenario
+    /// [default: 1000; quick: 50].
+    #[arg(long)]
+    pub replicas_sessions: Option<usize>,
+    /// Push latency samples; in the cross-replica scenario, writes through each route
+    /// [default: 200; quick: 5].
     #[arg(long)]
     pub samples: Option<usize>,
     /// Poll latency samples at the production 10 s interval [default: 10; quick: 0].
@@ -158,6 +172,7 @@ struct Params {
     quick: bool,
     sessions: usize,
     fleet_sessions: usize,
+    replicas_sessions: usize,
     warmup: usize,
     samples: usize,
     poll_samples: usize,
@@ -198,6 +213,13 @@ impl Params {
                  the larger fleet reuses the smaller one's sandboxes"
             );
         }
+        let replicas_sessions = pick(a.replicas_sessions, 50, 1000);
+        let most_replicas = REPLICA_COUNTS.iter().copied().max().unwrap_or(1);
+        if replicas_sessions < most_replicas {
+            bail!(
+                "--replicas-sessions must be at least {most_replicas} (every replica of the cross-replica scenario holds a session)"
+            );
+        }
         if a.channels == 0 || a.throughput_clients == 0 || a.connect_batch == 0 {
             bail!("--channels, --throughput-clients and --connect-batch must be positive");
         }
@@ -210,6 +232,7 @@ impl Params {
             quick: q,
             sessions,
             fleet_sessions,
+            replicas_sessions,
             warmup: if q { 2 } else { 10 },
             samples: pick(a.samples, 5, 200).max(1),
             poll_samples: pick(a.poll_samples, 0, 10),
@@ -461,6 +484,11 @@ impl Bench {
                 .await
                 .context("phase 3 (commit throughput)")?;
         }
+        if self.p.runs(Replicas) {
+            self.phase_replicas()
+                .await
+                .context("phase 4 (writes through a replica that does not own the session)")?;
+        }
         Ok(())
     }
 
@@ -508,7 +536,7 @@ impl Bench {
         if self.swarm.is_none() {
             self.swarm = Some(SwarmProc::spawn(
                 &self.exe,
-                endpoint,
+                &[endpoint.to_string()],
                 self.p.channels,
                 &self.launcher.log,
                 &self.out.join("swarm.log"),
@@ -886,7 +914,7 @@ impl Bench {
             let writers: Vec<SimSandbox> = fleet.drain(..self.p.starvation_writers).collect();
             let mut writers_swarm = SwarmProc::spawn(
                 &self.exe,
-                &gw.endpoint(),
+                &[gw.endpoint()],
                 1,
                 &self.launcher.log,
                 &self.out.join("swarm-writers.log"),
@@ -899,7 +927,7 @@ impl Bench {
             }
             self.swarm = Some(SwarmProc::spawn(
                 &self.exe,
-                &gw.endpoint(),
+                &[gw.endpoint()],
                 self.p.channels,
                 &self.launcher.log,
                 &self.out.join("swarm.log"),
@@ -1300,6 +1328,268 @@ impl Bench {
             run.store, run.commits_per_s, run.errors
         ));
         Ok(run)
+    }
+}
+
+impl Bench {
+    // ---------------- phase 4 ----------------
+
+    async fn phase_replicas(&mut self) -> Result<()> {
+        let Some(url) = self.postgres_url.clone() else {
+            self.notes.push(
+                "writes through a replica that does not own the session were skipped: replicas share PostgreSQL, and no --postgres-url (or OPENSHELL_BENCH_POSTGRES_URL) was given"
+                    .into(),
+            );
+            return Ok(());
+        };
+        let n = self.p.replicas_sessions;
+        for i in 0..REPLICA_COUNTS.iter().copied().max().unwrap_or(0) {
+            let log = self.replica_log(i);
+            std::fs::write(&log, b"").with_context(|| format!("cannot write {}", log.display()))?;
+        }
+        // Replicas of one store must share the key sealing provider credentials; the peer
+        // secret authenticates their hints to each other. Fresh per run.
+        let key: [u8; 32] = rand::random();
+        let credential_key = Secret::new(base64::engine::general_purpose::STANDARD.encode(key));
+        let peer_secret = Secret::generate();
+        let spec = |i: usize| ReplicaSpec {
+            id: format!("replica-{i}"),
+            peer_secret: peer_secret.clone(),
+            credential_key: credential_key.clone(),
+        };
+        // The sandboxes are created once, through replica-0 (so the copies hold no other
+        // replica's registration), and every replica count runs on a copy of that database.
+        let (template, name) =
+            setup::postgres_store(&url, &self.work.path().join("replicas-template")).await?;
+        self.pg_databases.push(name);
+        let gw = self
+            .replica_launcher(0)
+            .start_replica(&template, DeliveryMode::Push, &spec(0))
+            .await?;
+        let admin = setup::client(&gw.endpoint(), &self.launcher.token).await?;
+        let t = Instant::now();
+        let sandboxes = setup::create_sandboxes(&admin, "replica", 0..n, 16).await?;
+        drop(admin);
+        gw.stop().await?;
+        self.clock.log(format!(
+            "scenario 7: created {n} sandboxes on PostgreSQL in {:.1} s",
+            t.elapsed().as_secs_f64()
+        ));
+        let mut runs = Vec::new();
+        for r in REPLICA_COUNTS {
+            let specs: Vec<ReplicaSpec> = (0..r).map(spec).collect();
+            runs.push(
+                self.replicas_run(&template, &url, &sandboxes, &specs)
+                    .await?,
+            );
+        }
+        let scenario = ReplicasScenario {
+            machine: self.machine.clone(),
+            params: ReplicasParams {
+                store: "postgres",
+                sessions: n,
+                warmup: self.p.warmup,
+                samples: self.p.samples,
+                placement: "one gateway process per replica on one fresh PostgreSQL database (peer secret and credential key shared, production delivery settings); the session of the i-th sandbox is held by replica i mod R",
+                write: "a random sandbox's policy update (one network port changes), UpdateConfig WAIT_FOR_APPLY, once through the replica holding its session and once through another replica (chosen at random), alternating which goes first; one write at a time",
+                latency: "UpdateConfig call start → response with operation APPLIED (SDK caller connected to the replica written through)",
+                supervisor_latency: "same call start → the supervisor library sent its ack (to the owning replica)",
+            },
+            runs,
+        };
+        println!(
+            "{}",
+            report::scenario_block(
+                "scenario 7: writes through a replica that does not own the session",
+                &scenario
+            )
+        );
+        self.scenarios.cross_replica = Some(scenario);
+        Ok(())
+    }
+
+    /// Each replica logs to a file of its own, so its lines can be told apart.
+    fn replica_log(&self, i: usize) -> PathBuf {
+        self.out.join(format!("gateway-replica-{i}.log"))
+    }
+
+    fn replica_launcher(&self, i: usize) -> GatewayLauncher {
+        GatewayLauncher {
+            log_path: self.replica_log(i),
+            ..self.launcher.clone()
+        }
+    }
+
+    /// One replica count: `specs.len()` gateways on a copy of `template`, every sandbox's
+    /// session on replica (index mod count), then timed writes through both routes.
+    async fn replicas_run(
+        &mut self,
+        template: &StoreSpec,
+        admin_url: &str,
+        sandboxes: &[BenchSandbox],
+        specs: &[ReplicaSpec],
+    ) -> Result<ReplicasRun> {
+        let r = specs.len();
+        let n = sandboxes.len();
+        self.copies += 1;
+        let dir = self
+            .work
+            .path()
+            .join(format!("{:02}-replicas-{r}", self.copies));
+        let (store, pg) = setup::clone_store(template, Some(admin_url), &dir).await?;
+        self.pg_databases.extend(pg);
+        self.clock.log(format!(
+            "scenario 7: {r} replicas on PostgreSQL, {n} sessions, {} samples per route",
+            self.p.samples
+        ));
+        let mut gws = Vec::with_capacity(r);
+        for (i, spec) in specs.iter().enumerate() {
+            let gw = self
+                .replica_launcher(i)
+                .start_replica(&store, DeliveryMode::Push, spec)
+                .await?;
+            self.clock.log(format!(
+                "  {} started at {} (pid {})",
+                spec.id,
+                gw.addr,
+                gw.pid().unwrap_or(0)
+            ));
+            gws.push(gw);
+        }
+        let endpoints: Vec<String> = gws.iter().map(GatewayProc::endpoint).collect();
+        let mut clients = Vec::with_capacity(r);
+        for endpoint in &endpoints {
+            clients.push(setup::client(endpoint, &self.launcher.token).await?);
+        }
+        // One swarm, its sessions spread over the replicas; a swarm bound to an earlier
+        // gateway has no use any more.
+        if let Some(swarm) = self.swarm.take() {
+            swarm.finish().await?;
+        }
+        self.swarm = Some(SwarmProc::spawn(
+            &self.exe,
+            &endpoints,
+            self.p.channels,
+            &self.launcher.log,
+            &self.out.join("swarm.log"),
+            0,
+        )?);
+        let sims: Vec<SimSandbox> = sandboxes
+            .iter()
+            .enumerate()
+            .map(|(i, sb)| SimSandbox {
+                gateway: i % r,
+                ..sb.sim(ms(PRODUCTION_POLL))
+            })
+            .collect();
+        self.connect(
+            &endpoints[0],
+            sims,
+            true,
+            &format!("cross-replica writes, {r} replicas"),
+        )
+        .await?;
+        let mut sessions_per_replica = Vec::with_capacity(r);
+        for (i, gw) in gws.iter_mut().enumerate() {
+            let (_, sessions) = gw.usage().await?;
+            let expected = (0..n).filter(|j| j % r == i).count();
+            if sessions != expected {
+                self.notes.push(format!(
+                    "cross-replica writes, {r} replicas: replica-{i} held {sessions} sessions where {expected} were connected to it"
+                ));
+            }
+            sessions_per_replica.push(sessions);
+        }
+        pause(Duration::from_secs(1)).await;
+
+        let warmup = self.p.warmup;
+        let mut owner = RouteSamples::default();
+        let mut other = RouteSamples::default();
+        for k in 0..warmup + self.p.samples {
+            let i = rand::rng().random_range(0..n);
+            let holder = i % r;
+            let elsewhere = (holder + 1 + rand::rng().random_range(0..r - 1)) % r;
+            let routes = if k % 2 == 0 {
+                [(holder, true), (elsewhere, false)]
+            } else {
+                [(elsewhere, false), (holder, true)]
+            };
+            for (via, through_owner) in routes {
+                let policy = self.counters.next_policy();
+                let swarm = self.swarm.as_mut().ok_or_else(|| anyhow!("no swarm"))?;
+                // The swarm started the sandboxes in order, so session index = sandbox index.
+                let s = policy_write(
+                    &clients[via],
+                    Some((swarm, i)),
+                    &sandboxes[i],
+                    policy,
+                    self.p.wait,
+                )
+                .await?;
+                if k >= warmup {
+                    if through_owner {
+                        owner.add(&s);
+                    } else {
+                        other.add(&s);
+                    }
+                }
+            }
+        }
+        for (i, gw) in gws.iter_mut().enumerate() {
+            if let Ok(text) = gw.metrics().await {
+                std::fs::write(
+                    self.out
+                        .join(format!("gateway-metrics-replicas-{r}-replica-{i}.txt")),
+                    text,
+                )
+                .ok();
+            }
+        }
+        self.stop_sessions().await?;
+        if let Some(swarm) = self.swarm.take() {
+            swarm.finish().await?;
+        }
+        for gw in gws {
+            gw.stop().await?;
+        }
+        let run = ReplicasRun::new(r, sessions_per_replica, owner.done(), other.done());
+        self.clock.log(format!(
+            "  {r} replicas: call → APPLIED p50 / p99 through the owner {:.2} / {:.2} ms, through another replica {:.2} / {:.2} ms",
+            run.owner.call.p50_ms,
+            run.owner.call.p99_ms,
+            run.non_owner.call.p50_ms,
+            run.non_owner.call.p99_ms
+        ));
+        Ok(run)
+    }
+}
+
+/// Timed writes through one route (the owning replica, or another one).
+#[derive(Default)]
+struct RouteSamples {
+    call: Vec<f64>,
+    ack: Vec<f64>,
+    not_applied: usize,
+}
+
+impl RouteSamples {
+    fn add(&mut self, s: &WriteSample) {
+        if !s.applied {
+            self.not_applied += 1;
+            return;
+        }
+        self.call.push(s.call_ms);
+        if let Some(a) = s.ack_ms {
+            self.ack.push(a);
+        }
+    }
+
+    fn done(self) -> ReplicaWrites {
+        ReplicaWrites {
+            call: Summary::of(&self.call),
+            supervisor_ack: Summary::of(&self.ack),
+            not_applied: self.not_applied,
+        }
     }
 }
 

@@ -163,6 +163,7 @@ impl BenchSandbox {
             id: self.id.clone(),
             credential: self.credential.clone(),
             poll_interval_ms,
+            gateway: 0,
         }
     }
 }

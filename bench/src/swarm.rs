@@ -27,10 +27,11 @@ use crate::sys::{Usage, mono_ns, raise_fd_limit};
 /// Arguments of the hidden `swarm` subcommand.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SwarmArgs {
-    /// Gateway URL, e.g. `http://127.0.0.1:7070`.
-    #[arg(long)]
-    pub gateway: String,
-    /// HTTP/2 connections shared by all sessions.
+    /// Gateway URL, e.g. `http://127.0.0.1:7070`; repeated for replicas, which a sandbox
+    /// picks by index ([`SimSandbox::gateway`]).
+    #[arg(long, required = true)]
+    pub gateway: Vec<String>,
+    /// HTTP/2 connections shared by all sessions of one gateway.
     #[arg(long, default_value_t = 8)]
     pub channels: usize,
     #[arg(long, default_value = "warn")]
@@ -44,6 +45,9 @@ pub struct SimSandbox {
     pub credential: String,
     /// Poll interval of this supervisor (used when the gateway does not push).
     pub poll_interval_ms: u64,
+    /// Index of the swarm's gateway this session connects to.
+    #[serde(default)]
+    pub gateway: usize,
 }
 
 /// What a session must reach for `Arm`/`Collect`.
@@ -166,8 +170,11 @@ struct Sim {
 }
 
 struct Swarm {
-    gateway: String,
-    channels: Vec<Channel>,
+    gateways: Vec<String>,
+    /// Per gateway, the connections its sessions share.
+    channels: Vec<Vec<Channel>>,
+    /// Per gateway, sessions started on it so far (they take its connections in turn).
+    started: Vec<usize>,
     sims: Vec<Sim>,
     armed: HashMap<String, JoinSet<u64>>,
 }
@@ -186,12 +193,25 @@ fn channel(url: &str) -> Result<Channel> {
 }
 
 impl Swarm {
-    fn start(&mut self, sandboxes: Vec<SimSandbox>) -> usize {
+    fn start(&mut self, sandboxes: Vec<SimSandbox>) -> Result<usize> {
+        if let Some(sb) = sandboxes
+            .iter()
+            .find(|sb| sb.gateway >= self.gateways.len())
+        {
+            bail!(
+                "sandbox {} names gateway {} but the swarm has {} (--gateway)",
+                sb.id,
+                sb.gateway,
+                self.gateways.len()
+            );
+        }
         for sb in sandboxes {
-            let index = self.sims.len();
+            let nth = self.started[sb.gateway];
+            self.started[sb.gateway] += 1;
             let identity = Identity::new(sb.id.clone(), Secret::new(sb.credential));
-            let mut options = SupervisorOptions::new(self.gateway.clone(), identity);
-            options.channel = Some(self.channels[index % self.channels.len()].clone());
+            let mut options = SupervisorOptions::new(self.gateways[sb.gateway].clone(), identity);
+            let channels = &self.channels[sb.gateway];
+            options.channel = Some(channels[nth % channels.len()].clone());
             options.poll_interval = Duration::from_millis(sb.poll_interval_ms.max(1));
             let supervisor = Supervisor::new(options, Arc::new(MemoryApplier::new()));
             let (stop, mut stopped) = watch::channel(false);
@@ -210,12 +230,13 @@ impl Swarm {
                 task,
             });
         }
-        self.sims.len()
+        Ok(self.sims.len())
     }
 
     async fn stop_all(&mut self) -> usize {
         let sims = std::mem::take(&mut self.sims);
         let count = sims.len();
+        self.started.fill(0);
         for sim in &sims {
             let _ = sim.stop.send(true);
         }
@@ -288,11 +309,18 @@ impl Swarm {
 pub async fn child_main(args: SwarmArgs) -> Result<()> {
     init_child_logging(&args.log);
     raise_fd_limit();
-    let channels = (0..args.channels.max(1))
-        .map(|_| channel(&args.gateway))
+    let channels = args
+        .gateway
+        .iter()
+        .map(|url| {
+            (0..args.channels.max(1))
+                .map(|_| channel(url))
+                .collect::<Result<Vec<_>>>()
+        })
         .collect::<Result<Vec<_>>>()?;
     let mut swarm = Swarm {
-        gateway: args.gateway.clone(),
+        gateways: args.gateway.clone(),
+        started: vec![0; channels.len()],
         channels,
         sims: Vec::new(),
         armed: HashMap::new(),
@@ -311,8 +339,11 @@ pub async fn child_main(args: SwarmArgs) -> Result<()> {
             }
         };
         let reply = match command {
-            SwarmCommand::Start { sandboxes } => SwarmReply::Started {
-                total: swarm.start(sandboxes),
+            SwarmCommand::Start { sandboxes } => match swarm.start(sandboxes) {
+                Ok(total) => SwarmReply::Started { total },
+                Err(e) => SwarmReply::Error {
+                    message: e.to_string(),
+                },
             },
             SwarmCommand::StopAll => SwarmReply::Stopped {
                 count: swarm.stop_all().await,
@@ -372,23 +403,26 @@ impl Collected {
 }
 
 impl SwarmProc {
+    /// A swarm whose sessions connect to `gateways[sandbox.gateway]`.
     pub fn spawn(
         exe: &std::path::Path,
-        gateway: &str,
+        gateways: &[String],
         channels: usize,
         log: &str,
         log_path: &std::path::Path,
         nice: u8,
     ) -> Result<Self> {
-        let mut args = vec![
-            "swarm".to_string(),
-            "--gateway".into(),
-            gateway.to_string(),
+        let mut args = vec!["swarm".to_string()];
+        for gateway in gateways {
+            args.push("--gateway".into());
+            args.push(gateway.clone());
+        }
+        args.extend([
             "--channels".into(),
             channels.to_string(),
             "--log".into(),
             log.to_string(),
-        ];
+        ]);
         // Through nice(1): a niceness set before exec applies to every thread.
         let proc = if nice == 0 {
             ChildProc::spawn("swarm", exe, &args, log_path)?

@@ -2,7 +2,8 @@
 //! report in which every scenario is present and sane. It never asserts on timings: this test
 //! keeps the harness from rotting, it does not judge performance.
 //!
-//! PostgreSQL is included (commit throughput) only when `OPENSHELL_TEST_POSTGRES_URL` is set.
+//! PostgreSQL is included (commit throughput, writes through a replica that does not own the
+//! session) only when `OPENSHELL_TEST_POSTGRES_URL` is set.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -28,6 +29,8 @@ fn quick_mode_writes_a_complete_report() {
         "--sessions",
         "20",
         "--fleet-sessions",
+        "20",
+        "--replicas-sessions",
         "20",
         "--samples",
         "5",
@@ -108,6 +111,46 @@ fn quick_mode_writes_a_complete_report() {
     assert_eq!(count(storm, "/sessions_missing"), 0);
     assert_eq!(count(storm, "/per_session/count"), 20);
     assert!(count(storm, "/gateway_hwm_kib") > 0);
+
+    // 7. writes through a replica that does not own the session: PostgreSQL only; both
+    // routes applied every write, with the sessions spread over 2 and then 3 replicas.
+    let x = &s["cross_replica"];
+    if postgres.is_some() {
+        let runs = x["runs"].as_array().unwrap();
+        let replicas: Vec<u64> = runs.iter().map(|r| count(r, "/replicas")).collect();
+        assert_eq!(replicas, [2, 3]);
+        for run in runs {
+            let per: Vec<u64> = run["sessions_per_replica"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
+            let expected: &[u64] = if per.len() == 2 {
+                &[10, 10]
+            } else {
+                &[7, 7, 6]
+            };
+            assert_eq!(per, expected, "{run:#}");
+            for route in ["owner", "non_owner"] {
+                assert_eq!(count(run, &format!("/{route}/call/count")), 5, "{run:#}");
+                assert_eq!(
+                    count(run, &format!("/{route}/supervisor_ack/count")),
+                    5,
+                    "{run:#}"
+                );
+                assert_eq!(count(run, &format!("/{route}/not_applied")), 0, "{run:#}");
+            }
+        }
+    } else {
+        assert!(x.is_null(), "{x:#}");
+        let skipped = r["notes"].as_array().unwrap().iter().any(|n| {
+            n.as_str()
+                .unwrap()
+                .contains("does not own the session were skipped")
+        });
+        assert!(skipped, "{:#}", r["notes"]);
+    }
 
     assert!(!r["targets"].as_array().unwrap().is_empty());
     let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
