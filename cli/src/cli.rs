@@ -108,6 +108,9 @@ pub enum Command {
     /// Render this command reference (docs/cli.md is its output).
     #[command(subcommand, hide = true)]
     Docs(DocsCommand),
+    /// Upstream's form of `openshell sandbox logs`.
+    #[command(hide = true)]
+    Logs(LogsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -176,6 +179,36 @@ pub enum SandboxCommand {
         #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
     },
+    /// Show a sandbox's recent log lines: the supervisor's own and the workload's stdout and
+    /// stderr, as its supervisor pushed them to the gateway (provider values masked).
+    ///
+    /// Lines are kept in memory by the gateway replica the supervisor pushes to (the newest
+    /// 2000 per sandbox); a gateway restart loses them. Lines the supervisor or the gateway
+    /// had to drop are counted in a warning. Upstream's form, `openshell logs SB` (with
+    /// `--tail` for `--follow`), works too.
+    Logs(LogsArgs),
+}
+
+/// `openshell sandbox logs` (also upstream's form, `openshell logs`).
+#[derive(Debug, Clone, Args)]
+pub struct LogsArgs {
+    #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
+    pub sandbox: String,
+    /// Keep printing new lines as they arrive, until interrupted.
+    #[arg(short = 'f', long, alias = "tail")]
+    pub follow: bool,
+    /// Only lines of the last DURATION, e.g. 5m or 1h.
+    #[arg(long, value_name = "DURATION", value_parser = crate::parse::duration)]
+    pub since: Option<std::time::Duration>,
+    /// Show at most N of the newest lines (default 2000; 200 before --follow).
+    #[arg(short = 'n', long, value_name = "N")]
+    pub lines: Option<u32>,
+    /// Only lines of this source: supervisor or workload (repeatable).
+    #[arg(long, value_name = "SOURCE", value_parser = ["supervisor", "workload"])]
+    pub source: Vec<String>,
+    /// Only lines at or above this level.
+    #[arg(long, value_name = "LEVEL", value_parser = clap::builder::PossibleValuesParser::new(["trace", "debug", "info", "warn", "error"]))]
+    pub level: Option<String>,
 }
 
 /// How a write returns: right after commit, or after the change is applied.

@@ -492,6 +492,8 @@ RFC 3339 strings in UTC; absent values are `null`; enums are upper-case strings
 | `sandbox get`, `stop`, `start` | `Sandbox`: `{id, name, workspace, lifecycle, policy_revision, settings_revision, attachment_epoch, providers, created_at, updated_at}` |
 | `sandbox list` | array of `Sandbox` |
 | `sandbox delete` | `{sandbox, cancelled_operations}` |
+| `sandbox logs` (`logs`) | `{lines, buffer_total, supervisor_dropped_lines, gateway_dropped_lines}`, each line `{time, timestamp_ms, level, source, target, message, fields}` |
+| `sandbox logs --follow` | one JSON object per line (JSON Lines): `{type: \"line\", time, timestamp_ms, level, source, target, message, fields}` or `{type: \"dropped\", dropped_lines, message}`; with `-o yaml` one document per event |
 | `policy set`, `policy clear-global`, `settings set`, `settings delete` | `UpdateResult`: `{operation, idempotent_replay, kept_static_sections, validate_only, policy_diff, setting_changes}` (the last two are set only by `--dry-run`) |
 | `policy set --dry-run` | `UpdateResult` with `operation: null`, `validate_only: true`, `policy_diff: {added_policies, removed_policies, changed_policies: [{name, added_endpoints, removed_endpoints, changed_endpoints, changed_fields}], changed_static_sections, changed_sections, current_revision, current_policy_hash, new_policy_hash}` |
 | `policy validate` | `{valid, violations: [{field, message}]}` |

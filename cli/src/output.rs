@@ -150,6 +150,13 @@ pub fn sanitize(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `value` as one line of JSON (JSON Lines), for output that streams.
+pub fn json_line<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<String> {
+    let mut text = serde_json::to_string(value).context("encoding JSON")?;
+    text.push('\n');
+    Ok(escape_json_controls(text))
+}
+
 /// serde_json escapes only what JSON requires (C0), so DEL and C1 (such as
 /// CSI, U+009B) would reach a terminal raw. Outside strings JSON text is
 /// plain ASCII, so writing them as `\u00XX` keeps every value the same.

@@ -24,6 +24,7 @@
 mod calls;
 mod client;
 mod error;
+mod log_stream;
 mod options;
 mod retry;
 mod timefmt;
@@ -34,6 +35,7 @@ mod wait;
 pub use calls::provider::{ProviderSpec, ProviderUpdate};
 pub use client::Client;
 pub use error::{FieldViolation, SdkError};
+pub use log_stream::SandboxLogStream;
 pub use openshell_core::Secret;
 pub use options::ClientOptions;
 pub use types::*;

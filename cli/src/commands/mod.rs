@@ -3,6 +3,7 @@
 
 mod doctor;
 mod gateway;
+mod logs;
 mod operations;
 pub(crate) mod policy;
 mod provider;
@@ -33,6 +34,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Gateway(cmd) => gateway::run(&ctx, cmd).await,
         Command::Status => doctor::status(&ctx).await,
         Command::Doctor => doctor::doctor(&ctx).await,
+        Command::Logs(args) => logs::run(&ctx, args).await,
         Command::Completions { shell } => {
             // Rendered to memory first: a write to a closed pipe must not panic.
             let mut script = Vec::new();

@@ -50,6 +50,7 @@ pub async fn run(ctx: &Ctx, cmd: SandboxCommand) -> anyhow::Result<u8> {
         SandboxCommand::Stop { sandbox } => {
             lifecycle(ctx, SandboxRef::from(sandbox), SandboxLifecycle::Stopped).await
         }
+        SandboxCommand::Logs(args) => super::logs::run(ctx, args).await,
         SandboxCommand::Start { sandbox } => {
             // PENDING restarts: the gateway marks it RUNNING once a supervisor bootstraps.
             lifecycle(ctx, SandboxRef::from(sandbox), SandboxLifecycle::Pending).await

@@ -3,6 +3,7 @@
 //! the answer into a view type.
 
 mod config;
+mod logs;
 mod operation;
 pub(crate) mod provider;
 mod sandbox;

@@ -7,6 +7,7 @@
 
 mod enums;
 mod gateway;
+mod logs;
 mod operation;
 mod policy;
 mod provider;
@@ -19,6 +20,7 @@ pub use enums::{
     SandboxLifecycle, SettingScope, TargetKind, UpdateMode,
 };
 pub use gateway::GatewayInfo;
+pub use logs::{LogQuery, SandboxLogEvent, SandboxLogLine, SandboxLogs};
 pub use operation::{
     FleetProgress, Operation, PolicyChange, PolicyDiff, SettingDiff, UpdateResult,
 };

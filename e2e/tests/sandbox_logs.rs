@@ -1,0 +1,373 @@
+//! Sandbox logs end to end: a real gateway, a real supervisor whose workload prints lines
+//! (one holding a provider credential), and the real `openshell` CLI reading them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use openshell_e2e::process::{ChildGuard, binary};
+use openshell_e2e::{Api, TOKEN, TestGateway, create_sandbox, eventually, metric};
+use openshell_gateway::DeliveryMode;
+use openshell_proto::v1 as pb;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const POLICY: &str = include_str!("../../examples/policy.yaml");
+const DEADLINE: Duration = Duration::from_secs(30);
+const CREDENTIAL: &str = "ghp_logsE2eCredentialValue42";
+
+/// Prints a few lines (one with the credential, one on stderr), then prints whatever is
+/// written to `$TRIGGER`, so the test decides when a new line appears.
+const WORKLOAD: &str = r#"echo "hello from the workload"; echo "token=$GITHUB_TOKEN"; echo "oops on stderr" >&2; trap 'exit 0' TERM; while :; do if [ -f "$TRIGGER" ]; then cat "$TRIGGER"; rm -f "$TRIGGER"; fi; sleep 0.1; done"#;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn cli(gw: &TestGateway, token: &str, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(binary("openshell"));
+    cmd.args(args)
+        .env("OPENSHELL_GATEWAY", gw.endpoint())
+        .env("OPENSHELL_TOKEN", token)
+        .env_remove("OPENSHELL_CA_CERT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn run(gw: &TestGateway, args: &[&str]) -> Run {
+    run_as(gw, TOKEN, args).await
+}
+
+async fn run_as(gw: &TestGateway, token: &str, args: &[&str]) -> Run {
+    let out = cli(gw, token, args).output().await.unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+fn spawn_supervisor(gw: &TestGateway, id: &str, credential: &str, dir: &Path) -> ChildGuard {
+    std::fs::create_dir_all(dir).unwrap();
+    let credential_file = dir.join("credential");
+    std::fs::write(&credential_file, credential).unwrap();
+    let log = dir.join("supervisor.log");
+    let mut cmd = std::process::Command::new(binary("openshell-supervisor"));
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    cmd.arg("--gateway")
+        .arg(gw.endpoint())
+        .arg("--sandbox")
+        .arg(id)
+        .arg("--credential-file")
+        .arg(&credential_file)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .arg("--log")
+        .arg("info")
+        .arg("--")
+        .arg("sh")
+        .arg("-c")
+        .arg(WORKLOAD)
+        .env("TRIGGER", dir.join("trigger"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()));
+    ChildGuard {
+        child: cmd.spawn().unwrap(),
+        log,
+    }
+}
+
+/// Makes the workload print `text` as one line.
+fn trigger(dir: &Path, text: &str) {
+    let tmp = dir.join("trigger.tmp");
+    std::fs::write(&tmp, format!("{text}\n")).unwrap();
+    std::fs::rename(tmp, dir.join("trigger")).unwrap();
+}
+
+async fn provider_with_credential(api: &mut Api, sandbox: &str) {
+    api.create_provider(pb::CreateProviderRequest {
+        name: "github".into(),
+        r#type: "github".into(),
+        values: vec![pb::ProviderValueInput {
+            name: "GITHUB_TOKEN".into(),
+            value: CREDENTIAL.into(),
+            class: pb::ValueClass::Credential as i32,
+        }],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    api.attach_provider(pb::AttachProviderRequest {
+        sandbox: Some(pb::SandboxRef {
+            id_or_name: sandbox.into(),
+            workspace: String::new(),
+        }),
+        provider: "github".into(),
+    })
+    .await
+    .unwrap();
+}
+
+fn messages(json: &Value) -> Vec<String> {
+    json["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["message"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn read_json(gw: &TestGateway, args: &[&str]) -> Value {
+    let r = run(gw, args).await;
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    serde_json::from_str(&r.stdout).unwrap()
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+struct Setup {
+    gw: TestGateway,
+    api: Api,
+    id: String,
+    credential: String,
+    dir: PathBuf,
+    _supervisor: ChildGuard,
+}
+
+async fn setup(mode: DeliveryMode, name: &str) -> Setup {
+    let gw = TestGateway::start_for_delivery(mode).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, name, POLICY).await;
+    provider_with_credential(&mut api, name).await;
+    let dir = gw.store.dir.path().join(name);
+    let supervisor = spawn_supervisor(&gw, &id, &credential, &dir);
+    Setup {
+        gw,
+        api,
+        id,
+        credential,
+        dir,
+        _supervisor: supervisor,
+    }
+}
+
+/// Waits until the workload's first lines reached the gateway; returns the read.
+async fn first_lines(gw: &TestGateway, name: &str) -> Value {
+    eventually("the workload's lines at the gateway", DEADLINE, || async {
+        let json = read_json(gw, &["sandbox", "logs", name, "-o", "json"]).await;
+        let got = messages(&json);
+        (got.iter().any(|m| m == "hello from the workload")
+            && got.iter().any(|m| m == "oops on stderr")
+            && got.iter().any(|m| m.starts_with("token=")))
+        .then_some(json)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn workload_and_supervisor_lines_reach_the_cli_with_the_credential_masked() {
+    let s = setup(DeliveryMode::Push, "chatty").await;
+    let json = first_lines(&s.gw, "chatty").await;
+    let text = json.to_string();
+    assert!(!text.contains(CREDENTIAL), "the credential leaked: {text}");
+    assert!(
+        !text.contains(&s.credential),
+        "the supervisor credential leaked"
+    );
+    let lines = json["lines"].as_array().unwrap();
+    let find = |message: &str| {
+        lines
+            .iter()
+            .find(|l| l["message"] == message)
+            .unwrap_or_else(|| panic!("no line {message:?} in {json}"))
+    };
+    assert_eq!(find("token=***")["source"], "workload");
+    assert_eq!(find("hello from the workload")["target"], "stdout");
+    assert_eq!(find("oops on stderr")["target"], "stderr");
+    let started = find("workload started");
+    assert_eq!(started["source"], "supervisor");
+    assert_eq!(started["level"], "INFO");
+
+    // The table form: one line per log line, the credential masked there too.
+    let table = run(
+        &s.gw,
+        &["sandbox", "logs", "chatty", "--source", "workload"],
+    )
+    .await;
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    assert!(
+        table.stdout.contains("INFO  workload stdout: token=***"),
+        "{}",
+        table.stdout
+    );
+    assert!(!table.stdout.contains(CREDENTIAL));
+    assert!(
+        !table.stdout.contains("workload started"),
+        "--source workload"
+    );
+
+    // Upstream's form of the command reads the same lines.
+    let upstream = run(
+        &s.gw,
+        &[
+            "logs", "chatty", "-n", "1", "--source", "workload", "-o", "json",
+        ],
+    )
+    .await;
+    assert_eq!(upstream.code, 0, "{}", upstream.stderr);
+    let upstream: Value = serde_json::from_str(&upstream.stdout).unwrap();
+    assert_eq!(upstream["lines"].as_array().unwrap().len(), 1);
+
+    assert!(metric(&s.gw, "openshell_sandbox_log_lines_received_total").await >= 4.0);
+    let _ = (&s.api, &s.id, &s.dir);
+}
+
+#[tokio::test]
+async fn since_filters_and_follow_streams_a_new_line() {
+    let s = setup(DeliveryMode::Poll, "followed").await;
+    let json = first_lines(&s.gw, "followed").await;
+    let newest = json["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["timestamp_ms"].as_i64().unwrap())
+        .max()
+        .unwrap();
+
+    // Follow the workload's lines: the replay comes first, then a line printed after.
+    let mut follower = cli(
+        &s.gw,
+        TOKEN,
+        &[
+            "sandbox", "logs", "followed", "--follow", "--source", "workload",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let mut out = BufReader::new(follower.stdout.take().unwrap()).lines();
+    let mut next_line = async || {
+        tokio::time::timeout(DEADLINE, out.next_line())
+            .await
+            .expect("a followed line within the deadline")
+            .unwrap()
+            .expect("the follow stream is open")
+    };
+    loop {
+        if next_line().await.contains("hello from the workload") {
+            break;
+        }
+    }
+
+    // Lines older than the window are left out: make the next line clearly newer first.
+    while now_ms() < newest + 10_000 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    trigger(&s.dir, "printed while followed");
+    loop {
+        let line = next_line().await;
+        if line.contains("printed while followed") {
+            assert!(
+                line.contains("workload stdout: printed while followed"),
+                "{line}"
+            );
+            break;
+        }
+    }
+    follower.kill().await.unwrap();
+
+    // A window that starts a second after the first lines: the later line only.
+    let window = format!("{}ms", now_ms() - newest - 1_000);
+    let recent = read_json(
+        &s.gw,
+        &[
+            "sandbox", "logs", "followed", "--since", &window, "--source", "workload", "-o", "json",
+        ],
+    )
+    .await;
+    assert_eq!(messages(&recent), ["printed while followed"]);
+    let all = read_json(
+        &s.gw,
+        &[
+            "sandbox", "logs", "followed", "--since", "1h", "--source", "workload", "-o", "json",
+        ],
+    )
+    .await;
+    assert!(messages(&all).len() >= 4, "{all}");
+}
+
+#[tokio::test]
+async fn only_operators_read_logs_and_failures_say_why() {
+    let s = setup(DeliveryMode::Push, "guarded").await;
+    first_lines(&s.gw, "guarded").await;
+
+    // The supervisor credential pushes lines but cannot read them.
+    let refused = run_as(&s.gw, &s.credential, &["sandbox", "logs", "guarded"]).await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("operator token is not valid"),
+        "{}",
+        refused.stderr
+    );
+    assert!(refused.stdout.is_empty());
+    let mut as_supervisor = s.gw.api_with_token(Some(&s.credential)).await;
+    let status = as_supervisor
+        .get_sandbox_logs(pb::GetSandboxLogsRequest {
+            sandbox_id: s.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unauthenticated);
+    let status = as_supervisor
+        .watch_sandbox(pb::WatchSandboxRequest {
+            id: s.id.clone(),
+            follow_logs: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unauthenticated);
+
+    let missing = run(&s.gw, &["sandbox", "logs", "no-such-sandbox"]).await;
+    assert_eq!(missing.code, 1);
+    assert!(
+        missing.stderr.contains("no-such-sandbox"),
+        "{}",
+        missing.stderr
+    );
+
+    let bad_level = run(&s.gw, &["sandbox", "logs", "guarded", "--level", "loud"]).await;
+    assert_eq!(bad_level.code, 2, "{}", bad_level.stderr);
+    assert!(bad_level.stderr.contains("--level"), "{}", bad_level.stderr);
+
+    // Upstream's status stream is not served, and the answer names the field.
+    let status = s
+        .api
+        .clone()
+        .watch_sandbox(pb::WatchSandboxRequest {
+            id: s.id.clone(),
+            follow_logs: true,
+            follow_status: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(
+        status.message().contains("follow_status"),
+        "{}",
+        status.message()
+    );
+}
