@@ -14,6 +14,7 @@ import type {
   GatewayInfo,
   ListOperationsOptions,
   ListSandboxesOptions,
+  LogOptions,
   Operation,
   PolicyRevision,
   Provider,
@@ -22,6 +23,8 @@ import type {
   ProviderWrite,
   Sandbox,
   SandboxLifecycle,
+  SandboxLogLine,
+  SandboxLogs,
   SandboxPolicy,
   ScopeSettings,
   SessionInspection,
@@ -46,6 +49,7 @@ export type {
   GatewayInfo,
   ListOperationsOptions,
   ListSandboxesOptions,
+  LogOptions,
   Operation,
   OperationState,
   PolicyChange,
@@ -58,6 +62,8 @@ export type {
   ProviderWrite,
   Sandbox,
   SandboxLifecycle,
+  SandboxLogLine,
+  SandboxLogs,
   SandboxPolicy,
   ScopeSettings,
   SessionInspection,
@@ -175,6 +181,29 @@ export declare class Client {
   /** Explains configuration delivery for one sandbox, with hints. */
   inspectSession(sandbox: string): Promise<SessionInspection>
   gatewayInfo(): Promise<GatewayInfo>
+  /** A sandbox's recent log lines (provider values masked), oldest first, with drop counts. */
+  getSandboxLogs(sandbox: string, options?: LogOptions): Promise<SandboxLogs>
+  /** Follows a sandbox's log lines; see SandboxLogWatch. */
+  watchSandboxLogs(sandbox: string, options?: LogOptions): SandboxLogWatch
+}
+
+/** One item of a followed sandbox's logs. */
+export type SandboxLogEvent =
+  | { kind: 'line'; line: SandboxLogLine }
+  | { kind: 'dropped'; droppedLines: number; message: string }
+
+/**
+ * A followed sandbox's log lines: the recent ones, then new ones as they
+ * arrive. It does not end by itself while the sandbox lives; `break` out of
+ * `for await`, or call `cancel()`.
+ */
+export declare class SandboxLogWatch implements AsyncIterableIterator<SandboxLogEvent> {
+  private constructor()
+  readonly sandbox: string
+  next(): Promise<IteratorResult<SandboxLogEvent, undefined>>
+  return(value?: undefined): Promise<IteratorResult<SandboxLogEvent, undefined>>
+  cancel(): void
+  [Symbol.asyncIterator](): SandboxLogWatch
 }
 
 /**

@@ -182,6 +182,59 @@ class OperationWatch {
   }
 }
 
+/**
+ * A followed sandbox's log lines, as an async iterator: each value is
+ * `{ kind: 'line', line }` or `{ kind: 'dropped', droppedLines, message }`.
+ * It does not end by itself while the sandbox lives: `break` or `cancel()`.
+ */
+class SandboxLogWatch {
+  #native
+  #finished = false
+
+  constructor(handle, sandbox) {
+    this.#native = handle
+    this.sandbox = sandbox
+  }
+
+  async next() {
+    if (this.#finished) return { done: true, value: undefined }
+    let event
+    try {
+      event = await this.#native.next()
+    } catch (err) {
+      this.#finished = true
+      throw fromNative(err)
+    }
+    if (event === null) {
+      this.#finished = true
+      return { done: true, value: undefined }
+    }
+    return { done: false, value: event }
+  }
+
+  /** Called by `for await` on break: stops following. */
+  async return(value) {
+    this.cancel()
+    return { done: true, value }
+  }
+
+  /** Stops following; closes the stream to the gateway. */
+  cancel() {
+    this.#finished = true
+    this.#native.cancel()
+  }
+
+  [Symbol.asyncIterator]() {
+    return this
+  }
+}
+
+function logOptions(options) {
+  const checked = optionalObject('options', options)
+  if (checked !== undefined) optionalCount('lines', checked.lines)
+  return checked
+}
+
 /** A connection to one OpenShell gateway. Create one with Client.connect(). */
 class Client {
   #native
@@ -298,6 +351,22 @@ class Client {
     return call(() => this.#native.gatewayInfo())
   }
 
+  /** A sandbox's recent log lines (provider values masked), oldest first. */
+  getSandboxLogs(sandbox, options) {
+    return call(() => this.#native.getSandboxLogs(text('sandbox', sandbox), logOptions(options)))
+  }
+
+  /** Follows a sandbox's log lines; iterate the result with `for await`. */
+  watchSandboxLogs(sandbox, options) {
+    let handle
+    try {
+      handle = this.#native.watchSandboxLogs(text('sandbox', sandbox), logOptions(options))
+    } catch (err) {
+      throw fromNative(err)
+    }
+    return new SandboxLogWatch(handle, sandbox)
+  }
+
   /** Starts following an operation; iterate the result with `for await`. */
   watchOperation(id, options) {
     let handle
@@ -351,6 +420,7 @@ class Client {
 module.exports = {
   Client,
   OperationWatch,
+  SandboxLogWatch,
   OpenShellError,
   InvalidArgumentError,
   NotFoundError,

@@ -39,6 +39,9 @@ export declare class NativeClient {
   listOperations(options?: ListOperationsOptions | undefined | null): Promise<Array<Operation>>
   listSessions(): Promise<Array<SessionSummary>>
   inspectSession(sandbox: string): Promise<SessionInspection>
+  getSandboxLogs(sandbox: string, options?: LogOptions | undefined | null): Promise<SandboxLogs>
+  /** Starts following a sandbox's logs; see `SandboxLogWatch`. */
+  watchSandboxLogs(sandbox: string, options?: LogOptions | undefined | null): SandboxLogWatch
   gatewayInfo(): Promise<GatewayInfo>
 }
 
@@ -55,6 +58,23 @@ export declare class OperationWatch {
   /**
    * Stops waiting: closes the wait stream to the gateway and makes every
    * pending and later `next()` resolve `null`. The operation is untouched.
+   */
+  cancel(): void
+}
+
+/**
+ * A followed sandbox's logs. Dropping it (when JS collects it) ends the
+ * follow like `cancel()` does.
+ */
+export declare class SandboxLogWatch {
+  /**
+   * The next event, or `null` once the follow ended (the gateway closed it,
+   * or `cancel()`). Rejects when the follow fails.
+   */
+  next(): Promise<SandboxLogEvent | null>
+  /**
+   * Stops following: closes the stream to the gateway; every pending and
+   * later `next()` resolves `null`.
    */
   cancel(): void
 }
@@ -219,6 +239,18 @@ export interface ListSandboxesOptions {
   includeDeleted?: boolean
 }
 
+/** Which lines to read or follow. */
+export interface LogOptions {
+  /** Most lines, the newest (default: 2000 for a read, 200 replayed before following). */
+  lines?: number
+  /** Only lines at or after this time (ms since the epoch). */
+  sinceMs?: number
+  /** Only these sources: `supervisor`, `workload`. */
+  sources?: Array<string>
+  /** Only lines at or above this level: TRACE, DEBUG, INFO, WARN or ERROR. */
+  minLevel?: string
+}
+
 /** A durable record of one committed write. */
 export interface Operation {
   /** `op-` followed by a UUID. */
@@ -374,6 +406,38 @@ export interface Sandbox {
 
 /** Lifecycle of a sandbox as the gateway records it. */
 export type SandboxLifecycle = 'UNSPECIFIED' | 'PENDING' | 'RUNNING' | 'STOPPED' | 'DELETED'
+
+/** One item of a followed sandbox's logs: a `line`, or `dropped` lines. */
+export interface SandboxLogEvent {
+  /** `line` or `dropped`. */
+  kind: string
+  line?: SandboxLogLine
+  droppedLines?: number
+  message?: string
+}
+
+/** One log line of a sandbox; provider values arrive masked (`***`). */
+export interface SandboxLogLine {
+  /** RFC 3339 with milliseconds. */
+  time?: string
+  timestampMs: number
+  level: string
+  /** `supervisor` or `workload`. */
+  source: string
+  /** The supervisor module, or the workload's `stdout` / `stderr`. */
+  target: string
+  message: string
+  fields: Record<string, string>
+}
+
+/** Recent log lines of a sandbox, and how many were lost on the way. */
+export interface SandboxLogs {
+  /** Oldest first. */
+  lines: Array<SandboxLogLine>
+  bufferTotal: number
+  supervisorDroppedLines: number
+  gatewayDroppedLines: number
+}
 
 /** A sandbox's policy revision together with what is actually in effect. */
 export interface SandboxPolicy {

@@ -837,6 +837,7 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.NativeClient = nativeBinding.NativeClient
 module.exports.OperationWatch = nativeBinding.OperationWatch
+module.exports.SandboxLogWatch = nativeBinding.SandboxLogWatch
 module.exports.ApplyOutcome = nativeBinding.ApplyOutcome
 module.exports.connect = nativeBinding.connect
 module.exports.contractEnums = nativeBinding.contractEnums

@@ -9,6 +9,7 @@ use openshell_sdk::{self as sdk, SandboxRef};
 
 use crate::enums::SandboxLifecycle;
 use crate::error::IntoNapi;
+use crate::logs::{LogOptions, SandboxLogWatch, SandboxLogs};
 use crate::options::{
     ConfigTarget, ConnectOptions, CreateSandboxOptions, ListOperationsOptions,
     ListSandboxesOptions, ProviderSpec, ProviderUpdate, UpdateConfigOptions, WatchOptions, millis,
@@ -328,6 +329,43 @@ impl NativeClient {
             .await
             .map(Into::into)
             .into_napi()
+    }
+
+    #[napi]
+    pub async fn get_sandbox_logs(
+        &self,
+        sandbox: String,
+        options: Option<LogOptions>,
+    ) -> napi::Result<SandboxLogs> {
+        let query = options
+            .map(LogOptions::into_sdk)
+            .transpose()
+            .into_napi()?
+            .unwrap_or_default();
+        self.inner
+            .get_sandbox_logs(&SandboxRef::from(sandbox), &query)
+            .await
+            .map(Into::into)
+            .into_napi()
+    }
+
+    /// Starts following a sandbox's logs; see `SandboxLogWatch`.
+    #[napi]
+    pub fn watch_sandbox_logs(
+        &self,
+        sandbox: String,
+        options: Option<LogOptions>,
+    ) -> napi::Result<SandboxLogWatch> {
+        let query = options
+            .map(LogOptions::into_sdk)
+            .transpose()
+            .into_napi()?
+            .unwrap_or_default();
+        Ok(SandboxLogWatch::start(
+            self.inner.clone(),
+            SandboxRef::from(sandbox),
+            query,
+        ))
     }
 
     #[napi]

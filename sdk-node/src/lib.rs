@@ -15,6 +15,7 @@
 mod client;
 mod enums;
 mod error;
+mod logs;
 mod options;
 mod views;
 mod watch;

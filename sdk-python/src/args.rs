@@ -36,6 +36,29 @@ pub(crate) fn sandbox_ref(text: &str) -> SandboxRef {
     SandboxRef::from(text)
 }
 
+/// Which log lines to read or follow; a negative `since_ms` names no time.
+pub(crate) fn log_query(
+    py: Python<'_>,
+    lines: u32,
+    since_ms: i64,
+    sources: Option<Vec<String>>,
+    min_level: Option<String>,
+) -> PyResult<openshell_sdk::LogQuery> {
+    if since_ms < 0 {
+        return Err(errors::invalid_argument(
+            py,
+            "since_ms",
+            "must be milliseconds since the epoch (0: no filter)",
+        ));
+    }
+    Ok(openshell_sdk::LogQuery {
+        lines,
+        since_ms,
+        sources: sources.unwrap_or_default(),
+        min_level,
+    })
+}
+
 /// A `Target`, or a string naming a sandbox.
 pub(crate) fn target(value: &Bound<'_, PyAny>) -> PyResult<openshell_sdk::Target> {
     if let Ok(target) = value.cast::<Target>() {

@@ -5,8 +5,8 @@
 use std::future::Future;
 
 use openshell_sdk::{
-    OperationState, ProviderSpec, ProviderUpdate, SandboxLifecycle, SandboxRef, SdkError, Target,
-    UpdateConfig,
+    LogQuery, OperationState, ProviderSpec, ProviderUpdate, SandboxLifecycle, SandboxRef, SdkError,
+    Target, UpdateConfig,
 };
 use pyo3::prelude::*;
 
@@ -208,6 +208,16 @@ pub(crate) fn inspect_session(client: &openshell_sdk::Client, sandbox: SandboxRe
         client,
         move |c| async move { c.inspect_session(&sandbox).await },
     )
+}
+
+pub(crate) fn get_sandbox_logs(
+    client: &openshell_sdk::Client,
+    sandbox: SandboxRef,
+    query: LogQuery,
+) -> Call {
+    call(client, move |c| async move {
+        c.get_sandbox_logs(&sandbox, &query).await
+    })
 }
 
 pub(crate) fn gateway_info(client: &openshell_sdk::Client) -> Call {

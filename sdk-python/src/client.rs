@@ -416,6 +416,41 @@ macro_rules! client_surface {
                 $run(py, calls::inspect_session(&self.conn.get()?, args::sandbox_ref(sandbox)))
             }
 
+            /// A sandbox's recent log lines (provider values masked), oldest first.
+            #[pyo3(signature = (sandbox, *, lines=0, since_ms=0, sources=None, min_level=None))]
+            fn get_sandbox_logs(
+                &self,
+                py: Python<'_>,
+                sandbox: &str,
+                lines: u32,
+                since_ms: i64,
+                sources: Option<Vec<String>>,
+                min_level: Option<String>,
+            ) -> PyResult<Py<PyAny>> {
+                let query = args::log_query(py, lines, since_ms, sources, min_level)?;
+                $run(py, calls::get_sandbox_logs(&self.conn.get()?, args::sandbox_ref(sandbox), query))
+            }
+
+            /// Follows a sandbox's log lines: iterate the result (`for`, or
+            /// `async for` with `AsyncClient`) until you `break` or `cancel()`.
+            #[pyo3(signature = (sandbox, *, lines=0, since_ms=0, sources=None, min_level=None))]
+            fn watch_sandbox_logs(
+                &self,
+                py: Python<'_>,
+                sandbox: &str,
+                lines: u32,
+                since_ms: i64,
+                sources: Option<Vec<String>>,
+                min_level: Option<String>,
+            ) -> PyResult<crate::views::logs::SandboxLogWatch> {
+                let query = args::log_query(py, lines, since_ms, sources, min_level)?;
+                Ok(crate::views::logs::SandboxLogWatch::start(
+                    self.conn.get()?,
+                    args::sandbox_ref(sandbox),
+                    query,
+                ))
+            }
+
             /// Describes the gateway.
             fn gateway_info(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
                 $run(py, calls::gateway_info(&self.conn.get()?))

@@ -40,6 +40,10 @@ __all__ = [
     "Provider",
     "ProviderWrite",
     "Sandbox",
+    "SandboxLogEvent",
+    "SandboxLogLine",
+    "SandboxLogWatch",
+    "SandboxLogs",
     "SandboxPolicy",
     "ScopeSettings",
     "SessionInspection",
@@ -783,6 +787,26 @@ class Client:
     def list_sessions(self) -> list[SessionSummary]: ...
     def inspect_session(self, sandbox: str) -> SessionInspection: ...
     def gateway_info(self) -> GatewayInfo: ...
+    def get_sandbox_logs(
+        self,
+        sandbox: str,
+        *,
+        lines: int = 0,
+        since_ms: int = 0,
+        sources: Sequence[str] | None = None,
+        min_level: str | None = None,
+    ) -> SandboxLogs:
+        """A sandbox's recent log lines (provider values masked), oldest first."""
+    def watch_sandbox_logs(
+        self,
+        sandbox: str,
+        *,
+        lines: int = 0,
+        since_ms: int = 0,
+        sources: Sequence[str] | None = None,
+        min_level: str | None = None,
+    ) -> SandboxLogWatch:
+        """Follows a sandbox's log lines; iterate the result until you ``break``."""
 
 @final
 class AsyncClient:
@@ -915,3 +939,89 @@ class AsyncClient:
     async def list_sessions(self) -> list[SessionSummary]: ...
     async def inspect_session(self, sandbox: str) -> SessionInspection: ...
     async def gateway_info(self) -> GatewayInfo: ...
+    async def get_sandbox_logs(
+        self,
+        sandbox: str,
+        *,
+        lines: int = 0,
+        since_ms: int = 0,
+        sources: Sequence[str] | None = None,
+        min_level: str | None = None,
+    ) -> SandboxLogs: ...
+    def watch_sandbox_logs(
+        self,
+        sandbox: str,
+        *,
+        lines: int = 0,
+        since_ms: int = 0,
+        sources: Sequence[str] | None = None,
+        min_level: str | None = None,
+    ) -> SandboxLogWatch:
+        """Follows a sandbox's log lines; ``async for`` over the result."""
+
+@final
+class SandboxLogLine:
+    """One log line of a sandbox; provider values arrive masked (``***``)."""
+
+    @property
+    def time(self) -> str | None: ...
+    @property
+    def timestamp_ms(self) -> int: ...
+    @property
+    def level(self) -> str: ...
+    @property
+    def source(self) -> str:
+        """``"supervisor"`` or ``"workload"``."""
+    @property
+    def target(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def fields(self) -> dict[str, str]: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class SandboxLogs:
+    """Recent log lines of a sandbox, and how many were lost on the way."""
+
+    @property
+    def lines(self) -> list[SandboxLogLine]: ...
+    @property
+    def buffer_total(self) -> int: ...
+    @property
+    def supervisor_dropped_lines(self) -> int: ...
+    @property
+    def gateway_dropped_lines(self) -> int: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class SandboxLogEvent:
+    """One item of a followed sandbox's logs: a ``line``, or ``dropped`` lines."""
+
+    @property
+    def kind(self) -> Literal["line", "dropped"]: ...
+    @property
+    def line(self) -> SandboxLogLine | None: ...
+    @property
+    def dropped_lines(self) -> int: ...
+    @property
+    def message(self) -> str | None: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class SandboxLogWatch:
+    """A followed sandbox's logs, for ``for`` and ``async for``; it does not end
+    by itself while the sandbox lives."""
+
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> SandboxLogEvent: ...
+    def __aiter__(self) -> Self: ...
+    async def __anext__(self) -> SandboxLogEvent: ...
+    def cancel(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

@@ -7,6 +7,7 @@
 
 mod config;
 mod gateway;
+pub(crate) mod logs;
 mod operation;
 mod provider;
 mod sandbox;
@@ -104,6 +105,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::ComponentDelivery>()?;
     m.add_class::<session::DeliveryEvent>()?;
     m.add_class::<gateway::GatewayInfo>()?;
+    m.add_class::<logs::SandboxLogLine>()?;
+    m.add_class::<logs::SandboxLogs>()?;
+    m.add_class::<logs::SandboxLogEvent>()?;
+    m.add_class::<logs::SandboxLogWatch>()?;
     m.add_class::<config::PolicyRevision>()?;
     m.add_class::<config::SandboxPolicy>()?;
     m.add_class::<config::Setting>()?;
