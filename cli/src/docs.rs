@@ -587,7 +587,8 @@ fn environment(root: &Command) -> String {
         "| `NO_COLOR` | Set to a non-empty value to turn off color in tables, diffs and progress (<https://no-color.org>). |\n\
          | *any* | `provider create/update --credential-from-env K` reads credential `K` from the variable `K`, so the value stays out of the process list. |\n\
          | `XDG_CONFIG_HOME`, `HOME` | Saved gateways live in `$XDG_CONFIG_HOME/openshell/` (when absolute), else `$HOME/.config/openshell/`: `gateways.yaml` and `tokens/NAME`, each mode 0600. |\n\
-         | `COMPLETE` | Set by the scripts of `openshell completions SHELL`: the run completes the words after `--` instead of running a command. |\n",
+         | `COMPLETE` | Set by the scripts of `openshell completions SHELL`: the run completes the words after `--` instead of running a command. |\n\
+         | `OPENSHELL_WAIT_RECONNECT_WINDOW` | How long a wait (`--wait`, `operations wait`) that lost its gateway keeps reconnecting, with a note, before it exits 69 (default `30s`, never past the wait's own `--timeout`): a gateway restart does not end a wait. |\n",
     );
     out
 }

@@ -36,7 +36,8 @@ Exit codes:
        answer or a check failed
   2    usage error
   3    the change is not in effect: INACTIVE (sandbox stopped, local policy) or CANCELLED
-  69   gateway unavailable while waiting; the operation may still complete (`openshell operations get ID`);
+  69   gateway unavailable while waiting, and not back within 30s of reconnecting; the operation may
+       still complete (`openshell operations get ID`);
        `sandbox logs --follow`: the gateway ended or lost the stream
   124  wait timed out; the operation is still pending (`openshell operations wait ID`)
   130  interrupted (Ctrl-C) while waiting; the operation goes on (`openshell operations wait ID`)";

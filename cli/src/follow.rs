@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use openshell_sdk::{Client, Operation, SdkError};
 
 use crate::context::Ctx;
@@ -28,8 +29,30 @@ pub enum Waited {
     Lost { last: Operation, error: SdkError },
 }
 
+/// How long a wait that lost its gateway keeps reconnecting before it gives
+/// up (never past its own deadline): a gateway restart takes seconds.
+pub const RECONNECT_WINDOW: Duration = Duration::from_secs(30);
+/// Sets another window, as a duration such as `10s` or `2m`.
+pub const RECONNECT_WINDOW_ENV: &str = "OPENSHELL_WAIT_RECONNECT_WINDOW";
+
+/// The reconnect window: [`RECONNECT_WINDOW`] unless [`RECONNECT_WINDOW_ENV`] sets one.
+fn reconnect_window() -> Result<Duration, exit::UsageError> {
+    match std::env::var(RECONNECT_WINDOW_ENV) {
+        Ok(text) => humantime::parse_duration(text.trim()).map_err(|e| {
+            exit::UsageError(format!(
+                "{RECONNECT_WINDOW_ENV}={text:?}: {e}; expected a duration such as 30s or 2m"
+            ))
+        }),
+        Err(_) => Ok(RECONNECT_WINDOW),
+    }
+}
+const RECONNECT_FIRST_DELAY: Duration = Duration::from_millis(250);
+const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(2);
+
 /// Follows `op` (just committed, or just read) until it is done, the
-/// deadline passes, or the user presses Ctrl-C.
+/// deadline passes, or the user presses Ctrl-C. A lost gateway (a restart)
+/// is reconnected to for up to [`reconnect_window`], with a note, and the
+/// wait goes on; only then is the wait [`Waited::Lost`].
 pub async fn follow(
     ctx: &Ctx,
     client: &Client,
@@ -41,46 +64,98 @@ pub async fn follow(
     // Listen before the first progress line, so whoever sees the wait
     // begin can interrupt it and get the resume hint; a Ctrl-C before this
     // point (nothing committed yet, or just the commit) ends the process as usual.
+    let window = reconnect_window()?;
     let mut interrupt = Interrupt::listen()?;
     let mut progress = Progress::start(ctx.progress_mode(), &op, threshold, started);
     if op.is_terminal() || threshold.is_some_and(|t| op.threshold_met(t)) {
         progress.finish(&op);
         return Ok(Waited::Done(op));
     }
+    let deadline = timeout.map(|t| Instant::now() + t);
     let mut last = op.clone();
-    let ended = {
-        let on_progress = |seen: &Operation| {
-            progress.update(seen);
-            last = seen.clone();
+    // Since when, and with what backoff, the gateway has been lost.
+    let mut lost: Option<(Instant, Duration)> = None;
+    loop {
+        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let subscribed = tokio::select! {
+            subscribed = client.wait_for_apply(&op.id, remaining, threshold) => subscribed,
+            () = interrupt.recv() => {
+                progress.abandon();
+                return Ok(Waited::Interrupted(last));
+            }
         };
+        let broke = match subscribed {
+            Ok(mut stream) => {
+                if lost.take().is_some() {
+                    progress.note(&reconnected_note(&op.id));
+                }
+                loop {
+                    let item = tokio::select! {
+                        item = stream.next() => item,
+                        () = interrupt.recv() => {
+                            progress.abandon();
+                            return Ok(Waited::Interrupted(last));
+                        }
+                    };
+                    match item {
+                        Some(Ok(seen)) => {
+                            progress.update(&seen);
+                            let done = seen.is_terminal()
+                                || threshold.is_some_and(|t| seen.threshold_met(t));
+                            last = seen;
+                            if done {
+                                progress.finish(&last);
+                                return Ok(Waited::Done(last));
+                            }
+                        }
+                        Some(Err(error)) => break Some(error),
+                        // The server-side wait ended at its deadline.
+                        None => break None,
+                    }
+                }
+            }
+            Err(error) => Some(error),
+        };
+        let error = match broke {
+            None => {
+                let mut live = last;
+                live.wait_timed_out = true;
+                progress.finish(&live);
+                return Ok(Waited::TimedOut(live));
+            }
+            Some(error) if exit::for_wait_error(&error) == exit::GATEWAY_UNAVAILABLE => error,
+            Some(error) => {
+                progress.abandon();
+                return Err(error.into());
+            }
+        };
+        let now = Instant::now();
+        let (since, delay) = *lost.get_or_insert_with(|| {
+            progress.note(&format!(
+                "note: lost the gateway while waiting for operation {} ({error}); reconnecting for up to {}",
+                op.id,
+                humantime::format_duration(window)
+            ));
+            (now, RECONNECT_FIRST_DELAY)
+        });
+        let out_of_time = deadline.is_some_and(|d| now + delay >= d);
+        if now.duration_since(since) + delay > window || out_of_time {
+            progress.abandon();
+            return Ok(Waited::Lost { last, error });
+        }
         tokio::select! {
-            result = client.wait_for_apply_final(&op.id, timeout, threshold, on_progress) => Some(result),
-            () = interrupt.recv() => None,
-        }
-    };
-    match ended {
-        None => {
-            progress.abandon();
-            Ok(Waited::Interrupted(last))
-        }
-        Some(Ok(done)) => {
-            progress.finish(&done);
-            Ok(Waited::Done(done))
-        }
-        Some(Err(SdkError::WaitTimedOut { operation })) => {
-            let mut live = *operation;
-            live.wait_timed_out = true;
-            progress.finish(&live);
-            Ok(Waited::TimedOut(live))
-        }
-        Some(Err(error)) => {
-            progress.abandon();
-            match exit::for_wait_error(&error) {
-                exit::GATEWAY_UNAVAILABLE => Ok(Waited::Lost { last, error }),
-                _ => Err(error.into()),
+            () = tokio::time::sleep(delay) => {}
+            () = interrupt.recv() => {
+                progress.abandon();
+                return Ok(Waited::Interrupted(last));
             }
         }
+        lost = Some((since, (delay * 2).min(RECONNECT_MAX_DELAY)));
     }
+}
+
+fn reconnected_note(operation_id: &str) -> String {
+    format!("note: reconnected to the gateway; still waiting for operation {operation_id}")
 }
 
 /// What to tell someone who stopped a wait with Ctrl-C.
@@ -93,10 +168,11 @@ pub fn interrupted_hint(op: &Operation) -> String {
     )
 }
 
-/// What to tell someone whose wait lost the gateway: not a failure, an unknown outcome.
+/// What to tell someone whose wait lost the gateway and could not reconnect
+/// within [`reconnect_window`]: not a failure, an unknown outcome.
 pub fn lost_hint(last: &Operation, error: &SdkError) -> String {
     format!(
-        "error: lost the gateway while waiting for operation {id} (last seen {state}): {error}\n\
+        "error: lost the gateway while waiting for operation {id} (last seen {state}) and could not reconnect: {error}\n\
          gateway unavailable; the operation may still complete: check with `openshell operations get {id}`",
         id = last.id,
         state = last.state

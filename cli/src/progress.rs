@@ -142,6 +142,15 @@ impl Progress {
         }
     }
 
+    /// Prints a line about the wait itself (not the operation) on stderr,
+    /// above a live bar rather than through it.
+    pub fn note(&self, text: &str) {
+        match &self.view {
+            View::Bar { bar, .. } => bar.suspend(|| eprintln!("{}", sanitize(text))),
+            View::Silent | View::Lines => eprintln!("{}", sanitize(text)),
+        }
+    }
+
     /// Stops drawing where it is, for an interrupted wait.
     pub fn abandon(&mut self) {
         if let View::Bar { bar, .. } = &self.view {

@@ -1240,33 +1240,80 @@ async fn a_timeout_above_ten_minutes_exits_2_before_anything_is_sent() {
     }
 }
 
+/// A gateway process (so it can die the way a crash does, and start again on
+/// the same address and store) in push mode, and a CLI pointed at it.
+struct GatewayProcess {
+    dir: tempfile::TempDir,
+    port: u16,
+    guard: openshell_e2e::process::ChildGuard,
+}
+
+impl GatewayProcess {
+    fn spawn(dir: tempfile::TempDir, port: u16) -> Self {
+        let listen = format!("127.0.0.1:{port}");
+        let data_dir = dir.path().join("data");
+        let token = format!("ci={TOKEN}");
+        let args = [
+            "--listen",
+            listen.as_str(),
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "--operator-token",
+            token.as_str(),
+            "--metrics-listen",
+            "off",
+            "--config-delivery-mode",
+            "push",
+        ];
+        let log = dir.path().join(format!("gateway-{}.log", rand_suffix()));
+        let guard = openshell_e2e::process::spawn_gateway(&args, &[], log, port);
+        Self { dir, port, guard }
+    }
+
+    fn start() -> Self {
+        Self::spawn(
+            tempfile::tempdir().unwrap(),
+            openshell_e2e::process::free_port(),
+        )
+    }
+
+    fn kill(&mut self) {
+        self.guard.child.kill().unwrap();
+        self.guard.child.wait().unwrap();
+    }
+
+    /// Kills it and starts a new one on the same address and store.
+    fn restart(mut self) -> Self {
+        self.kill();
+        let Self { dir, port, guard } = self;
+        drop(guard);
+        Self::spawn(dir, port)
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn cli(&self) -> Cli {
+        Cli {
+            gateway: self.endpoint(),
+            dir: self.dir.path().to_path_buf(),
+        }
+    }
+}
+
+/// A distinct log file name per gateway process of one test.
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_whose_gateway_dies_exits_69_naming_the_operation() {
-    use openshell_e2e::process::{free_port, spawn_gateway};
-
-    // A gateway process, so it can die the way a crash does.
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let data_dir = dir.path().join("data");
-    let token = format!("ci={TOKEN}");
-    let args = [
-        "--listen",
-        listen.as_str(),
-        "--data-dir",
-        data_dir.to_str().unwrap(),
-        "--operator-token",
-        token.as_str(),
-        "--metrics-listen",
-        "off",
-        "--config-delivery-mode",
-        "push",
-    ];
-    let mut gateway = spawn_gateway(&args, &[], dir.path().join("gateway.log"), port);
-    let cli = Cli {
-        gateway: format!("http://{listen}"),
-        dir: dir.path().to_path_buf(),
-    };
+    let mut gateway = GatewayProcess::start();
+    let cli = gateway.cli();
     // Two sandboxes and no supervisors: a global change stays PENDING.
     for name in ["a", "b"] {
         cli.run(&["sandbox", "create", name]).await.expect_code(0);
@@ -1283,6 +1330,8 @@ async fn a_wait_whose_gateway_dies_exits_69_naming_the_operation() {
             "--timeout",
             "5m",
         ])
+        // Reconnecting is tried, briefly: this gateway does not come back.
+        .env("OPENSHELL_WAIT_RECONNECT_WINDOW", "2s")
         .spawn()
         .unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
@@ -1301,8 +1350,7 @@ async fn a_wait_whose_gateway_dies_exits_69_naming_the_operation() {
     let second = next_line().await.unwrap();
     assert!(second.contains("1 pending"), "{second}");
 
-    gateway.child.kill().unwrap();
-    gateway.child.wait().unwrap();
+    gateway.kill();
     let mut rest = Vec::new();
     while let Some(line) = next_line().await {
         rest.push(line);
@@ -1313,12 +1361,106 @@ async fn a_wait_whose_gateway_dies_exits_69_naming_the_operation() {
         .unwrap();
     let rest = rest.join("\n");
     assert_eq!(status.code(), Some(69), "{rest}");
+    assert!(
+        rest.contains(&format!(
+            "note: lost the gateway while waiting for operation {op_id}"
+        )) && rest.contains("reconnecting for up to 2s"),
+        "{rest}"
+    );
+    assert!(rest.contains("could not reconnect"), "{rest}");
     assert!(rest.contains(&format!("operation {op_id}")), "{rest}");
     assert!(
         rest.contains(&format!("check with `openshell operations get {op_id}`")),
         "{rest}"
     );
     assert!(!rest.contains("FAILED"), "{rest}");
+}
+
+/// A gateway restarted under `operations wait` costs the wait nothing but a
+/// note: it reconnects, goes on waiting, and ends on the operation's outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_survives_a_gateway_restart() {
+    let gateway = GatewayProcess::start();
+    let cli = gateway.cli();
+    let mut credentials = Vec::new();
+    for name in ["a", "b"] {
+        let created = cli
+            .run(&["sandbox", "create", name, "-o", "json"])
+            .await
+            .expect_code(0)
+            .json();
+        credentials.push((
+            created["sandbox"]["id"].as_str().unwrap().to_string(),
+            created["supervisor_credential"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        ));
+    }
+    // No supervisors yet: a global change waits for both sandboxes.
+    let set = cli
+        .run(&[
+            "settings",
+            "set",
+            "--global",
+            "log_level=debug",
+            "--commit-only",
+            "--yes",
+            "-o",
+            "json",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    let op_id = set["operation"]["id"].as_str().unwrap().to_string();
+
+    let mut child = cli
+        .command(&["operations", "wait", &op_id, "--timeout", "5m"])
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut next_line = async || {
+        tokio::time::timeout(DEADLINE, stderr.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let first = next_line().await.unwrap();
+    assert!(first.contains("2 pending"), "{first}");
+    // This line can only come over the open WaitForApply stream: the
+    // restart below breaks a wait that is under way.
+    cli.run(&["sandbox", "stop", "b"]).await.expect_code(0);
+    let second = next_line().await.unwrap();
+    assert!(second.contains("1 pending"), "{second}");
+
+    let gateway = gateway.restart();
+    let lost = next_line().await.unwrap();
+    assert!(
+        lost.contains(&format!(
+            "note: lost the gateway while waiting for operation {op_id}"
+        )),
+        "{lost}"
+    );
+    let (id, credential) = &credentials[0];
+    let dir = gateway.dir.path().join("supervisor-a");
+    let _supervisor = spawn_supervisor(&gateway.endpoint(), id, credential, &dir, &[]);
+    let mut rest = Vec::new();
+    while let Some(line) = next_line().await {
+        rest.push(line);
+    }
+    let status = tokio::time::timeout(DEADLINE, child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    let rest = rest.join("\n");
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert!(
+        rest.contains(&format!(
+            "note: reconnected to the gateway; still waiting for operation {op_id}"
+        )),
+        "{rest}"
+    );
+    assert!(rest.contains("APPLIED"), "{rest}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
