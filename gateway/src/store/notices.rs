@@ -68,8 +68,10 @@ fn parse<'a>(payload: &'a str, own_replica: &str) -> Wake<'a> {
 /// down is lost, so every waiter re-reads once one is back.
 pub(super) async fn listen(url: String, replica_id: String, events: OperationEvents) {
     let mut delay = RECONNECT_FIRST_DELAY;
+    let mut first = true;
     loop {
-        let error = listen_until_error(&url, &replica_id, &events, &mut delay).await;
+        let error = listen_until_error(&url, &replica_id, &events, &mut delay, first).await;
+        first = false;
         tracing::warn!(error = %error, retry_in = ?delay,
             "cannot listen for other replicas' operation changes; waiters re-read meanwhile");
         tokio::time::sleep(delay).await;
@@ -78,11 +80,14 @@ pub(super) async fn listen(url: String, replica_id: String, events: OperationEve
 }
 
 /// Listens on one listener until it fails; `delay` starts over once it listens.
+/// `first`: no listener came before, so no announcement was lost (a waiter
+/// that started before the store could listen re-reads on its own schedule).
 async fn listen_until_error(
     url: &str,
     replica_id: &str,
     events: &OperationEvents,
     delay: &mut Duration,
+    first: bool,
 ) -> sqlx::Error {
     let mut listener = match PgListener::connect(url).await {
         Ok(listener) => listener,
@@ -92,8 +97,10 @@ async fn listen_until_error(
         return e;
     }
     *delay = RECONNECT_FIRST_DELAY;
-    // Changes committed before the listener was up were not heard.
-    events.wake_all();
+    if !first {
+        // Changes committed while no listener was up were not heard.
+        events.wake_all();
+    }
     loop {
         match listener.try_recv().await {
             Ok(Some(notice)) => match parse(notice.payload(), replica_id) {
