@@ -348,6 +348,19 @@ async fn only_operators_read_logs_and_failures_say_why() {
         missing.stderr
     );
 
+    // A sandbox whose supervisor never pushed: nothing on stdout, and why on stderr.
+    create_sandbox(&mut s.api.clone(), "silent", POLICY).await;
+    let silent = run(&s.gw, &["sandbox", "logs", "silent"]).await;
+    assert_eq!(silent.code, 0, "{}", silent.stderr);
+    assert!(silent.stdout.is_empty(), "{}", silent.stdout);
+    assert!(
+        silent
+            .stderr
+            .contains("no log lines for silent on this gateway"),
+        "{}",
+        silent.stderr
+    );
+
     let bad_level = run(&s.gw, &["sandbox", "logs", "guarded", "--level", "loud"]).await;
     assert_eq!(bad_level.code, 2, "{}", bad_level.stderr);
     assert!(bad_level.stderr.contains("--level"), "{}", bad_level.stderr);
@@ -370,4 +383,70 @@ async fn only_operators_read_logs_and_failures_say_why() {
         "{}",
         status.message()
     );
+}
+
+#[tokio::test]
+async fn dropped_lines_are_counted_and_shown() {
+    let s = setup(DeliveryMode::Push, "lossy").await;
+    first_lines(&s.gw, "lossy").await;
+
+    // A push as a supervisor whose buffer overflowed: 7 lines lost before this batch.
+    let mut as_supervisor = s.gw.api_with_token(Some(&s.credential)).await;
+    let batch = pb::PushSandboxLogsRequest {
+        sandbox_id: s.id.clone(),
+        logs: vec![pb::SandboxLogLine {
+            timestamp_ms: now_ms(),
+            level: "INFO".into(),
+            message: "after the overflow".into(),
+            source: "workload".into(),
+            target: "stdout".into(),
+            ..Default::default()
+        }],
+        dropped_lines: 7,
+    };
+    let answer = as_supervisor
+        .push_sandbox_logs(futures::stream::iter([batch]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.accepted_lines, 1);
+
+    let shown = run(&s.gw, &["sandbox", "logs", "lossy", "--source", "workload"]).await;
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown.stdout.contains("after the overflow"),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        shown
+            .stderr
+            .contains("warning: log lines lost: 7 dropped by the supervisor (its buffer was full)"),
+        "{}",
+        shown.stderr
+    );
+    let json = read_json(&s.gw, &["sandbox", "logs", "lossy", "-o", "json"]).await;
+    assert_eq!(json["supervisor_dropped_lines"], 7);
+    assert_eq!(json["gateway_dropped_lines"], 0);
+    assert_eq!(
+        metric(
+            &s.gw,
+            "openshell_sandbox_log_lines_dropped_total{by=\"supervisor\"}"
+        )
+        .await,
+        7.0
+    );
+
+    // A supervisor's stream names its own sandbox only.
+    let other = create_sandbox(&mut s.api.clone(), "other-lossy", POLICY).await;
+    let foreign = pb::PushSandboxLogsRequest {
+        sandbox_id: other.0,
+        logs: vec![],
+        dropped_lines: 0,
+    };
+    let refused = as_supervisor
+        .push_sandbox_logs(futures::stream::iter([foreign]))
+        .await
+        .unwrap_err();
+    assert_ne!(refused.code(), tonic::Code::Ok);
 }
