@@ -55,6 +55,10 @@ async fn run_as(gw: &TestGateway, token: &str, args: &[&str]) -> Run {
 }
 
 fn spawn_supervisor(gw: &TestGateway, id: &str, credential: &str, dir: &Path) -> ChildGuard {
+    spawn_supervisor_at(&gw.endpoint(), id, credential, dir)
+}
+
+fn spawn_supervisor_at(gateway: &str, id: &str, credential: &str, dir: &Path) -> ChildGuard {
     std::fs::create_dir_all(dir).unwrap();
     let credential_file = dir.join("credential");
     std::fs::write(&credential_file, credential).unwrap();
@@ -62,7 +66,7 @@ fn spawn_supervisor(gw: &TestGateway, id: &str, credential: &str, dir: &Path) ->
     let mut cmd = std::process::Command::new(binary("openshell-supervisor"));
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     cmd.arg("--gateway")
-        .arg(gw.endpoint())
+        .arg(gateway)
         .arg("--sandbox")
         .arg(id)
         .arg("--credential-file")
@@ -449,4 +453,66 @@ async fn dropped_lines_are_counted_and_shown() {
         .await
         .unwrap_err();
     assert_ne!(refused.code(), tonic::Code::Ok);
+}
+
+#[tokio::test]
+async fn lines_written_while_the_gateway_is_down_arrive_when_it_is_back() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "outage", POLICY).await;
+    drop(api);
+    let TestGateway { handle, store } = gw;
+    let addr = handle.addr;
+    handle.shutdown().await;
+
+    // The supervisor starts while no gateway answers: it logs its reconnects, and keeps them.
+    let dir = store.dir.path().join("outage");
+    let supervisor = spawn_supervisor_at(&format!("http://{addr}"), &id, &credential, &dir);
+    eventually("the supervisor to log a reconnect", DEADLINE, || async {
+        supervisor
+            .log_text()
+            .contains("reconnecting to the gateway")
+            .then_some(())
+    })
+    .await;
+    let back_at = now_ms();
+
+    let gw = TestGateway::start_with(store, DeliveryMode::Push, |c| c.listen = addr).await;
+    let json = eventually(
+        "the lines of the outage at the gateway",
+        DEADLINE,
+        || async {
+            let json = read_json(
+                &gw,
+                &[
+                    "sandbox",
+                    "logs",
+                    "outage",
+                    "--source",
+                    "supervisor",
+                    "-o",
+                    "json",
+                ],
+            )
+            .await;
+            json["lines"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|l| {
+                    l["message"] == "reconnecting to the gateway"
+                        && l["timestamp_ms"].as_i64().unwrap() < back_at
+                })
+                .then_some(json)
+        },
+    )
+    .await;
+    let reconnect = json["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["message"] == "reconnecting to the gateway")
+        .unwrap();
+    assert_eq!(reconnect["source"], "supervisor");
+    assert_eq!(reconnect["level"], "INFO");
 }
