@@ -3,7 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use openshell_e2e::{Api, Backend, POLICY, TestGateway, policy_with_port, sandbox_ref};
+use openshell_e2e::{
+    Api, Backend, POLICY, TestGateway, policy_with_port, raw_setting, sandbox_ref,
+};
 use openshell_proto::v1 as pb;
 use tonic::Code;
 
@@ -26,6 +28,7 @@ on_both_backends!(
     lifecycle_resolves_pending_operations,
     fleet_writes_record_their_targets,
     fleet_targets_are_the_live_sandboxes_of_the_scope,
+    settings_revisions_move_only_when_a_value_changes,
 );
 
 async fn create(api: &mut Api, name: &str, policy: &str) -> pb::CreateSandboxResponse {
@@ -921,4 +924,75 @@ async fn fleet_targets_are_the_live_sandboxes_of_the_scope(backend: Backend) {
         1,
         "only the workspace's live sandbox"
     );
+}
+
+/// Sets, repeats and deletes settings at the sandbox and global scopes: the
+/// scope's revision moves once per write that changes a value (one or several
+/// keys), never for a write that changes nothing, and a deleted key is gone.
+async fn settings_revisions_move_only_when_a_value_changes(backend: Backend) {
+    let gw = TestGateway::start(backend).await;
+    let mut api = gw.api().await;
+    let sandbox = create(&mut api, "tuned", POLICY).await.sandbox.unwrap();
+    let delete = |key: &str| pb::SettingChange {
+        key: key.into(),
+        change: Some(pb::setting_change::Change::Delete(true)),
+    };
+    let mut write = async |global: bool, settings: Vec<pb::SettingChange>| {
+        api.update_config(pb::UpdateConfigRequest {
+            name: if global {
+                String::new()
+            } else {
+                sandbox.id.clone()
+            },
+            global,
+            settings,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap()
+    };
+    for global in [false, true] {
+        let first = write(global, vec![raw_setting("log_level", "debug")]).await;
+        assert!(!first.no_op, "{first:?}");
+        let base = first.settings_revision;
+        let again = write(global, vec![raw_setting("log_level", "debug")]).await;
+        assert!(again.no_op, "{again:?}");
+        assert_eq!(again.settings_revision, base);
+        let two = write(
+            global,
+            vec![
+                raw_setting("log_level", "warn"),
+                raw_setting("log_rate_limit_per_second", "77"),
+            ],
+        )
+        .await;
+        assert_eq!(two.settings_revision, base + 1, "{two:?}");
+        let deleted = write(global, vec![delete("log_level")]).await;
+        assert_eq!(deleted.settings_revision, base + 2, "{deleted:?}");
+        let gone = write(global, vec![delete("log_level")]).await;
+        assert!(
+            gone.no_op,
+            "deleting what is not there changes nothing: {gone:?}"
+        );
+        assert_eq!(gone.settings_revision, base + 2);
+        let stored = if global {
+            gw.state()
+                .store
+                .settings_at(openshell_core::settings::Scope::Global, "")
+                .await
+                .unwrap()
+        } else {
+            gw.state()
+                .store
+                .settings_at(openshell_core::settings::Scope::Sandbox, &sandbox.id)
+                .await
+                .unwrap()
+        };
+        assert_eq!(stored.revision, base + 2);
+        assert!(!stored.values.contains_key("log_level"), "{stored:?}");
+        assert!(stored.values.contains_key("log_rate_limit_per_second"));
+    }
 }

@@ -8,7 +8,7 @@ use sqlx::any::AnyRow;
 
 use super::error::{Result, StoreError};
 use super::records::u64_col;
-use super::{Store, WriteTx, now_ms};
+use super::{Backend, Store, WriteTx, json_list, now_ms};
 
 /// Settings stored at one scope.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -102,6 +102,9 @@ impl WriteTx {
         scope_id: &str,
         writes: &[SettingWrite],
     ) -> Result<Option<u64>> {
+        if self.backend == Backend::Postgres {
+            return self.write_settings_at_once(scope, scope_id, writes).await;
+        }
         let now = now_ms();
         let mut changed = false;
         for (key, value) in writes {
@@ -139,21 +142,7 @@ impl WriteTx {
         if !changed {
             return Ok(None);
         }
-        let sql = match scope {
-            Scope::Global => {
-                "UPDATE counters SET value = value + 1 \
-                 WHERE name = 'global_settings_revision' AND $1 = '' RETURNING value AS revision"
-            }
-            Scope::Workspace => {
-                "UPDATE workspaces SET settings_revision = settings_revision + 1 \
-                 WHERE name = $1 RETURNING settings_revision AS revision"
-            }
-            Scope::Sandbox => {
-                "UPDATE sandboxes SET settings_revision = settings_revision + 1 \
-                 WHERE id = $1 RETURNING settings_revision AS revision"
-            }
-        };
-        let row = sqlx::query(sql)
+        let row = sqlx::query(bump_revision_sql(scope, "true"))
             .bind(scope_id)
             .fetch_optional(self.conn())
             .await?
@@ -161,5 +150,87 @@ impl WriteTx {
                 StoreError::NotFound(format!("settings scope {scope_id:?} not found"))
             })?;
         Ok(Some(u64_col(&row, "revision")?))
+    }
+}
+
+/// Bumps a scope's settings revision (scope id `$1`) where `condition` holds,
+/// returning the new one as `revision`.
+fn bump_revision_sql(scope: Scope, condition: &str) -> sqlx::AssertSqlSafe<String> {
+    let (table, column, row) = match scope {
+        Scope::Global => (
+            "counters",
+            "value",
+            "name = 'global_settings_revision' AND $1 = ''",
+        ),
+        Scope::Workspace => ("workspaces", "settings_revision", "name = $1"),
+        Scope::Sandbox => ("sandboxes", "settings_revision", "id = $1"),
+    };
+    sqlx::AssertSqlSafe(format!(
+        "UPDATE {table} SET {column} = {column} + 1 WHERE {row} AND {condition} \
+         RETURNING {column} AS revision"
+    ))
+}
+
+impl WriteTx {
+    /// [`Self::write_settings`] in one statement (PostgreSQL): the upserts,
+    /// the deletes and the revision bump are parts of one `WITH`, so a
+    /// settings write costs one round trip however many keys it changes.
+    async fn write_settings_at_once(
+        &mut self,
+        scope: Scope,
+        scope_id: &str,
+        writes: &[SettingWrite],
+    ) -> Result<Option<u64>> {
+        #[derive(serde::Serialize)]
+        struct Input<'a> {
+            key: &'a str,
+            /// None deletes the key.
+            value_json: Option<String>,
+        }
+        let mut inputs = Vec::with_capacity(writes.len());
+        for (key, value) in writes {
+            let value_json = value
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(format!("setting {key}: {e}")))?;
+            inputs.push(Input { key, value_json });
+        }
+        let bump = bump_revision_sql(
+            scope,
+            "(EXISTS (SELECT 1 FROM upserted) OR EXISTS (SELECT 1 FROM deleted))",
+        );
+        // The equal-value upsert writes nothing and returns nothing, as in the loop.
+        let sql = format!(
+            "WITH input AS (SELECT r.key, r.value_json FROM \
+             jsonb_to_recordset(CAST($2 AS jsonb)) AS r(key TEXT, value_json TEXT)), \
+             upserted AS (INSERT INTO settings (scope, scope_id, key, value_json, updated_at) \
+             SELECT $3, $1, key, value_json, $4 FROM input WHERE value_json IS NOT NULL \
+             ON CONFLICT (scope, scope_id, key) DO UPDATE SET value_json = excluded.value_json, \
+             updated_at = excluded.updated_at WHERE settings.value_json <> excluded.value_json \
+             RETURNING 1), \
+             deleted AS (DELETE FROM settings s USING input i WHERE s.scope = $3 \
+             AND s.scope_id = $1 AND s.key = i.key AND i.value_json IS NULL RETURNING 1), \
+             bumped AS ({}) \
+             SELECT (SELECT COUNT(*) FROM upserted) + (SELECT COUNT(*) FROM deleted) AS changed, \
+             (SELECT revision FROM bumped) AS revision",
+            bump.0
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(scope_id)
+            .bind(json_list(&inputs)?)
+            .bind(scope_name(scope))
+            .bind(now_ms())
+            .fetch_one(self.conn())
+            .await?;
+        if row.try_get::<i64, _>("changed")? == 0 {
+            return Ok(None);
+        }
+        match row.try_get::<Option<i64>, _>("revision")? {
+            Some(revision) => Ok(Some(u64::try_from(revision).unwrap_or(0))),
+            None => Err(StoreError::NotFound(format!(
+                "settings scope {scope_id:?} not found"
+            ))),
+        }
     }
 }
