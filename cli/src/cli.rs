@@ -203,8 +203,9 @@ pub struct LogsArgs {
     /// Show at most N of the newest lines (default 2000; 200 before --follow).
     #[arg(short = 'n', long, value_name = "N")]
     pub lines: Option<u32>,
-    /// Only lines of this source: supervisor or workload (repeatable).
-    #[arg(long, value_name = "SOURCE", value_parser = ["supervisor", "workload"])]
+    /// Only lines of this source: supervisor or workload (repeatable); upstream's `sandbox`
+    /// means both.
+    #[arg(long, value_name = "SOURCE", value_parser = ["supervisor", "workload", "sandbox"])]
     pub source: Vec<String>,
     /// Only lines at or above this level.
     #[arg(long, value_name = "LEVEL", value_parser = clap::builder::PossibleValuesParser::new(["trace", "debug", "info", "warn", "error"]))]

@@ -37,6 +37,14 @@ pub fn level_rank(level: &str) -> Option<usize> {
     LEVELS.iter().position(|l| *l == upper)
 }
 
+/// Upstream names the lines a sandbox pushes `sandbox` (and its own `gateway`): here every
+/// pushed line is the sandbox's, whether its supervisor's or its workload's.
+const UPSTREAM_SANDBOX_SOURCE: &str = "sandbox";
+
+fn source_matches(wanted: &str, line: &pb::SandboxLogLine) -> bool {
+    wanted == line.source || wanted == UPSTREAM_SANDBOX_SOURCE
+}
+
 /// What a follower receives.
 #[derive(Debug, Clone)]
 pub enum LogEvent {
@@ -59,7 +67,7 @@ impl LogFilter {
         if self.since_ms > 0 && line.timestamp_ms < self.since_ms {
             return false;
         }
-        if !self.sources.is_empty() && !self.sources.contains(&line.source) {
+        if !self.sources.is_empty() && !self.sources.iter().any(|s| source_matches(s, line)) {
             return false;
         }
         match self.min_level {
@@ -328,6 +336,17 @@ mod tests {
             .map(|l| l.message.clone())
             .collect();
         assert_eq!(got, ["d"]);
+        // Upstream's names: `sandbox` is every pushed line, `gateway` none of them.
+        let upstream = LogFilter {
+            sources: vec!["sandbox".into()],
+            ..Default::default()
+        };
+        assert_eq!(logs.read("sb", &upstream, 100).lines.len(), 4);
+        let gateway = LogFilter {
+            sources: vec!["gateway".into()],
+            ..Default::default()
+        };
+        assert!(logs.read("sb", &gateway, 100).lines.is_empty());
         assert!(
             logs.read("other", &LogFilter::default(), 10)
                 .lines
