@@ -5,10 +5,48 @@
 //! the last intent it replayed, is kept here too, so a restarted replica
 //! resumes where it stopped.
 
-use sqlx::Row;
+use sqlx::{AssertSqlSafe, Row};
 
-use super::Store;
 use super::error::Result;
+use super::{Store, WriteTx, json_list};
+
+/// An intent recorded by a write transaction and not yet written: it goes
+/// out with the next statement that can carry it (see
+/// [`WriteTx::insert_fanout_intent`]).
+#[derive(Debug, serde::Serialize)]
+pub(super) struct PendingIntent {
+    pub scope: String,
+    pub scope_id: String,
+    pub components: String,
+    pub operation_id: Option<String>,
+    pub created_at: i64,
+    pub replica_id: String,
+}
+
+/// Inserts the pending intents given as a JSON array in parameter `param`.
+pub(super) fn insert_pending_sql(param: usize) -> String {
+    format!(
+        "INSERT INTO fanout_intents (scope, scope_id, components, operation_id, created_at, replica_id) \
+         SELECT r.scope, r.scope_id, r.components, r.operation_id, r.created_at, r.replica_id \
+         FROM jsonb_to_recordset(CAST(${param} AS jsonb)) AS r(scope TEXT, scope_id TEXT, \
+         components TEXT, operation_id TEXT, created_at BIGINT, replica_id TEXT)"
+    )
+}
+
+impl WriteTx {
+    /// Writes the intents no operation insert carried (PostgreSQL).
+    pub(super) async fn write_pending_intents(&mut self) -> Result<()> {
+        if self.pending_intents.is_empty() {
+            return Ok(());
+        }
+        let intents = std::mem::take(&mut self.pending_intents);
+        sqlx::query(AssertSqlSafe(insert_pending_sql(1)))
+            .bind(json_list(&intents)?)
+            .execute(self.conn())
+            .await?;
+        Ok(())
+    }
+}
 
 /// One recorded intent.
 #[derive(Debug, Clone, PartialEq, Eq)]

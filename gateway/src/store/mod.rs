@@ -123,12 +123,16 @@ pub struct WriteTx {
     changed_operations: Vec<ChangedOperation>,
     ended_operations: Vec<OperationState>,
     replica_id: Arc<str>,
+    /// Fanout intents recorded and not yet written (PostgreSQL): they go out
+    /// with the operation's insert, or else just before the commit.
+    pending_intents: Vec<fanout_intents::PendingIntent>,
 }
 
 impl WriteTx {
     /// Commits, then wakes the waiters of every operation this transaction
     /// changed and counts the ones it ended.
     pub async fn commit(mut self) -> Result<()> {
+        self.write_pending_intents().await?;
         if self.backend == Backend::Postgres && !self.changed_operations.is_empty() {
             // Delivered to the other replicas' listeners when, and only if, this commits.
             sqlx::query("SELECT pg_notify($1, $2)")
@@ -327,6 +331,7 @@ impl Store {
             changed_operations: Vec::new(),
             ended_operations: Vec::new(),
             replica_id: self.replica_id.clone(),
+            pending_intents: Vec::new(),
         })
     }
 

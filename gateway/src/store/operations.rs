@@ -12,7 +12,7 @@ use super::records::{
 };
 use super::reports::last_report_from_row;
 use super::sandboxes::to_i64;
-use super::{Backend, LastReport, Store, WritePlace, WriteTx, now_ms};
+use super::{Backend, LastReport, Store, WritePlace, WriteTx, json_list, now_ms};
 
 pub(crate) const OPERATION_COLUMNS: &str = "id, target_kind, target, sandbox_id, state, outcome, error, \
      policy_revision, settings_revision, global_policy_revision, no_op, touches_policy, caller, \
@@ -262,10 +262,22 @@ impl WriteTx {
         idempotent_match(row)
     }
 
-    /// Inserts the operation `PENDING` and returns the row as stored.
+    /// Inserts the operation `PENDING` and returns the row as stored; fanout
+    /// intents recorded before it go out in the same statement.
     pub async fn insert_operation(&mut self, op: &NewOperation) -> Result<OperationRecord> {
         let now = now_ms();
-        let row = sqlx::query(AssertSqlSafe(INSERT_OPERATION_SQL.as_str()))
+        let intents = std::mem::take(&mut self.pending_intents);
+        let sql = if intents.is_empty() {
+            INSERT_OPERATION_SQL.clone()
+        } else {
+            // The operation's own parameters are $1-$15.
+            format!(
+                "WITH intents AS ({}) {}",
+                super::fanout_intents::insert_pending_sql(16),
+                INSERT_OPERATION_SQL.as_str()
+            )
+        };
+        let mut query = sqlx::query(AssertSqlSafe(sql))
             .bind(&op.id)
             .bind(op.target_kind.as_str())
             .bind(&op.target)
@@ -280,9 +292,11 @@ impl WriteTx {
             .bind(op.idempotency_expires_at)
             .bind(now)
             .bind(i64::from(op.touches_policy))
-            .bind(op.provider_env_revision.clone())
-            .fetch_one(self.conn())
-            .await?;
+            .bind(op.provider_env_revision.clone());
+        if !intents.is_empty() {
+            query = query.bind(json_list(&intents)?);
+        }
+        let row = query.fetch_one(self.conn()).await?;
         operation_from_row(&row)
     }
 
@@ -462,6 +476,8 @@ impl WriteTx {
     /// Durable record that sessions in `scope` must rebuild `components`,
     /// for the other replicas of a PostgreSQL store. A SQLite store has one
     /// replica, whose sessions a restart ends anyway: nothing is recorded.
+    /// The row is written with the transaction's next operation insert, or
+    /// else just before it commits: one round trip fewer for a write.
     pub async fn insert_fanout_intent(
         &mut self,
         scope: &str,
@@ -472,18 +488,15 @@ impl WriteTx {
         if self.backend == Backend::Sqlite {
             return Ok(());
         }
-        sqlx::query(
-            "INSERT INTO fanout_intents (scope, scope_id, components, operation_id, created_at, \
-             replica_id) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(scope)
-        .bind(scope_id)
-        .bind(components.join(","))
-        .bind(operation_id.map(str::to_string))
-        .bind(now_ms())
-        .bind(&*self.replica_id)
-        .execute(self.conn())
-        .await?;
+        self.pending_intents
+            .push(super::fanout_intents::PendingIntent {
+                scope: scope.to_string(),
+                scope_id: scope_id.to_string(),
+                components: components.join(","),
+                operation_id: operation_id.map(str::to_string),
+                created_at: now_ms(),
+                replica_id: self.replica_id.to_string(),
+            });
         Ok(())
     }
 
