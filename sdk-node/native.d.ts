@@ -223,6 +223,8 @@ export interface GatewayInfo {
   /** Sessions connected to this replica. */
   sessions: number
   startedAt?: string
+  /** The gateway's clock when it answered, to the second, if it said. */
+  answeredAt?: string
 }
 
 export interface ListOperationsOptions {

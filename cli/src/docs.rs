@@ -511,7 +511,7 @@ RFC 3339 strings in UTC; absent values are `null`; enums are upper-case strings
 | `operations list` | array of `Operation` |
 | `sessions list` | array of `{sandbox_id, sandbox_name, session_id, mode, supervisor_version, protocol_revision, replica_id, connected_at, last_heartbeat_at}` |
 | `sessions inspect` | `{sandbox, gateway_mode, connected, negotiated_mode, negotiated_reason, supervisor_version, protocol_revision, supports_config_snapshots, supports_config_apply, owner_replica, session_id, connected_at, last_heartbeat_at, components, pending_operations, recent_events, hints, last_report, last_report_at}` |
-| `gateway info` | `{version, config_delivery_mode, store_backend, replica_id, protocol_revision, replicas, sessions, started_at}` |
+| `gateway info` | `{version, config_delivery_mode, store_backend, replica_id, protocol_revision, replicas, sessions, started_at, answered_at}` |
 
 An `UpdateResult` of `policy set SB -f p.yaml --wait --idempotency-key deploy-42 -o json`:
 

@@ -649,6 +649,8 @@ pub struct GatewayInfo {
     /// Sessions connected to this replica.
     pub sessions: u32,
     pub started_at: Option<String>,
+    /// The gateway's clock when it answered, to the second, if it said.
+    pub answered_at: Option<String>,
 }
 
 impl From<sdk::GatewayInfo> for GatewayInfo {
@@ -662,6 +664,7 @@ impl From<sdk::GatewayInfo> for GatewayInfo {
             replicas: g.replicas,
             sessions: g.sessions,
             started_at: g.started_at,
+            answered_at: g.answered_at,
         }
     }
 }

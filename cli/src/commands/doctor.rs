@@ -286,7 +286,7 @@ async fn run_checks(ctx: &Ctx) -> Vec<Check> {
     // One call answers the rest: TLS (and that it speaks gRPC), the token, the clock.
     let https = target.url.starts_with("https://");
     let answer = match target.connect(CHECK_TIMEOUT, CHECK_TIMEOUT).await {
-        Ok(client) => client.gateway_info_dated().await,
+        Ok(client) => client.gateway_info().await,
         Err(err) => Err(match err.downcast::<SdkError>() {
             Ok(sdk) => sdk,
             Err(other) => {
@@ -337,7 +337,11 @@ async fn run_checks(ctx: &Ctx) -> Vec<Check> {
     }
 
     let date = match answer {
-        Ok((info, date)) => {
+        Ok(info) => {
+            let date = info
+                .answered_at
+                .as_deref()
+                .and_then(|t| humantime::parse_rfc3339(t).ok());
             checks.push(Check::ok(
                 "token",
                 format!(

@@ -55,6 +55,12 @@ impl GatewayInfo {
         self.inner.started_at.as_deref()
     }
 
+    /// The gateway's clock when it answered, to the second, if it said.
+    #[getter]
+    fn answered_at(&self) -> Option<&str> {
+        self.inner.answered_at.as_deref()
+    }
+
     fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         to_dict(py, &self.inner)
     }

@@ -1,7 +1,5 @@
 //! Delivery diagnostics and gateway description.
 
-use std::time::SystemTime;
-
 use openshell_proto::v1 as pb;
 
 use crate::retry::Idempotency;
@@ -38,14 +36,9 @@ impl Client {
         Ok(response.into())
     }
 
+    /// The gateway's version, mode, store and replicas, and its clock when it
+    /// answered ([`GatewayInfo::answered_at`]).
     pub async fn gateway_info(&self) -> Result<GatewayInfo, SdkError> {
-        Ok(self.gateway_info_dated().await?.0)
-    }
-
-    /// [`Client::gateway_info`] and the gateway's clock when it answered:
-    /// the HTTP `date` header of the response, to one second, if the
-    /// gateway sent one. For checking clock skew.
-    pub async fn gateway_info_dated(&self) -> Result<(GatewayInfo, Option<SystemTime>), SdkError> {
         let response = self
             .unary_response(
                 Idempotency::Safe,
@@ -54,11 +47,14 @@ impl Client {
                 |mut c, r| async move { c.get_gateway_info(r).await },
             )
             .await?;
-        let date = response
+        let answered_at = response
             .metadata()
             .get("date")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| httpdate::parse_http_date(v).ok());
-        Ok((response.into_inner().into(), date))
+            .and_then(|v| httpdate::parse_http_date(v).ok())
+            .map(|t| humantime::format_rfc3339_seconds(t).to_string());
+        let mut info: GatewayInfo = response.into_inner().into();
+        info.answered_at = answered_at;
+        Ok(info)
     }
 }

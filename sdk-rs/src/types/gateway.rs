@@ -21,6 +21,9 @@ pub struct GatewayInfo {
     /// Sessions connected to this replica.
     pub sessions: u32,
     pub started_at: Option<String>,
+    /// The gateway's clock when it answered this call, to the second (the
+    /// HTTP `date` header of the answer), if it sent one: for checking clock skew.
+    pub answered_at: Option<String>,
 }
 
 impl From<pb::GatewayInfo> for GatewayInfo {
@@ -34,6 +37,7 @@ impl From<pb::GatewayInfo> for GatewayInfo {
             replicas: p.replicas,
             sessions: p.sessions,
             started_at: timefmt::timestamp(p.started_at),
+            answered_at: None,
         }
     }
 }
