@@ -1302,6 +1302,16 @@ impl GatewayProcess {
     }
 }
 
+/// The next line a CLI process writes on stderr, or None at its end.
+async fn next_line(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStderr>>,
+) -> Option<String> {
+    tokio::time::timeout(DEADLINE, lines.next_line())
+        .await
+        .expect("the CLI writes a line or ends within the deadline")
+        .unwrap()
+}
+
 /// A distinct log file name per gateway process of one test.
 fn rand_suffix() -> u128 {
     std::time::SystemTime::now()
@@ -1335,24 +1345,18 @@ async fn a_wait_whose_gateway_dies_exits_69_naming_the_operation() {
         .spawn()
         .unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut next_line = async || {
-        tokio::time::timeout(DEADLINE, stderr.next_line())
-            .await
-            .unwrap()
-            .unwrap()
-    };
-    let first = next_line().await.unwrap();
+    let first = next_line(&mut stderr).await.unwrap();
     assert!(first.contains("2 pending"), "{first}");
     let op_id = first.split_whitespace().nth(1).unwrap().to_string();
     // Stopping one target changes the counts; that line can only come over
     // the open WaitForApply stream, so the gateway dies under it.
     cli.run(&["sandbox", "stop", "b"]).await.expect_code(0);
-    let second = next_line().await.unwrap();
+    let second = next_line(&mut stderr).await.unwrap();
     assert!(second.contains("1 pending"), "{second}");
 
     gateway.kill();
     let mut rest = Vec::new();
-    while let Some(line) = next_line().await {
+    while let Some(line) = next_line(&mut stderr).await {
         rest.push(line);
     }
     let status = tokio::time::timeout(DEADLINE, child.wait())
@@ -1419,22 +1423,16 @@ async fn a_wait_survives_a_gateway_restart() {
         .spawn()
         .unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut next_line = async || {
-        tokio::time::timeout(DEADLINE, stderr.next_line())
-            .await
-            .unwrap()
-            .unwrap()
-    };
-    let first = next_line().await.unwrap();
+    let first = next_line(&mut stderr).await.unwrap();
     assert!(first.contains("2 pending"), "{first}");
     // This line can only come over the open WaitForApply stream: the
     // restart below breaks a wait that is under way.
     cli.run(&["sandbox", "stop", "b"]).await.expect_code(0);
-    let second = next_line().await.unwrap();
+    let second = next_line(&mut stderr).await.unwrap();
     assert!(second.contains("1 pending"), "{second}");
 
     let gateway = gateway.restart();
-    let lost = next_line().await.unwrap();
+    let lost = next_line(&mut stderr).await.unwrap();
     assert!(
         lost.contains(&format!(
             "note: lost the gateway while waiting for operation {op_id}"
@@ -1445,7 +1443,7 @@ async fn a_wait_survives_a_gateway_restart() {
     let dir = gateway.dir.path().join("supervisor-a");
     let _supervisor = spawn_supervisor(&gateway.endpoint(), id, credential, &dir, &[]);
     let mut rest = Vec::new();
-    while let Some(line) = next_line().await {
+    while let Some(line) = next_line(&mut stderr).await {
         rest.push(line);
     }
     let status = tokio::time::timeout(DEADLINE, child.wait())
