@@ -1,13 +1,14 @@
 //! Every wait of a session's start has a bound, and a session refused at it
 //! leaves no trace in the sandbox's configuration and a reason in its
-//! inspection: here, a supervisor that never prepares the startup candidate
-//! of its image policy, driven over a raw `ConnectSupervisor` stream.
+//! inspection: a supervisor that never prepares the startup candidate of its
+//! image policy, and one that never answers its bootstrap, each driven over a
+//! raw `ConnectSupervisor` stream.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
-use openshell_e2e::{Backend, POLICY, TestGateway, TestStore, create_sandbox, sandbox_ref};
+use openshell_e2e::{Backend, POLICY, TestGateway, TestStore, create_sandbox, metric, sandbox_ref};
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
 use pb::gateway_message::Payload as FromGateway;
@@ -17,6 +18,44 @@ use tokio_stream::wrappers::ReceiverStream;
 /// Generous: the refusal comes after `PREPARE_DEADLINE`, long before this.
 const DEADLINE: Duration = Duration::from_secs(60);
 const PREPARE_DEADLINE: Duration = Duration::from_millis(300);
+
+/// Opens a raw session for `sandbox` with `hello`, as a supervisor that
+/// applies pushed configuration would; the sender keeps its side open.
+async fn open_session(
+    gateway: &TestGateway,
+    credential: &str,
+    hello: pb::SupervisorHello,
+) -> (
+    tokio::sync::mpsc::Sender<pb::SupervisorMessage>,
+    tonic::Streaming<pb::GatewayMessage>,
+) {
+    let (outbound, to_gateway) = tokio::sync::mpsc::channel(4);
+    outbound
+        .send(pb::SupervisorMessage {
+            payload: Some(FromSupervisor::Hello(hello)),
+        })
+        .await
+        .unwrap();
+    let mut supervisor_api = gateway.api_with_token(Some(credential)).await;
+    let inbound = supervisor_api
+        .connect_supervisor(ReceiverStream::new(to_gateway))
+        .await
+        .unwrap()
+        .into_inner();
+    (outbound, inbound)
+}
+
+fn applying_supervisor(sandbox_id: &str) -> pb::SupervisorHello {
+    pb::SupervisorHello {
+        sandbox_id: sandbox_id.into(),
+        instance_id: "raw-1".into(),
+        protocol_revision: 1,
+        supervisor_version: "test".into(),
+        supports_config_snapshots: true,
+        supports_config_apply: true,
+        ..Default::default()
+    }
+}
 
 /// The next frame's payload from the gateway.
 async fn next(inbound: &mut tonic::Streaming<pb::GatewayMessage>) -> Option<FromGateway> {
@@ -38,28 +77,11 @@ async fn a_supervisor_that_never_prepares_its_startup_candidate_is_refused_at_th
     let mut api = gateway.api().await;
     let (id, credential) = create_sandbox(&mut api, "silent", "").await;
 
-    let (outbound, to_gateway) = tokio::sync::mpsc::channel(4);
-    outbound
-        .send(pb::SupervisorMessage {
-            payload: Some(FromSupervisor::Hello(pb::SupervisorHello {
-                sandbox_id: id.clone(),
-                instance_id: "silent-1".into(),
-                protocol_revision: 1,
-                supervisor_version: "test".into(),
-                supports_config_snapshots: true,
-                supports_config_apply: true,
-                image_policy: POLICY.into(),
-                ..Default::default()
-            })),
-        })
-        .await
-        .unwrap();
-    let mut supervisor_api = gateway.api_with_token(Some(&credential)).await;
-    let mut inbound = supervisor_api
-        .connect_supervisor(ReceiverStream::new(to_gateway))
-        .await
-        .unwrap()
-        .into_inner();
+    let hello = pb::SupervisorHello {
+        image_policy: POLICY.into(),
+        ..applying_supervisor(&id)
+    };
+    let (outbound, mut inbound) = open_session(&gateway, &credential, hello).await;
     assert!(
         matches!(
             next(&mut inbound).await,
@@ -116,6 +138,77 @@ async fn a_supervisor_that_never_prepares_its_startup_candidate_is_refused_at_th
             .iter()
             .any(|hint| hint.contains("refused the sandbox's last session")
                 && hint.contains("no StartupConfigPrepared within 300ms")),
+        "{:?}",
+        inspection.hints
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supervisor_that_never_answers_its_bootstrap_is_closed_at_the_deadline() {
+    let gateway = TestGateway::start_with(
+        TestStore::new(Backend::Sqlite).await,
+        DeliveryMode::Push,
+        |config| config.delivery.bootstrap_result_timeout = PREPARE_DEADLINE,
+    )
+    .await;
+    let mut api = gateway.api().await;
+    let (id, credential) = create_sandbox(&mut api, "mute", POLICY).await;
+    let (outbound, mut inbound) =
+        open_session(&gateway, &credential, applying_supervisor(&id)).await;
+    match next(&mut inbound).await {
+        Some(FromGateway::SessionAccepted(accepted)) => {
+            assert!(accepted.bootstrap_config.is_some(), "{accepted:?}");
+        }
+        other => panic!("expected the session to be accepted, got {other:?}"),
+    }
+    // The supervisor never sends its BootstrapResult.
+    let closed = loop {
+        match next(&mut inbound).await {
+            Some(FromGateway::SessionRejected(closed)) => break closed,
+            Some(FromGateway::Heartbeat(_) | FromGateway::ConfigUpdate(_)) => {}
+            other => panic!("expected the session to be closed, got {other:?}"),
+        }
+    };
+    assert!(
+        closed.reason.contains("no bootstrap result within 300ms"),
+        "{closed:?}"
+    );
+    assert!(!closed.permanent);
+    drop(outbound);
+
+    let timed_out = "openshell_config_bootstraps_total{outcome=\"timed_out\"}";
+    assert_eq!(metric(&gateway, timed_out).await, 1.0);
+    // The sandbox never ran its first revision.
+    let sandbox = api
+        .get_sandbox(pb::GetSandboxRequest {
+            sandbox: sandbox_ref(&id),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        sandbox.lifecycle,
+        pb::SandboxLifecycle::Pending as i32,
+        "{sandbox:?}"
+    );
+    let inspection =
+        openshell_e2e::eventually("the closed session to be gone", DEADLINE, || async {
+            let inspection = api
+                .clone()
+                .inspect_session(pb::InspectSessionRequest {
+                    sandbox: sandbox_ref(&id),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            (!inspection.connected).then_some(inspection)
+        })
+        .await;
+    assert!(
+        inspection
+            .hints
+            .iter()
+            .any(|hint| hint.contains("no bootstrap result within 300ms")),
         "{:?}",
         inspection.hints
     );

@@ -882,7 +882,13 @@ impl LiveSession<'_> {
                 }
                 () = sleep_until_opt(bootstrap_deadline) => {
                     self.state.metrics.bootstraps.get_or_create(&OutcomeLabel { outcome: "timed_out" }).inc();
-                    Box::pin(self.close_with("no bootstrap result within the bootstrap timeout".into())).await;
+                    let reason = format!(
+                        "no bootstrap result within {:?}; the session was closed",
+                        self.state.tuning.bootstrap_result_timeout
+                    );
+                    // Its inspection says why the sandbox is not connected.
+                    self.state.sessions.record_refusal(self.sandbox_id, &reason);
+                    Box::pin(self.close_with(reason)).await;
                     return;
                 }
                 frame = inbound.next() => {
