@@ -1312,6 +1312,22 @@ async fn next_line(
         .unwrap()
 }
 
+/// The rest of a CLI process's stderr, once it has exited, and how it exited.
+async fn until_exit(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStderr>>,
+    child: &mut tokio::process::Child,
+) -> (std::process::ExitStatus, String) {
+    let mut rest = Vec::new();
+    while let Some(line) = next_line(lines).await {
+        rest.push(line);
+    }
+    let status = tokio::time::timeout(DEADLINE, child.wait())
+        .await
+        .expect("the CLI exits within the deadline")
+        .unwrap();
+    (status, rest.join("\n"))
+}
+
 /// A distinct log file name per gateway process of one test.
 fn rand_suffix() -> u128 {
     std::time::SystemTime::now()
@@ -1355,15 +1371,7 @@ async fn a_wait_whose_gateway_dies_exits_69_naming_the_operation() {
     assert!(second.contains("1 pending"), "{second}");
 
     gateway.kill();
-    let mut rest = Vec::new();
-    while let Some(line) = next_line(&mut stderr).await {
-        rest.push(line);
-    }
-    let status = tokio::time::timeout(DEADLINE, child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    let rest = rest.join("\n");
+    let (status, rest) = until_exit(&mut stderr, &mut child).await;
     assert_eq!(status.code(), Some(69), "{rest}");
     assert!(
         rest.contains(&format!(
@@ -1442,15 +1450,7 @@ async fn a_wait_survives_a_gateway_restart() {
     let (id, credential) = &credentials[0];
     let dir = gateway.dir.path().join("supervisor-a");
     let _supervisor = spawn_supervisor(&gateway.endpoint(), id, credential, &dir, &[]);
-    let mut rest = Vec::new();
-    while let Some(line) = next_line(&mut stderr).await {
-        rest.push(line);
-    }
-    let status = tokio::time::timeout(DEADLINE, child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    let rest = rest.join("\n");
+    let (status, rest) = until_exit(&mut stderr, &mut child).await;
     assert_eq!(status.code(), Some(0), "{rest}");
     assert!(
         rest.contains(&format!(
