@@ -3,6 +3,7 @@
 //! Both clients run the same `Call`s, blocking or as coroutines.
 
 use std::future::Future;
+use std::time::Duration;
 
 use openshell_sdk::{
     LogQuery, OperationState, ProviderSpec, ProviderUpdate, SandboxLifecycle, SandboxRef, SdkError,
@@ -10,7 +11,6 @@ use openshell_sdk::{
 };
 use pyo3::prelude::*;
 
-use crate::args;
 use crate::errors;
 use crate::progress::{self, Progress};
 use crate::runtime::Call;
@@ -230,7 +230,7 @@ pub(crate) struct Wait {
     /// The operation as last seen; when already terminal there is nothing
     /// to wait for and the gateway is not asked again.
     pub(crate) known: Option<openshell_sdk::Operation>,
-    pub(crate) timeout: Option<f64>,
+    pub(crate) timeout: Option<Duration>,
     pub(crate) threshold: Option<f64>,
     pub(crate) progress: Option<Progress>,
     /// `Operation.result()` raises `OperationFailed` for a FAILED operation;
@@ -238,10 +238,9 @@ pub(crate) struct Wait {
     pub(crate) raise_failed: bool,
 }
 
-pub(crate) fn wait(py: Python<'_>, client: &openshell_sdk::Client, wait: Wait) -> PyResult<Call> {
-    let timeout = args::seconds(py, wait.timeout, "timeout")?;
+pub(crate) fn wait(client: &openshell_sdk::Client, wait: Wait) -> Call {
     let client = client.clone();
-    Ok(Box::pin(async move {
+    Box::pin(async move {
         let operation = match wait.known.filter(openshell_sdk::Operation::is_terminal) {
             Some(done) => {
                 if let Some(progress) = &wait.progress {
@@ -253,7 +252,7 @@ pub(crate) fn wait(py: Python<'_>, client: &openshell_sdk::Client, wait: Wait) -
                 progress::follow(
                     &client,
                     &wait.id,
-                    timeout,
+                    wait.timeout,
                     wait.threshold,
                     wait.progress.as_ref(),
                 )
@@ -266,5 +265,5 @@ pub(crate) fn wait(py: Python<'_>, client: &openshell_sdk::Client, wait: Wait) -
             }
             operation.into_view(py, &client)
         })
-    }))
+    })
 }

@@ -2,20 +2,21 @@
 //! `client_surface!`, run either blocking (GIL released) or as coroutines.
 //! Defining it once is what keeps the two from drifting apart.
 
+use std::collections::BTreeMap;
 use std::sync::RwLock;
+use std::time::SystemTime;
 
 use openshell_sdk::{
-    OperationState, ProviderSpec, ProviderUpdate, SandboxLifecycle, SettingChange, UpdateConfig,
-    UpdateMode,
+    OperationState, ProviderSpec, ProviderUpdate, SandboxLifecycle, SandboxRef, SettingChange,
+    Target, UpdateConfig, UpdateMode,
 };
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::args;
+use crate::args::{self, Callback, Pem, Seconds, Settings, arg};
 use crate::calls;
 use crate::connect::connect;
-use crate::enums;
 use crate::errors;
 use crate::progress::Progress;
 use crate::runtime;
@@ -77,12 +78,12 @@ macro_rules! client_surface {
             #[pyo3(signature = (endpoint=None, token=None, ca_cert_pem=None, timeout=None))]
             fn new(
                 py: Python<'_>,
-                endpoint: Option<String>,
-                token: Option<String>,
-                ca_cert_pem: Option<Bound<'_, PyAny>>,
-                timeout: Option<f64>,
+                #[pyo3(from_py_with = arg::endpoint)] endpoint: Option<String>,
+                #[pyo3(from_py_with = arg::token)] token: Option<String>,
+                #[pyo3(from_py_with = arg::ca_cert_pem)] ca_cert_pem: Option<Pem>,
+                #[pyo3(from_py_with = arg::timeout)] timeout: Option<Seconds>,
             ) -> PyResult<Self> {
-                let client = connect(py, endpoint, token, ca_cert_pem.as_ref(), timeout)?;
+                let client = connect(py, endpoint, token, ca_cert_pem, timeout)?;
                 Ok(Self {
                     conn: Connection::new(client),
                 })
@@ -107,18 +108,10 @@ macro_rules! client_surface {
             fn set_sandbox_lifecycle(
                 &self,
                 py: Python<'_>,
-                sandbox: &str,
-                lifecycle: Bound<'_, PyAny>,
+                #[pyo3(from_py_with = arg::sandbox)] sandbox: SandboxRef,
+                #[pyo3(from_py_with = arg::lifecycle)] lifecycle: SandboxLifecycle,
             ) -> PyResult<Py<PyAny>> {
-                let lifecycle = enums::parse::<SandboxLifecycle>(&lifecycle, "lifecycle")?;
-                $run(
-                    py,
-                    calls::set_sandbox_lifecycle(
-                        &self.conn.get()?,
-                        args::sandbox_ref(sandbox),
-                        lifecycle,
-                    ),
-                )
+                $run(py, calls::set_sandbox_lifecycle(&self.conn.get()?, sandbox, lifecycle))
             }
 
             /// Replaces a provider's values (env, credentials, expiry); sandboxes
@@ -128,18 +121,18 @@ macro_rules! client_surface {
             fn update_provider(
                 &self,
                 py: Python<'_>,
-                provider: String,
-                workspace: Option<String>,
-                env: Option<Bound<'_, PyAny>>,
-                credentials: Option<Bound<'_, PyAny>>,
-                expires_at: Option<Bound<'_, PyAny>>,
+                #[pyo3(from_py_with = arg::provider)] provider: String,
+                #[pyo3(from_py_with = arg::workspace)] workspace: Option<String>,
+                #[pyo3(from_py_with = arg::env)] env: Option<BTreeMap<String, String>>,
+                #[pyo3(from_py_with = arg::credentials)] credentials: Option<BTreeMap<String, String>>,
+                #[pyo3(from_py_with = arg::expires_at)] expires_at: Option<SystemTime>,
             ) -> PyResult<Py<PyAny>> {
                 let update = ProviderUpdate {
                     provider,
                     workspace,
-                    env: args::string_map(env.as_ref(), "env")?,
-                    credentials: args::string_map(credentials.as_ref(), "credentials")?,
-                    expires_at: args::system_time(py, expires_at.as_ref(), "expires_at")?,
+                    env: env.unwrap_or_default(),
+                    credentials: credentials.unwrap_or_default(),
+                    expires_at,
                 };
                 $run(py, calls::update_provider(&self.conn.get()?, update))
             }
@@ -149,8 +142,8 @@ macro_rules! client_surface {
             fn delete_provider(
                 &self,
                 py: Python<'_>,
-                provider: String,
-                workspace: Option<String>,
+                #[pyo3(from_py_with = arg::provider)] provider: String,
+                #[pyo3(from_py_with = arg::workspace)] workspace: Option<String>,
             ) -> PyResult<Py<PyAny>> {
                 $run(py, calls::delete_provider(&self.conn.get()?, provider, workspace))
             }
@@ -160,8 +153,8 @@ macro_rules! client_surface {
             fn get_provider(
                 &self,
                 py: Python<'_>,
-                provider: String,
-                workspace: Option<String>,
+                #[pyo3(from_py_with = arg::provider)] provider: String,
+                #[pyo3(from_py_with = arg::workspace)] workspace: Option<String>,
             ) -> PyResult<Py<PyAny>> {
                 $run(py, calls::get_provider(&self.conn.get()?, provider, workspace))
             }
@@ -171,7 +164,7 @@ macro_rules! client_surface {
             fn list_providers(
                 &self,
                 py: Python<'_>,
-                workspace: Option<String>,
+                #[pyo3(from_py_with = arg::workspace)] workspace: Option<String>,
             ) -> PyResult<Py<PyAny>> {
                 $run(py, calls::list_providers(&self.conn.get()?, workspace))
             }
@@ -180,13 +173,10 @@ macro_rules! client_surface {
             fn detach_provider(
                 &self,
                 py: Python<'_>,
-                sandbox: &str,
-                provider: String,
+                #[pyo3(from_py_with = arg::sandbox)] sandbox: SandboxRef,
+                #[pyo3(from_py_with = arg::provider)] provider: String,
             ) -> PyResult<Py<PyAny>> {
-                $run(
-                    py,
-                    calls::detach_provider(&self.conn.get()?, args::sandbox_ref(sandbox), provider),
-                )
+                $run(py, calls::detach_provider(&self.conn.get()?, sandbox, provider))
             }
 
             /// Reads a sandbox's policy: the latest revision, or `revision`.
@@ -194,16 +184,13 @@ macro_rules! client_surface {
             fn get_sandbox_policy(
                 &self,
                 py: Python<'_>,
-                sandbox: &str,
-                revision: Option<u64>,
+                #[pyo3(from_py_with = arg::sandbox)] sandbox: SandboxRef,
+                #[pyo3(from_py_with = arg::revision)] revision: Option<u64>,
             ) -> PyResult<Py<PyAny>> {
                 if revision == Some(0) {
                     return Err(errors::invalid_argument(py, "revision", "must be a positive integer"));
                 }
-                $run(
-                    py,
-                    calls::get_sandbox_policy(&self.conn.get()?, args::sandbox_ref(sandbox), revision),
-                )
+                $run(py, calls::get_sandbox_policy(&self.conn.get()?, sandbox, revision))
             }
 
             /// Lists a sandbox's policy revisions, newest first, without their YAML.
@@ -211,19 +198,19 @@ macro_rules! client_surface {
             fn list_sandbox_policies(
                 &self,
                 py: Python<'_>,
-                sandbox: &str,
-                limit: u32,
+                #[pyo3(from_py_with = arg::sandbox)] sandbox: SandboxRef,
+                #[pyo3(from_py_with = arg::limit)] limit: u32,
             ) -> PyResult<Py<PyAny>> {
-                $run(
-                    py,
-                    calls::list_sandbox_policies(&self.conn.get()?, args::sandbox_ref(sandbox), limit),
-                )
+                $run(py, calls::list_sandbox_policies(&self.conn.get()?, sandbox, limit))
             }
 
             /// Reads the settings stored at a scope; for a sandbox also every
             /// registry key's effective value and where it comes from.
-            fn get_settings(&self, py: Python<'_>, target: Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-                let target = args::target(&target)?;
+            fn get_settings(
+                &self,
+                py: Python<'_>,
+                #[pyo3(from_py_with = arg::target)] target: Target,
+            ) -> PyResult<Py<PyAny>> {
                 $run(py, calls::get_settings(&self.conn.get()?, target))
             }
 
@@ -237,16 +224,20 @@ macro_rules! client_surface {
             fn create_sandbox(
                 &self,
                 py: Python<'_>,
-                name: String,
-                workspace: Option<String>,
-                policy: Option<String>,
+                #[pyo3(from_py_with = arg::name)] name: String,
+                #[pyo3(from_py_with = arg::workspace)] workspace: Option<String>,
+                #[pyo3(from_py_with = arg::policy)] policy: Option<String>,
             ) -> PyResult<Py<PyAny>> {
                 $run(py, calls::create_sandbox(&self.conn.get()?, name, workspace, policy))
             }
 
             /// Reads a sandbox by `NAME`, `ID` or `WORKSPACE/NAME`.
-            fn get_sandbox(&self, py: Python<'_>, sandbox: &str) -> PyResult<Py<PyAny>> {
-                $run(py, calls::get_sandbox(&self.conn.get()?, args::sandbox_ref(sandbox)))
+            fn get_sandbox(
+                &self,
+                py: Python<'_>,
+                #[pyo3(from_py_with = arg::sandbox)] sandbox: SandboxRef,
+            ) -> PyResult<Py<PyAny>> {
+                $run(py, calls::get_sandbox(&self.conn.get()?, sandbox))
             }
 
             /// Lists sandboxes, every page.
@@ -254,15 +245,19 @@ macro_rules! client_surface {
             fn list_sandboxes(
                 &self,
                 py: Python<'_>,
-                workspace: Option<String>,
-                include_deleted: bool,
+                #[pyo3(from_py_with = arg::workspace)] workspace: Option<String>,
+                #[pyo3(from_py_with = arg::include_deleted)] include_deleted: bool,
             ) -> PyResult<Py<PyAny>> {
                 $run(py, calls::list_sandboxes(&self.conn.get()?, workspace, include_deleted))
             }
 
             /// Deletes a sandbox; its pending operations end CANCELLED.
-            fn delete_sandbox(&self, py: Python<'_>, sandbox: &str) -> PyResult<Py<PyAny>> {
-                $run(py, calls::delete_sandbox(&self.conn.get()?, args::sandbox_ref(sandbox)))
+            fn delete_sandbox(
+                &self,
+                py: Python<'_>,
+                #[pyo3(from_py_with = arg::sandbox)] sandbox: SandboxRef,
+            ) -> PyResult<Py<PyAny>> {
+                $run(py, calls::delete_sandbox(&self.conn.get()?, sandbox))
             }
 
             /// Creates a provider; credential values are stored encrypted and never returned.
@@ -271,20 +266,20 @@ macro_rules! client_surface {
             fn create_provider(
                 &self,
                 py: Python<'_>,
-                name: String,
-                provider_type: String,
-                workspace: Option<String>,
-                env: Option<Bound<'_, PyAny>>,
-                credentials: Option<Bound<'_, PyAny>>,
-                expires_at: Option<Bound<'_, PyAny>>,
+                #[pyo3(from_py_with = arg::name)] name: String,
+                #[pyo3(from_py_with = arg::provider_type)] provider_type: String,
+                #[pyo3(from_py_with = arg::workspace)] workspace: Option<String>,
+                #[pyo3(from_py_with = arg::env)] env: Option<BTreeMap<String, String>>,
+                #[pyo3(from_py_with = arg::credentials)] credentials: Option<BTreeMap<String, String>>,
+                #[pyo3(from_py_with = arg::expires_at)] expires_at: Option<SystemTime>,
             ) -> PyResult<Py<PyAny>> {
                 let spec = ProviderSpec {
                     name,
                     workspace,
                     provider_type,
-                    env: args::string_map(env.as_ref(), "env")?,
-                    credentials: args::string_map(credentials.as_ref(), "credentials")?,
-                    expires_at: args::system_time(py, expires_at.as_ref(), "expires_at")?,
+                    env: env.unwrap_or_default(),
+                    credentials: credentials.unwrap_or_default(),
+                    expires_at,
                 };
                 $run(py, calls::create_provider(&self.conn.get()?, spec))
             }
@@ -293,13 +288,10 @@ macro_rules! client_surface {
             fn attach_provider(
                 &self,
                 py: Python<'_>,
-                sandbox: &str,
-                provider: String,
+                #[pyo3(from_py_with = arg::sandbox)] sandbox: SandboxRef,
+                #[pyo3(from_py_with = arg::provider)] provider: String,
             ) -> PyResult<Py<PyAny>> {
-                $run(
-                    py,
-                    calls::attach_provider(&self.conn.get()?, args::sandbox_ref(sandbox), provider),
-                )
+                $run(py, calls::attach_provider(&self.conn.get()?, sandbox, provider))
             }
 
             /// Writes policy and/or settings as one durable operation.
@@ -320,22 +312,22 @@ macro_rules! client_surface {
             fn update_config(
                 &self,
                 py: Python<'_>,
-                target: Bound<'_, PyAny>,
-                policy: Option<String>,
-                settings: Option<Bound<'_, PyAny>>,
-                delete_settings: Option<Vec<String>>,
-                clear_global_policy: bool,
-                mode: Option<Bound<'_, PyAny>>,
-                idempotency_key: Option<String>,
-                wait_timeout: Option<f64>,
-                threshold: Option<f64>,
-                validate_only: bool,
+                #[pyo3(from_py_with = arg::target)] target: Target,
+                #[pyo3(from_py_with = arg::policy)] policy: Option<String>,
+                #[pyo3(from_py_with = arg::settings)] settings: Option<Settings>,
+                #[pyo3(from_py_with = arg::delete_settings)] delete_settings: Option<Vec<String>>,
+                #[pyo3(from_py_with = arg::clear_global_policy)] clear_global_policy: bool,
+                #[pyo3(from_py_with = arg::mode)] mode: Option<UpdateMode>,
+                #[pyo3(from_py_with = arg::idempotency_key)] idempotency_key: Option<String>,
+                #[pyo3(from_py_with = arg::wait_timeout)] wait_timeout: Option<Seconds>,
+                #[pyo3(from_py_with = arg::threshold)] threshold: Option<f64>,
+                #[pyo3(from_py_with = arg::validate_only)] validate_only: bool,
             ) -> PyResult<Py<PyAny>> {
-                let mut update = UpdateConfig::new(args::target(&target)?);
+                let mut update = UpdateConfig::new(target);
                 update.policy = policy;
                 update.clear_global_policy = clear_global_policy;
-                if let Some(settings) = &settings {
-                    update.settings = args::settings(settings)?;
+                if let Some(Settings(settings)) = settings {
+                    update.settings = settings;
                 }
                 update.settings.extend(
                     delete_settings
@@ -343,19 +335,20 @@ macro_rules! client_surface {
                         .into_iter()
                         .map(SettingChange::delete),
                 );
-                update.mode = match &mode {
-                    Some(mode) => enums::parse::<UpdateMode>(mode, "mode")?,
-                    None => UpdateMode::CommitOnly,
-                };
+                update.mode = mode.unwrap_or(UpdateMode::CommitOnly);
                 update.idempotency_key = idempotency_key;
-                update.wait_timeout = args::seconds(py, wait_timeout, "wait_timeout")?;
+                update.wait_timeout = wait_timeout.map(|Seconds(limit)| limit);
                 update.threshold = threshold;
                 update.validate_only = validate_only;
                 $run(py, calls::update_config(&self.conn.get()?, update))
             }
 
             /// Reads an operation by id.
-            fn get_operation(&self, py: Python<'_>, id: String) -> PyResult<Py<PyAny>> {
+            fn get_operation(
+                &self,
+                py: Python<'_>,
+                #[pyo3(from_py_with = arg::id)] id: String,
+            ) -> PyResult<Py<PyAny>> {
                 $run(py, calls::get_operation(&self.conn.get()?, id))
             }
 
@@ -365,20 +358,20 @@ macro_rules! client_surface {
             fn wait_for_apply(
                 &self,
                 py: Python<'_>,
-                id: String,
-                timeout: Option<f64>,
-                threshold: Option<f64>,
-                on_progress: Option<Py<PyAny>>,
+                #[pyo3(from_py_with = arg::id)] id: String,
+                #[pyo3(from_py_with = arg::timeout)] timeout: Option<Seconds>,
+                #[pyo3(from_py_with = arg::threshold)] threshold: Option<f64>,
+                #[pyo3(from_py_with = arg::on_progress)] on_progress: Option<Callback>,
             ) -> PyResult<Py<PyAny>> {
                 let wait = calls::Wait {
                     id,
                     known: None,
-                    timeout,
+                    timeout: timeout.map(|Seconds(limit)| limit),
                     threshold,
-                    progress: on_progress.map($progress),
+                    progress: on_progress.map(|Callback(callback)| $progress(callback)),
                     raise_failed: false,
                 };
-                $run(py, calls::wait(py, &self.conn.get()?, wait)?)
+                $run(py, calls::wait(&self.conn.get()?, wait))
             }
 
             /// Lists the newest operations, optionally of one sandbox and in some states.
@@ -386,21 +379,16 @@ macro_rules! client_surface {
             fn list_operations(
                 &self,
                 py: Python<'_>,
-                sandbox: Option<&str>,
-                states: Option<Vec<Bound<'_, PyAny>>>,
-                limit: u32,
+                #[pyo3(from_py_with = arg::sandbox)] sandbox: Option<SandboxRef>,
+                #[pyo3(from_py_with = arg::states)] states: Option<Vec<OperationState>>,
+                #[pyo3(from_py_with = arg::limit)] limit: u32,
             ) -> PyResult<Py<PyAny>> {
-                let states = states
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|state| enums::parse::<OperationState>(state, "states"))
-                    .collect::<PyResult<Vec<_>>>()?;
                 $run(
                     py,
                     calls::list_operations(
                         &self.conn.get()?,
-                        sandbox.map(args::sandbox_ref),
-                        states,
+                        sandbox,
+                        states.unwrap_or_default(),
                         limit,
                     ),
                 )
@@ -412,41 +400,47 @@ macro_rules! client_surface {
             }
 
             /// Explains configuration delivery for one sandbox.
-            fn inspect_session(&self, py: Python<'_>, sandbox: &str) -> PyResult<Py<PyAny>> {
-                $run(py, calls::inspect_session(&self.conn.get()?, args::sandbox_ref(sandbox)))
+            fn inspect_session(
+                &self,
+                py: Python<'_>,
+                #[pyo3(from_py_with = arg::sandbox)] sandbox: SandboxRef,
+            ) -> PyResult<Py<PyAny>> {
+                $run(py, calls::inspect_session(&self.conn.get()?, sandbox))
             }
 
             /// A sandbox's recent log lines (provider values masked), oldest first.
             #[pyo3(signature = (sandbox, *, lines=0, since_ms=0, sources=None, min_level=None))]
+            #[allow(clippy::too_many_arguments)] // one per Python keyword argument
             fn get_sandbox_logs(
                 &self,
                 py: Python<'_>,
-                sandbox: &str,
-                lines: u32,
-                since_ms: i64,
-                sources: Option<Vec<String>>,
-                min_level: Option<String>,
+                #[pyo3(from_py_with = arg::sandbox)] sandbox: SandboxRef,
+                #[pyo3(from_py_with = arg::lines)] lines: u32,
+                #[pyo3(from_py_with = arg::since_ms)] since_ms: i64,
+                #[pyo3(from_py_with = arg::sources)] sources: Option<Vec<String>>,
+                #[pyo3(from_py_with = arg::min_level)] min_level: Option<String>,
             ) -> PyResult<Py<PyAny>> {
                 let query = args::log_query(py, lines, since_ms, sources, min_level)?;
-                $run(py, calls::get_sandbox_logs(&self.conn.get()?, args::sandbox_ref(sandbox), query))
+                $run(py, calls::get_sandbox_logs(&self.conn.get()?, sandbox, query))
             }
 
             /// Follows a sandbox's log lines: iterate the result (`for`, or
             /// `async for` with `AsyncClient`) until you `break` or `cancel()`.
             #[pyo3(signature = (sandbox, *, lines=0, since_ms=0, sources=None, min_level=None))]
+            #[allow(clippy::too_many_arguments)] // one per Python keyword argument
             fn watch_sandbox_logs(
                 &self,
                 py: Python<'_>,
-                sandbox: &str,
-                lines: u32,
-                since_ms: i64,
-                sources: Option<Vec<String>>,
-                min_level: Option<String>,
+                #[pyo3(from_py_with = arg::sandbox)] sandbox: SandboxRef,
+                #[pyo3(from_py_with = arg::lines)] lines: u32,
+                #[pyo3(from_py_with = arg::since_ms)] since_ms: i64,
+                #[pyo3(from_py_with = arg::sources)] sources: Option<Vec<String>>,
+                #[pyo3(from_py_with = arg::min_level)] min_level: Option<String>,
             ) -> PyResult<crate::views::logs::SandboxLogWatch> {
                 let query = args::log_query(py, lines, since_ms, sources, min_level)?;
                 Ok(crate::views::logs::SandboxLogWatch::start(
                     self.conn.get()?,
-                    args::sandbox_ref(sandbox),
+                    sandbox,
                     query,
                 ))
             }

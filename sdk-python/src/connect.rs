@@ -2,9 +2,8 @@
 
 use openshell_sdk::ClientOptions;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 
-use crate::args;
+use crate::args::{Pem, Seconds};
 use crate::errors;
 use crate::runtime::runtime;
 
@@ -27,8 +26,8 @@ pub(crate) fn connect(
     py: Python<'_>,
     endpoint: Option<String>,
     token: Option<String>,
-    ca_cert_pem: Option<&Bound<'_, PyAny>>,
-    timeout: Option<f64>,
+    ca_cert_pem: Option<Pem>,
+    timeout: Option<Seconds>,
 ) -> PyResult<openshell_sdk::Client> {
     let endpoint = endpoint
         .or_else(|| env(ENDPOINT_ENV))
@@ -37,8 +36,8 @@ pub(crate) fn connect(
     if let Some(token) = token.filter(|t| !t.is_empty()).or_else(|| env(TOKEN_ENV)) {
         options = options.with_token(token);
     }
-    if let Some(pem) = ca_cert_pem {
-        options = options.with_ca_cert_pem(pem_bytes(pem)?);
+    if let Some(Pem(pem)) = ca_cert_pem {
+        options = options.with_ca_cert_pem(pem);
     } else if let Some(path) = env(CA_CERT_ENV) {
         let pem = std::fs::read(&path).map_err(|err| {
             errors::invalid_argument(
@@ -49,22 +48,10 @@ pub(crate) fn connect(
         })?;
         options = options.with_ca_cert_pem(pem);
     }
-    if let Some(limit) = args::seconds(py, timeout, "timeout")? {
+    if let Some(Seconds(limit)) = timeout {
         options = options.with_request_timeout(limit);
     }
     // The lazy channel spawns its worker on the current runtime.
     let _entered = runtime().enter();
     openshell_sdk::Client::connect_lazy(options).map_err(|err| errors::plain(py, err))
-}
-
-fn pem_bytes(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
-    if let Ok(bytes) = obj.cast::<PyBytes>() {
-        return Ok(bytes.as_bytes().to_vec());
-    }
-    match obj.extract::<String>() {
-        Ok(text) => Ok(text.into_bytes()),
-        Err(_) => Err(pyo3::exceptions::PyTypeError::new_err(
-            "ca_cert_pem must be str or bytes (PEM text)",
-        )),
-    }
 }

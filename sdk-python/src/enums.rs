@@ -13,8 +13,9 @@ use openshell_sdk::{
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyFrozenSet, PyTuple, PyType};
+use pyo3::types::{PyDict, PyFrozenSet, PyString, PyTuple, PyType};
 
+use crate::args::{self, FromArg};
 use crate::errors;
 
 /// A Rust enum with a Python twin in `openshell._enums`.
@@ -45,6 +46,12 @@ macro_rules! py_enum {
                 self.as_str()
             }
         }
+
+        impl FromArg for $rust {
+            fn from_arg(value: &Bound<'_, PyAny>, field: &str) -> PyResult<Self> {
+                parse(value, field)
+            }
+        }
     )+};
 }
 
@@ -60,16 +67,15 @@ py_enum!(
 );
 
 /// Reads a member of the Python enum or its name as a string (loosely:
-/// `"commit-only"` works too); `param` names the argument in the error.
-pub(crate) fn parse<T: PyEnum>(value: &Bound<'_, PyAny>, param: &str) -> PyResult<T> {
-    let text: String = value.extract().map_err(|_| {
-        pyo3::exceptions::PyTypeError::new_err(format!(
-            "{param} must be a {} or its name as str",
-            T::CLASS
-        ))
-    })?;
-    text.parse::<T>()
-        .map_err(|err| errors::invalid_argument(value.py(), param, &err.to_string()))
+/// `"commit-only"` works too); `field` names the argument in the error.
+fn parse<T: PyEnum>(value: &Bound<'_, PyAny>, field: &str) -> PyResult<T> {
+    let Ok(text) = value.cast::<PyString>() else {
+        let expected = format!("a {} member or its name as str", T::CLASS);
+        return Err(args::wrong_type(value, field, &expected));
+    };
+    text.to_cow()?
+        .parse::<T>()
+        .map_err(|err| errors::invalid_argument(value.py(), field, &err.to_string()))
 }
 
 /// Adds `CONTRACT_ENUMS` (each enum's type name to its members' wire names,

@@ -78,6 +78,23 @@ pub(crate) fn invalid_argument(py: Python<'_>, field: &str, message: &str) -> Py
     )
 }
 
+/// An argument of the wrong type, refused before anything was sent: an
+/// `InvalidArgumentType`, which is both `InvalidArgument` and `TypeError`.
+pub(crate) fn wrong_type(py: Python<'_>, field: &str, expected: &str, got: &str) -> PyErr {
+    let message = format!("expected {expected}, got {got}");
+    let violations = [FieldViolation {
+        field: field.to_owned(),
+        message: message.clone(),
+    }];
+    raise(
+        py,
+        "InvalidArgumentType",
+        format!("{field}: {message}"),
+        "INVALID_ARGUMENT",
+        |kwargs| kwargs.set_item("violations", violation_list(py, &violations)?),
+    )
+}
+
 /// What `Operation.result()` raises for an operation that ended `FAILED`.
 pub(crate) fn operation_failed(
     py: Python<'_>,

@@ -6,7 +6,7 @@ use std::hash::{Hash, Hasher};
 use openshell_sdk::TargetKind;
 use pyo3::prelude::*;
 
-use crate::args;
+use crate::args::arg;
 use crate::enums::PyEnum;
 use crate::views::quote;
 
@@ -22,10 +22,13 @@ impl Target {
     /// One sandbox by `NAME`, `ID` or `WORKSPACE/NAME`; `workspace` resolves a bare name.
     #[staticmethod]
     #[pyo3(signature = (sandbox, workspace=None))]
-    fn sandbox(sandbox: &str, workspace: Option<String>) -> Self {
+    fn sandbox(
+        #[pyo3(from_py_with = arg::sandbox)] sandbox: String,
+        #[pyo3(from_py_with = arg::workspace)] workspace: Option<String>,
+    ) -> Self {
         let reference = match workspace {
-            Some(ws) => openshell_sdk::SandboxRef::in_workspace(sandbox, ws),
-            None => args::sandbox_ref(sandbox),
+            Some(ws) => openshell_sdk::SandboxRef::in_workspace(&sandbox, ws),
+            None => openshell_sdk::SandboxRef::from(sandbox.as_str()),
         };
         Self {
             inner: openshell_sdk::Target::Sandbox(reference),
@@ -34,7 +37,7 @@ impl Target {
 
     /// Every sandbox of a workspace (workspace-scope settings).
     #[staticmethod]
-    fn workspace(name: String) -> Self {
+    fn workspace(#[pyo3(from_py_with = arg::name)] name: String) -> Self {
         Self {
             inner: openshell_sdk::Target::Workspace(name),
         }

@@ -8,6 +8,7 @@ from conftest import POLICY, Gateway, free_port, policy_with_port, unique
 from openshell import (
     Client,
     InvalidArgument,
+    InvalidArgumentType,
     NotFound,
     OpenShellError,
     Target,
@@ -67,10 +68,13 @@ def test_bad_arguments_fail_before_sending(client: Client) -> None:
         client.list_operations(states=["NOT_A_STATE"])
     with pytest.raises(InvalidArgument):
         Client("127.0.0.1:7070")
-    with pytest.raises(TypeError):
+    with pytest.raises(InvalidArgumentType, match="^target: expected a str") as wrong:
         client.update_config(42, policy=POLICY)  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
+    assert isinstance(wrong.value, TypeError) and wrong.value.code == "INVALID_ARGUMENT"
+    assert [v.field for v in wrong.value.violations] == ["target"]
+    with pytest.raises(InvalidArgumentType) as wrong:
         client.update_config("x", settings={"log_level": 1.5})  # type: ignore[dict-item]
+    assert [v.field for v in wrong.value.violations] == ["settings.log_level"]
 
 
 def test_unknown_setting_is_invalid(client: Client) -> None:

@@ -61,6 +61,16 @@ class InvalidArgument(OpenShellError, ValueError):
         self.violations: list[Violation] = list(violations)
 
 
+class InvalidArgumentType(InvalidArgument, TypeError):
+    """An argument of the wrong type, refused before anything was sent.
+
+    Both an :class:`InvalidArgument` (``code`` ``"INVALID_ARGUMENT"``, one
+    violation whose ``field`` is the argument) and a ``TypeError``, so
+    ``except TypeError`` keeps working. A value of the right type that is out
+    of range is a plain :class:`InvalidArgument`.
+    """
+
+
 class NotFound(OpenShellError, LookupError):
     """The named sandbox, provider or operation does not exist."""
 
@@ -148,6 +158,7 @@ __all__ = [
     "DeadlineExceeded",
     "FailedPrecondition",
     "InvalidArgument",
+    "InvalidArgumentType",
     "NotFound",
     "OpenShellError",
     "OperationFailed",

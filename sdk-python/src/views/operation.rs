@@ -3,6 +3,7 @@
 use pyo3::prelude::*;
 
 use super::{IntoView, client_view, quote, to_dict};
+use crate::args::{Callback, Seconds, arg};
 use crate::calls;
 use crate::enums::PyEnum;
 use crate::progress::Progress;
@@ -20,18 +21,16 @@ client_view!(openshell_sdk::Operation => Operation);
 impl Operation {
     fn wait_call(
         &self,
-        py: Python<'_>,
-        timeout: Option<f64>,
+        timeout: Option<Seconds>,
         threshold: Option<f64>,
         progress: Option<Progress>,
-    ) -> PyResult<runtime::Call> {
+    ) -> runtime::Call {
         calls::wait(
-            py,
             &self.client,
             calls::Wait {
                 id: self.inner.id.clone(),
                 known: Some(self.inner.clone()),
-                timeout,
+                timeout: timeout.map(|Seconds(limit)| limit),
                 threshold,
                 progress,
                 raise_failed: true,
@@ -132,7 +131,7 @@ impl Operation {
         self.inner.is_terminal()
     }
 
-    fn threshold_met(&self, fraction: f64) -> bool {
+    fn threshold_met(&self, #[pyo3(from_py_with = arg::fraction)] fraction: f64) -> bool {
         self.inner.threshold_met(fraction)
     }
 
@@ -141,12 +140,12 @@ impl Operation {
     fn result(
         &self,
         py: Python<'_>,
-        timeout: Option<f64>,
-        threshold: Option<f64>,
-        on_progress: Option<Py<PyAny>>,
+        #[pyo3(from_py_with = arg::timeout)] timeout: Option<Seconds>,
+        #[pyo3(from_py_with = arg::threshold)] threshold: Option<f64>,
+        #[pyo3(from_py_with = arg::on_progress)] on_progress: Option<Callback>,
     ) -> PyResult<Py<PyAny>> {
-        let call = self.wait_call(py, timeout, threshold, on_progress.map(Progress::OnCaller))?;
-        runtime::block(py, call)
+        let progress = on_progress.map(|Callback(callback)| Progress::OnCaller(callback));
+        runtime::block(py, self.wait_call(timeout, threshold, progress))
     }
 
     /// The coroutine form of `result`.
@@ -154,12 +153,12 @@ impl Operation {
     fn result_async(
         &self,
         py: Python<'_>,
-        timeout: Option<f64>,
-        threshold: Option<f64>,
-        on_progress: Option<Py<PyAny>>,
+        #[pyo3(from_py_with = arg::timeout)] timeout: Option<Seconds>,
+        #[pyo3(from_py_with = arg::threshold)] threshold: Option<f64>,
+        #[pyo3(from_py_with = arg::on_progress)] on_progress: Option<Callback>,
     ) -> PyResult<Py<PyAny>> {
-        let call = self.wait_call(py, timeout, threshold, on_progress.map(Progress::OnLoop))?;
-        runtime::awaitable(py, call)
+        let progress = on_progress.map(|Callback(callback)| Progress::OnLoop(callback));
+        runtime::awaitable(py, self.wait_call(timeout, threshold, progress))
     }
 
     fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
