@@ -39,8 +39,15 @@ async function call(fn) {
   }
 }
 
-function isoTime(value) {
-  return value instanceof Date ? value.toISOString() : value
+// A Date or RFC 3339 text; the text itself is checked by the Rust core.
+function isoTime(name, value) {
+  if (value === undefined || value === null || typeof value === 'string') return value ?? undefined
+  if (!(value instanceof Date)) throw argumentTypeError(name, 'must be a Date or an RFC 3339 string')
+  if (Number.isNaN(value.getTime())) {
+    const message = 'is an invalid Date'
+    throw new InvalidArgumentError(`${name}: ${message}`, { violations: [{ field: name, message }] })
+  }
+  return value.toISOString()
 }
 
 // Checks of the positional arguments. napi refuses a wrong type too, but
@@ -69,6 +76,13 @@ function optionalNumber(name, value) {
   return value
 }
 
+function optionalFunction(name, value) {
+  if (value !== undefined && value !== null && typeof value !== 'function') {
+    throw argumentTypeError(name, 'must be a function')
+  }
+  return value
+}
+
 function object(name, value) {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw argumentTypeError(name, 'must be an object')
@@ -80,24 +94,59 @@ function optionalObject(name, value) {
   return value === undefined || value === null ? undefined : object(name, value)
 }
 
-/**
- * Connect options with what the caller left out taken from the CLI's
- * environment variables: OPENSHELL_GATEWAY, OPENSHELL_TOKEN and
- * OPENSHELL_CA_CERT (the path of a PEM file). Empty variables count as unset.
- */
-// napi reads any value's own properties as a map, so a string given for
+// The entries of maps and arrays are checked here, not by napi, so an error
+// names the entry (`env.GITHUB_TOKEN`, `states[1]`), not only its container.
+// napi also reads any value's own properties as a map, so a string given for
 // one would arrive as { 0: 'A', 1: '=' }: only plain objects pass.
-function withMaps(name, value, maps) {
+const SETTING_TYPES = new Set(['string', 'number', 'boolean'])
+
+function optionalMap(name, value, types, expected) {
+  if (optionalObject(name, value) === undefined) return undefined
+  for (const [key, item] of Object.entries(value)) {
+    if (!types.has(typeof item)) throw argumentTypeError(`${name}.${key}`, `must be ${expected}`)
+  }
+  return value
+}
+
+function optionalStrings(name, value) {
+  if (value === undefined || value === null) return undefined
+  if (!Array.isArray(value)) throw argumentTypeError(name, 'must be an array')
+  value.forEach((item, index) => {
+    if (typeof item !== 'string') throw argumentTypeError(`${name}[${index}]`, 'must be a string')
+  })
+  return value
+}
+
+const STRING = new Set(['string'])
+
+function providerInput(name, value) {
   const checked = object(name, value)
-  for (const map of maps) optionalObject(map, checked[map])
+  optionalMap('env', checked.env, STRING, 'a string')
+  optionalMap('credentials', checked.credentials, STRING, 'a string')
+  return { ...checked, expiresAt: isoTime('expiresAt', checked.expiresAt) }
+}
+
+function updateConfigOptions(options) {
+  const checked = object('options', options)
+  optionalMap('settings', checked.settings, SETTING_TYPES, 'a string, number or boolean')
+  optionalStrings('deleteSettings', checked.deleteSettings)
   return checked
 }
 
 function listOperationsOptions(options) {
   const checked = optionalObject('options', options)
-  if (checked !== undefined) optionalCount('pageSize', checked.pageSize)
+  if (checked !== undefined) {
+    optionalCount('pageSize', checked.pageSize)
+    optionalStrings('states', checked.states)
+  }
   return checked
 }
+
+/**
+ * Connect options with what the caller left out taken from the CLI's
+ * environment variables: OPENSHELL_GATEWAY, OPENSHELL_TOKEN and
+ * OPENSHELL_CA_CERT (the path of a PEM file). Empty variables count as unset.
+ */
 
 function connectOptions(options) {
   const resolved = { ...optionalObject('options', options) }
@@ -231,7 +280,10 @@ class SandboxLogWatch {
 
 function logOptions(options) {
   const checked = optionalObject('options', options)
-  if (checked !== undefined) optionalCount('lines', checked.lines)
+  if (checked !== undefined) {
+    optionalCount('lines', checked.lines)
+    optionalStrings('sources', checked.sources)
+  }
   return checked
 }
 
@@ -274,21 +326,11 @@ class Client {
   }
 
   createProvider(spec) {
-    return call(() =>
-      this.#native.createProvider({
-        ...withMaps('spec', spec, ['env', 'credentials']),
-        expiresAt: isoTime(spec.expiresAt),
-      }),
-    )
+    return call(() => this.#native.createProvider(providerInput('spec', spec)))
   }
 
   updateProvider(update) {
-    return call(() =>
-      this.#native.updateProvider({
-        ...withMaps('update', update, ['env', 'credentials']),
-        expiresAt: isoTime(update.expiresAt),
-      }),
-    )
+    return call(() => this.#native.updateProvider(providerInput('update', update)))
   }
 
   deleteProvider(provider, workspace) {
@@ -328,7 +370,7 @@ class Client {
   }
 
   updateConfig(options) {
-    return call(() => this.#native.updateConfig(withMaps('options', options, ['settings'])))
+    return call(() => this.#native.updateConfig(updateConfigOptions(options)))
   }
 
   getOperation(id) {
@@ -385,8 +427,12 @@ class Client {
    * the deadline passes first, and with AbortError as soon as `signal`
    * aborts; neither changes the operation on the gateway.
    */
-  async waitForApply(id, options = {}) {
-    const { onProgress, signal, ...watchOptions } = options
+  async waitForApply(id, options) {
+    const { onProgress, signal, ...watchOptions } = optionalObject('options', options) ?? {}
+    optionalFunction('onProgress', onProgress)
+    if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal)) {
+      throw argumentTypeError('signal', 'must be an AbortSignal')
+    }
     if (signal?.aborted) throw new AbortError(id, signal.reason)
     const watch = this.watchOperation(id, watchOptions)
     let onAbort
