@@ -198,7 +198,10 @@ function fromNative(err) {
     return Class ? new Class(message) : new OpenShellError(message, { code })
   }
   if (NAPI_ARGUMENT_CODES.has(err?.code)) {
-    return fromConversion(err) ?? new InvalidArgumentError(String(err.message), { cause: err })
+    // A shape fromConversion does not know: napi's wording stays in `cause`,
+    // out of the message callers show.
+    return fromConversion(err) ??
+      new InvalidArgumentError('an argument has the wrong type', { cause: err })
   }
   return new OpenShellError(String(err?.message ?? err), { code: 'UNKNOWN', cause: err })
 }

@@ -270,3 +270,15 @@ test('an invalid Date is an InvalidArgumentError, not a RangeError', async () =>
   assert.deepEqual(err.violations.map((v) => v.field), ['expiresAt'])
   assert.ok(!RAW.test(err.message), err.message)
 })
+
+test("a conversion failure of a shape errors.js does not know keeps napi's text out of the message", async () => {
+  const { fromNative } = await import('../errors.js')
+  const raw = Object.assign(new Error('Failed to convert napi value Object into rust type `f64`'), {
+    code: 'NumberExpected',
+  })
+  const err = fromNative(raw)
+  assert.ok(err instanceof InvalidArgumentError, String(err))
+  assert.equal(err.code, 'INVALID_ARGUMENT')
+  assert.ok(!RAW.test(err.message), err.message)
+  assert.equal(err.cause, raw)
+})
