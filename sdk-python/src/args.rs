@@ -2,10 +2,11 @@
 //! seconds, sandbox references, targets, enums and maps.
 //!
 //! Every public parameter converts here, through `#[pyo3(from_py_with =
-//! arg::NAME)]`: pyo3's own conversions raise a bare `TypeError` that does
-//! not say which argument was wrong, while these raise the SDK's
-//! `InvalidArgument` naming it (`InvalidArgumentType`, also a `TypeError`,
-//! for a value of the wrong type).
+//! arg::NAME)]`: pyo3's own conversions raise a bare `TypeError` whose
+//! message does not name the argument (only a note added to it does), while
+//! these raise the SDK's `InvalidArgument` naming it, as `field` of its one
+//! violation and at the start of its message (`InvalidArgumentType`, also a
+//! `TypeError`, for a value of the wrong type).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -68,6 +69,8 @@ parameters!(
     mode,
     name,
     on_progress,
+    page_size,
+    page_token,
     policy,
     provider,
     provider_type,
