@@ -404,6 +404,10 @@ export interface Sandbox {
   providers: Array<string>
   createdAt?: string
   updatedAt?: string
+  /** Policy revision the supervisor last reported applied; 0 when none. */
+  appliedPolicyRevision: number
+  /** Hash of that applied policy; absent when none has been applied. */
+  appliedPolicyHash?: string
 }
 
 /** Lifecycle of a sandbox as the gateway records it. */
@@ -505,6 +509,10 @@ export interface SessionSummary {
   replicaId: string
   connectedAt?: string
   lastHeartbeatAt?: string
+  /** The sandbox's desired (latest) policy revision; 0 when none. */
+  policyRevision: number
+  /** Policy revision the supervisor last reported applied; 0 when none. */
+  appliedPolicyRevision: number
 }
 
 /** One setting as stored at a scope, or as effective for a sandbox. */

@@ -39,6 +39,10 @@ pub async fn inspect(
         })
         .await?;
     let last_report = inputs.store.last_report(&sandbox.id).await?;
+    let progress = inputs
+        .store
+        .policy_progress(std::slice::from_ref(&sandbox.id))
+        .await?;
     let session = inputs.sessions.get(&sandbox.id);
     let gateway_mode = inputs.gateway_mode;
     let (components, events) = match inputs.publisher.get(&sandbox.id) {
@@ -64,7 +68,10 @@ pub async fn inspect(
         ));
     }
     Ok(pb::SessionInspection {
-        sandbox: Some(wire::sandbox(sandbox)),
+        sandbox: Some(wire::sandbox_with_applied(
+            sandbox,
+            progress.get(&sandbox.id),
+        )),
         gateway_mode: gateway_mode.as_str().to_string(),
         connected: session.is_some(),
         negotiated_mode: session

@@ -216,6 +216,9 @@ impl SessionRegistry {
                 replica_id: replica_id.to_string(),
                 connected_at: Some(timestamp(s.connected_at_ms)),
                 last_heartbeat_at: Some(timestamp(s.last_heartbeat_ms)),
+                // Filled from the store by the API, which has it.
+                policy_revision: 0,
+                applied_policy_revision: 0,
             })
             .collect();
         out.sort_by(|a, b| a.sandbox_name.cmp(&b.sandbox_name));

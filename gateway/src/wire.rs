@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 
 use crate::operations::resolution::ReportedRevisions;
 use crate::store::{
-    FleetCounts, Lifecycle, OperationRecord, OperationState, Outcome, PolicyRevisionRecord,
-    ProviderRecord, SandboxRecord, TargetKind,
+    FleetCounts, Lifecycle, OperationRecord, OperationState, Outcome, PolicyProgress,
+    PolicyRevisionRecord, ProviderRecord, SandboxRecord, TargetKind,
 };
 
 pub fn timestamp(ms: i64) -> prost_types::Timestamp {
@@ -37,6 +37,11 @@ pub fn lifecycle(l: Lifecycle) -> pb::SandboxLifecycle {
 }
 
 pub fn sandbox(s: &SandboxRecord) -> pb::Sandbox {
+    sandbox_with_applied(s, None)
+}
+
+/// A sandbox with the policy its supervisor last reported applied.
+pub fn sandbox_with_applied(s: &SandboxRecord, progress: Option<&PolicyProgress>) -> pb::Sandbox {
     pb::Sandbox {
         id: s.id.clone(),
         name: s.name.clone(),
@@ -48,6 +53,8 @@ pub fn sandbox(s: &SandboxRecord) -> pb::Sandbox {
         providers: s.providers.clone(),
         created_at: Some(timestamp(s.created_at)),
         updated_at: Some(timestamp(s.updated_at)),
+        applied_policy_revision: progress.map_or(0, |p| p.applied),
+        applied_policy_hash: progress.map(|p| p.applied_hash.clone()).unwrap_or_default(),
     }
 }
 

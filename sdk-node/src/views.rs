@@ -233,6 +233,10 @@ pub struct Sandbox {
     pub providers: Vec<String>,
     pub created_at: Option<String>,
     pub updated_at: Option<String>,
+    /// Policy revision the supervisor last reported applied; 0 when none.
+    pub applied_policy_revision: i64,
+    /// Hash of that applied policy; absent when none has been applied.
+    pub applied_policy_hash: Option<String>,
 }
 
 impl From<sdk::Sandbox> for Sandbox {
@@ -248,6 +252,8 @@ impl From<sdk::Sandbox> for Sandbox {
             providers: s.providers,
             created_at: s.created_at,
             updated_at: s.updated_at,
+            applied_policy_revision: js_int(s.applied_policy_revision),
+            applied_policy_hash: s.applied_policy_hash,
         }
     }
 }
@@ -500,6 +506,10 @@ pub struct SessionSummary {
     pub replica_id: String,
     pub connected_at: Option<String>,
     pub last_heartbeat_at: Option<String>,
+    /// The sandbox's desired (latest) policy revision; 0 when none.
+    pub policy_revision: i64,
+    /// Policy revision the supervisor last reported applied; 0 when none.
+    pub applied_policy_revision: i64,
 }
 
 impl From<sdk::SessionSummary> for SessionSummary {
@@ -514,6 +524,8 @@ impl From<sdk::SessionSummary> for SessionSummary {
             replica_id: s.replica_id,
             connected_at: s.connected_at,
             last_heartbeat_at: s.last_heartbeat_at,
+            policy_revision: js_int(s.policy_revision),
+            applied_policy_revision: js_int(s.applied_policy_revision),
         }
     }
 }

@@ -91,6 +91,22 @@ impl OpenShellApi {
         }
     }
 
+    /// Sandboxes as the API shows them, with the policy each one's
+    /// supervisor last reported applied.
+    async fn sandbox_views(&self, records: &[SandboxRecord]) -> Result<Vec<pb::Sandbox>, Status> {
+        let ids: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
+        let progress = self
+            .state
+            .store
+            .policy_progress(&ids)
+            .await
+            .map_err(GatewayError::from)?;
+        Ok(records
+            .iter()
+            .map(|r| wire::sandbox_with_applied(r, progress.get(&r.id)))
+            .collect())
+    }
+
     async fn resolve(&self, sandbox: Option<&pb::SandboxRef>) -> Result<SandboxRecord, Status> {
         let sandbox = sandbox.ok_or_else(|| {
             Status::from(GatewayError::invalid(
@@ -621,7 +637,13 @@ impl OpenShell for OpenShellApi {
         request: Request<pb::GetSandboxRequest>,
     ) -> Result<Response<pb::Sandbox>, Status> {
         let sandbox = self.resolve(request.get_ref().sandbox.as_ref()).await?;
-        Ok(Response::new(wire::sandbox(&sandbox)))
+        let views = self.sandbox_views(std::slice::from_ref(&sandbox)).await?;
+        Ok(Response::new(
+            views
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| wire::sandbox(&sandbox)),
+        ))
     }
 
     async fn list_sandboxes(
@@ -640,7 +662,7 @@ impl OpenShell for OpenShellApi {
             .map_err(GatewayError::from)?;
         Ok(Response::new(pb::ListSandboxesResponse {
             next_page_token: next_token(offset, limit, records.len()),
-            sandboxes: records.iter().map(wire::sandbox).collect(),
+            sandboxes: self.sandbox_views(&records).await?,
         }))
     }
 
@@ -1212,7 +1234,20 @@ impl OpenShell for OpenShellApi {
         &self,
         _request: Request<pb::ListSessionsRequest>,
     ) -> Result<Response<pb::ListSessionsResponse>, Status> {
-        let sessions = self.state.sessions.list(&self.state.config.replica_id);
+        let mut sessions = self.state.sessions.list(&self.state.config.replica_id);
+        let ids: Vec<String> = sessions.iter().map(|s| s.sandbox_id.clone()).collect();
+        let progress = self
+            .state
+            .store
+            .policy_progress(&ids)
+            .await
+            .map_err(GatewayError::from)?;
+        for session in &mut sessions {
+            if let Some(p) = progress.get(&session.sandbox_id) {
+                session.policy_revision = p.desired;
+                session.applied_policy_revision = p.applied;
+            }
+        }
         Ok(Response::new(pb::ListSessionsResponse { sessions }))
     }
 

@@ -345,6 +345,8 @@ async fn resolve_round(
                 status: reports[i].status.as_str(),
                 revisions_json: serde_json::to_string(&reports[i].revisions).unwrap_or_default(),
                 reason: &reasons[&i],
+                policy_revision: reports[i].revisions.policy_revision,
+                policy_hash: &reports[i].revisions.policy_hash,
             })
             .collect();
         tx.record_reports(&rows).await?;

@@ -51,7 +51,7 @@ pub use operations::{
 pub use providers::ProviderValues;
 pub use records::*;
 pub use replicas::LivePeer;
-pub use reports::{LastReport, LiveTarget, ReportRow};
+pub use reports::{LastReport, LiveTarget, PolicyProgress, ReportRow};
 pub use session_owners::{OwnerClaim, OwnerClaims, SessionOwner};
 pub use settings::{ScopedSettings, SettingWrite};
 use writer_thread::WriterThread;

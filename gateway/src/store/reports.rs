@@ -50,6 +50,19 @@ pub struct ReportRow<'a> {
     pub status: &'a str,
     pub revisions_json: String,
     pub reason: &'a str,
+    /// The reported policy revision and hash; kept as the applied policy
+    /// only when `status` is `APPLIED`.
+    pub policy_revision: u64,
+    pub policy_hash: &'a str,
+}
+
+/// A sandbox's desired policy revision beside the one its supervisor last
+/// reported applied (0 and empty when none has been).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyProgress {
+    pub desired: u64,
+    pub applied: u64,
+    pub applied_hash: String,
 }
 
 /// The stored last report of a sandbox.
@@ -70,6 +83,40 @@ impl Store {
         .fetch_optional(self.pool())
         .await?;
         row.as_ref().map(last_report_from_row).transpose()
+    }
+
+    /// Desired and applied policy revisions of these sandboxes, by id;
+    /// unknown ids are absent.
+    pub async fn policy_progress(
+        &self,
+        sandbox_ids: &[String],
+    ) -> Result<HashMap<String, PolicyProgress>> {
+        if sandbox_ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let sql = format!(
+            "SELECT s.id, s.policy_revision, COALESCE(r.applied_policy_revision, 0) AS applied_revision, \
+             COALESCE(r.applied_policy_hash, '') AS applied_hash \
+             FROM sandboxes s LEFT JOIN supervisor_reports r ON r.sandbox_id = s.id \
+             WHERE s.id {}",
+            self.backend().in_json_list(1)
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(json_list(sandbox_ids)?)
+            .fetch_all(self.pool())
+            .await?;
+        let mut progress = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            progress.insert(
+                row.try_get("id")?,
+                PolicyProgress {
+                    desired: u64_col(row, "policy_revision")?,
+                    applied: u64_col(row, "applied_revision")?,
+                    applied_hash: row.try_get("applied_hash")?,
+                },
+            );
+        }
+        Ok(progress)
     }
 }
 
@@ -279,21 +326,35 @@ impl WriteTx {
         let rows = match self.backend {
             Backend::Sqlite => {
                 "SELECT json_extract(value, '$.sandbox_id'), json_extract(value, '$.status'), \
-                 json_extract(value, '$.revisions_json'), json_extract(value, '$.reason'), $2 \
+                 json_extract(value, '$.revisions_json'), json_extract(value, '$.reason'), $2, \
+                 CASE WHEN json_extract(value, '$.status') = 'APPLIED' \
+                 THEN json_extract(value, '$.policy_revision') ELSE 0 END, \
+                 CASE WHEN json_extract(value, '$.status') = 'APPLIED' \
+                 THEN json_extract(value, '$.policy_hash') ELSE '' END \
                  FROM json_each($1) WHERE true"
             }
             Backend::Postgres => {
-                "SELECT r.sandbox_id, r.status, r.revisions_json, r.reason, $2 \
+                "SELECT r.sandbox_id, r.status, r.revisions_json, r.reason, $2, \
+                 CASE WHEN r.status = 'APPLIED' THEN r.policy_revision ELSE 0 END, \
+                 CASE WHEN r.status = 'APPLIED' THEN r.policy_hash ELSE '' END \
                  FROM jsonb_to_recordset(CAST($1 AS jsonb)) \
-                 AS r(sandbox_id TEXT, status TEXT, revisions_json TEXT, reason TEXT)"
+                 AS r(sandbox_id TEXT, status TEXT, revisions_json TEXT, reason TEXT, \
+                 policy_revision BIGINT, policy_hash TEXT)"
             }
         };
+        // Only an APPLIED report moves the applied policy: a failed or
+        // retained one names the revision attempted, not the one running.
         // `WHERE true` above: SQLite needs it before an upsert's ON CONFLICT.
         let sql = format!(
-            "INSERT INTO supervisor_reports (sandbox_id, status, revisions_json, reason, reported_at) \
+            "INSERT INTO supervisor_reports (sandbox_id, status, revisions_json, reason, reported_at, \
+             applied_policy_revision, applied_policy_hash) \
              {rows} ON CONFLICT (sandbox_id) DO UPDATE SET status = excluded.status, \
              revisions_json = excluded.revisions_json, reason = excluded.reason, \
-             reported_at = excluded.reported_at"
+             reported_at = excluded.reported_at, \
+             applied_policy_revision = CASE WHEN excluded.status = 'APPLIED' \
+             THEN excluded.applied_policy_revision ELSE supervisor_reports.applied_policy_revision END, \
+             applied_policy_hash = CASE WHEN excluded.status = 'APPLIED' \
+             THEN excluded.applied_policy_hash ELSE supervisor_reports.applied_policy_hash END"
         );
         sqlx::query(AssertSqlSafe(sql))
             .bind(json_list(reports)?)

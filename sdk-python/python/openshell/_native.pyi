@@ -326,6 +326,12 @@ class Sandbox:
     def created_at(self) -> str | None: ...
     @property
     def updated_at(self) -> str | None: ...
+    @property
+    def applied_policy_revision(self) -> int:
+        """Policy revision the supervisor last reported applied; 0 when none."""
+    @property
+    def applied_policy_hash(self) -> str | None:
+        """Hash of that applied policy; None when none has been applied."""
     def to_dict(self) -> dict[str, Any]: ...
 
 @final
@@ -421,6 +427,12 @@ class SessionSummary:
     def connected_at(self) -> str | None: ...
     @property
     def last_heartbeat_at(self) -> str | None: ...
+    @property
+    def policy_revision(self) -> int:
+        """The sandbox's desired (latest) policy revision; 0 when none."""
+    @property
+    def applied_policy_revision(self) -> int:
+        """Policy revision the supervisor last reported applied; 0 when none."""
     def to_dict(self) -> dict[str, Any]: ...
 
 @final

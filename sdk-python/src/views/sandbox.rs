@@ -65,6 +65,16 @@ impl Sandbox {
         self.inner.updated_at.as_deref()
     }
 
+    #[getter]
+    fn applied_policy_revision(&self) -> u64 {
+        self.inner.applied_policy_revision
+    }
+
+    #[getter]
+    fn applied_policy_hash(&self) -> Option<&str> {
+        self.inner.applied_policy_hash.as_deref()
+    }
+
     fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         to_dict(py, &self.inner)
     }

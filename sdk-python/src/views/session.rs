@@ -60,6 +60,16 @@ impl SessionSummary {
         self.inner.last_heartbeat_at.as_deref()
     }
 
+    #[getter]
+    fn policy_revision(&self) -> u64 {
+        self.inner.policy_revision
+    }
+
+    #[getter]
+    fn applied_policy_revision(&self) -> u64 {
+        self.inner.applied_policy_revision
+    }
+
     fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         to_dict(py, &self.inner)
     }

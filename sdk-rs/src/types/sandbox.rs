@@ -85,6 +85,14 @@ pub struct Sandbox {
     pub providers: Vec<String>,
     pub created_at: Option<String>,
     pub updated_at: Option<String>,
+    /// Policy revision the sandbox's supervisor last reported applied; 0
+    /// when none has been. Behind `policy_revision` while a change is on its
+    /// way, or when the supervisor rejected it or is not connected.
+    #[serde(default)]
+    pub applied_policy_revision: u64,
+    /// Hash of that applied policy; `None` when none has been applied.
+    #[serde(default)]
+    pub applied_policy_hash: Option<String>,
 }
 
 impl From<pb::Sandbox> for Sandbox {
@@ -100,6 +108,8 @@ impl From<pb::Sandbox> for Sandbox {
             providers: p.providers,
             created_at: timefmt::timestamp(p.created_at),
             updated_at: timefmt::timestamp(p.updated_at),
+            applied_policy_revision: p.applied_policy_revision,
+            applied_policy_hash: Some(p.applied_policy_hash).filter(|h| !h.is_empty()),
         }
     }
 }

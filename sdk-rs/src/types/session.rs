@@ -20,6 +20,12 @@ pub struct SessionSummary {
     pub replica_id: String,
     pub connected_at: Option<String>,
     pub last_heartbeat_at: Option<String>,
+    /// The sandbox's desired (latest) policy revision; 0 when none.
+    #[serde(default)]
+    pub policy_revision: u64,
+    /// Policy revision the supervisor last reported applied; 0 when none.
+    #[serde(default)]
+    pub applied_policy_revision: u64,
 }
 
 impl From<pb::SessionSummary> for SessionSummary {
@@ -34,6 +40,8 @@ impl From<pb::SessionSummary> for SessionSummary {
             replica_id: p.replica_id,
             connected_at: timefmt::timestamp(p.connected_at),
             last_heartbeat_at: timefmt::timestamp(p.last_heartbeat_at),
+            policy_revision: p.policy_revision,
+            applied_policy_revision: p.applied_policy_revision,
         }
     }
 }
