@@ -235,6 +235,9 @@ pub struct WaitArgs {
     pub idempotency_key: Option<String>,
 }
 
+/// Help of `--expected-revision`, shared by the policy writes.
+const EXPECTED_REVISION_HELP: &str = "Write only if the sandbox's policy (the global one with --global) is still at revision N; otherwise refuse the write (FAILED_PRECONDITION, exit code 1) and write nothing";
+
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
     /// Set a sandbox's policy, or the global policy with --global.
@@ -259,13 +262,68 @@ pub enum PolicyCommand {
         /// Set the global policy, which replaces every sandbox's policy while set.
         #[arg(long)]
         global: bool,
-        /// Policy file, YAML or JSON; `-` reads stdin.
-        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        /// Policy file, YAML or JSON; `-` reads stdin (upstream's `--policy` works too).
+        #[arg(
+            short = 'f',
+            long = "file",
+            visible_alias = "policy",
+            value_name = "FILE"
+        )]
         file: String,
         /// Check the policy at the gateway and print what would change
         /// (network policies and endpoints added, removed, changed); write nothing.
         #[arg(long, conflicts_with_all = ["wait", "timeout", "threshold"])]
         dry_run: bool,
+        #[arg(long, value_name = "N", help = EXPECTED_REVISION_HELP)]
+        expected_revision: Option<u64>,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Edit a sandbox's network rules in place, without resending the whole policy.
+    ///
+    /// The gateway applies the edits to the sandbox's latest revision inside the
+    /// write's own transaction, so two concurrent edits never lose one another,
+    /// and validates the result as any policy. An endpoint already allowed by a
+    /// rule is merged into that rule; fields it already sets are kept, and the
+    /// CLI prints a note for each. Removing what is not there changes nothing.
+    /// --dry-run shows what the edits would change, writing nothing.
+    ///
+    /// Examples:
+    ///   openshell policy update SB --add-endpoint api.github.com:443:read-only:rest:enforce
+    ///   openshell policy update SB --add-allow 'api.github.com:443:POST:/repos/*/issues'
+    ///   openshell policy update SB --remove-endpoint pypi.org:443 --wait
+    #[command(verbatim_doc_comment)]
+    Update {
+        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
+        sandbox: String,
+        /// Add or merge an endpoint: HOST:PORT[:ACCESS[:PROTOCOL[:ENFORCEMENT[:OPTIONS]]]]
+        /// (ACCESS read-only|read-write|full, PROTOCOL rest|websocket|sql, ENFORCEMENT
+        /// enforce|audit, OPTIONS websocket-credential-rewrite); repeatable.
+        #[arg(long = "add-endpoint", value_name = "SPEC")]
+        add_endpoints: Vec<String>,
+        /// Remove an endpoint's port: HOST:PORT; repeatable.
+        #[arg(long = "remove-endpoint", value_name = "HOST:PORT")]
+        remove_endpoints: Vec<String>,
+        /// Add a REST allow rule to an endpoint: HOST:PORT:METHOD:PATH_GLOB; repeatable.
+        #[arg(long = "add-allow", value_name = "RULE")]
+        add_allow: Vec<String>,
+        /// Add a REST deny rule to an endpoint: HOST:PORT:METHOD:PATH_GLOB; repeatable.
+        #[arg(long = "add-deny", value_name = "RULE")]
+        add_deny: Vec<String>,
+        /// Remove a network rule by name; repeatable.
+        #[arg(long = "remove-rule", value_name = "NAME")]
+        remove_rules: Vec<String>,
+        /// A binary the added endpoints are for; repeatable.
+        #[arg(long = "binary", value_name = "PATH")]
+        binaries: Vec<String>,
+        /// Name of the rule for one --add-endpoint (default allow_HOST_PORT).
+        #[arg(long, value_name = "NAME")]
+        rule_name: Option<String>,
+        /// Check the edits at the gateway and print what they would change; write nothing.
+        #[arg(long, conflicts_with_all = ["wait", "timeout", "threshold"])]
+        dry_run: bool,
+        #[arg(long, value_name = "N", help = EXPECTED_REVISION_HELP)]
+        expected_revision: Option<u64>,
         #[command(flatten)]
         wait: WaitArgs,
     },
@@ -289,8 +347,8 @@ pub enum PolicyCommand {
     Get {
         #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
-        /// Revision to show (default: the latest).
-        #[arg(long, value_name = "N")]
+        /// Revision to show (default: the latest); upstream's `--rev` works too.
+        #[arg(long, visible_alias = "rev", value_name = "N")]
         revision: Option<u64>,
     },
     /// Compare a sandbox's current policy with a file; exits 0 when equal, 1 when different.
@@ -307,6 +365,7 @@ pub enum PolicyCommand {
         file: String,
     },
     /// List a sandbox's policy revisions, newest first.
+    #[command(visible_alias = "list")]
     History {
         #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
@@ -627,6 +686,7 @@ mod tests {
             file,
             dry_run,
             wait,
+            ..
         }) = cli.command
         else {
             panic!("wrong command");

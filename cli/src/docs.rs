@@ -469,6 +469,7 @@ fn example_dry_run() -> UpdateResult {
                 .into(),
         }),
         setting_changes: vec![],
+        merge_notes: vec![],
     }
 }
 
@@ -544,6 +545,7 @@ An `UpdateResult` of `policy set SB -f p.yaml --wait --idempotency-key deploy-42
             old_value: Some(SettingValue::String("info".into())),
             new_value: Some(SettingValue::String("debug".into())),
         }],
+        merge_notes: vec![],
     }));
     out.push_str(
         "`policy validate -f p.yaml -o json` of an invalid file (exit 1); a valid one gives\n\

@@ -64,6 +64,7 @@ pub async fn apply_update(ctx: &Ctx, client: &Client, update: UpdateConfig) -> a
         ));
     }
     note_kept_sections(ctx, &result);
+    note_merge(ctx, &result);
     match mode {
         UpdateMode::CommitOnly => {
             ctx.out
@@ -96,6 +97,7 @@ pub async fn apply_update(ctx: &Ctx, client: &Client, update: UpdateConfig) -> a
 pub async fn dry_run(ctx: &Ctx, client: &Client, update: UpdateConfig) -> anyhow::Result<u8> {
     let result = client.update_config(update.validate_only()).await?;
     note_kept_sections(ctx, &result);
+    note_merge(ctx, &result);
     ctx.out.print(&result, |o| views::dry_run(o, &result))?;
     Ok(exit::SUCCESS)
 }
@@ -108,6 +110,17 @@ fn note_kept_sections(ctx: &Ctx, result: &UpdateResult) {
             "kept from the current policy: {}",
             result.kept_static_sections.join(", ")
         ));
+    }
+}
+
+/// What the gateway's merge of `policy update` edits did other than
+/// literally; `-o json|yaml` carry it as `merge_notes`.
+fn note_merge(ctx: &Ctx, result: &UpdateResult) {
+    use crate::cli::OutputFormat::{Json, Yaml};
+    if !matches!(ctx.out.format, Json | Yaml) {
+        for note in &result.merge_notes {
+            ctx.note(format!("merge: {note}"));
+        }
     }
 }
 

@@ -37,10 +37,15 @@ fn check_key(key: &str) -> Result<(), String> {
 /// it cuts a longer one short without saying so.
 pub const MAX_WAIT: Duration = Duration::from_secs(600);
 
-/// Human durations such as `90s`, `2m` or `1m 30s`.
+/// Human durations such as `90s`, `2m` or `1m 30s`; a bare number is
+/// seconds, as upstream's `--timeout 60` means.
 pub fn duration(text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text)
-        .map_err(|e| format!("expected a duration such as 90s or 2m: {e}"))?;
+    let trimmed = text.trim();
+    let d = match trimmed.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => humantime::parse_duration(trimmed)
+            .map_err(|e| format!("expected a duration such as 90s or 2m: {e}"))?,
+    };
     if d.is_zero() {
         return Err("the duration must be greater than zero".to_owned());
     }
@@ -134,6 +139,9 @@ mod tests {
         assert_eq!(duration("1m 30s").unwrap(), Duration::from_secs(90));
         assert!(duration("0s").is_err());
         assert!(duration("soon").is_err());
+        // Upstream's `--timeout 60`: seconds.
+        assert_eq!(duration("60").unwrap(), Duration::from_secs(60));
+        assert!(duration("0").is_err());
         assert_eq!(wait_timeout("10m").unwrap(), MAX_WAIT);
         assert_eq!(wait_timeout("599s").unwrap(), Duration::from_secs(599));
         assert!(wait_timeout("0s").is_err());

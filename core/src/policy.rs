@@ -10,6 +10,7 @@
 //! - [`schema`]: the serde types;
 //! - `validate`, `l7`, `middleware`, `ambiguity`: the rules, by part of the document;
 //! - `host`, `glob`: host patterns and the small glob languages the rules need;
+//! - [`edit`]: incremental edits of the network rules (upstream's merge operations);
 //! - `migrate`: turning policies stored by earlier versions of this project into this shape;
 //! - [`wire`]: the same document as upstream's typed protobuf message, and back.
 
@@ -21,6 +22,7 @@ use sha2::{Digest, Sha256};
 use crate::violation::Violation;
 
 mod ambiguity;
+pub mod edit;
 mod glob;
 mod host;
 mod l7;
@@ -30,6 +32,7 @@ pub mod schema;
 mod validate;
 pub mod wire;
 
+pub use edit::{EditSpecs, Edited, PolicyEdit, apply_edits, generated_rule_name};
 pub use l7::Protocol;
 pub use migrate::migrate_legacy_policy_json;
 pub use schema::{

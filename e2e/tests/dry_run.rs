@@ -8,13 +8,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use openshell_core::settings::Scope;
-use openshell_e2e::process::binary;
-use openshell_e2e::{Api, Backend, TOKEN, TestGateway, create_sandbox, raw_setting};
+use openshell_e2e::cli::CliRun;
+use openshell_e2e::{Api, Backend, TestGateway, create_sandbox, raw_setting};
 use openshell_proto::v1 as pb;
-use serde_json::Value;
 
 const STATIC: &str = "filesystem_policy:
   read_only: [/usr, /etc]
@@ -47,46 +45,9 @@ fn full() -> String {
     format!("version: 1\n{STATIC}{NETWORK}")
 }
 
-#[derive(Debug)]
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn expect(&self, code: i32) -> &Self {
-        assert_eq!(
-            self.code, code,
-            "exit code\nstdout:\n{}\nstderr:\n{}",
-            self.stdout, self.stderr
-        );
-        self
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", self.stdout, self.stderr))
-    }
-}
-
 /// Runs the real `openshell` against `gateway`, never on a terminal.
-async fn openshell(gateway: &str, args: &[&str]) -> Run {
-    let output = tokio::process::Command::new(binary("openshell"))
-        .args(args)
-        .env("OPENSHELL_GATEWAY", gateway)
-        .env("OPENSHELL_TOKEN", TOKEN)
-        .env_remove("OPENSHELL_CA_CERT")
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .unwrap();
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-    }
+async fn openshell(gateway: &str, args: &[&str]) -> CliRun {
+    openshell_e2e::cli::openshell(gateway, args, None).await
 }
 
 fn write_file(dir: &Path, name: &str, text: &str) -> String {

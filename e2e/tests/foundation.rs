@@ -461,18 +461,35 @@ fn bad_input_cases() -> Vec<Case> {
                 ..Default::default()
             },
             code: Code::InvalidArgument,
-            needles: &["merge_operations", "not served yet"],
+            needles: &["merge_operations[0]", "set one of add_rule"],
         },
         Case {
-            name: "upstream's resource version",
+            name: "edits beside a whole policy",
             request: pb::UpdateConfigRequest {
                 name: String::from("target"),
                 policy_text: minimal.into(),
-                expected_resource_version: 7,
+                merge_operations: vec![pb::PolicyMergeOperation {
+                    operation: Some(pb::policy_merge_operation::Operation::RemoveRule(
+                        pb::RemoveNetworkRule {
+                            rule_name: "x".into(),
+                        },
+                    )),
+                }],
                 ..Default::default()
             },
             code: Code::InvalidArgument,
-            needles: &["expected_resource_version", "idempotency key"],
+            needles: &["merge_operations", "not both"],
+        },
+        Case {
+            name: "upstream's resource version, out of date",
+            request: pb::UpdateConfigRequest {
+                name: String::from("target"),
+                policy_text: minimal.into(),
+                expected_resource_version: 7_000,
+                ..Default::default()
+            },
+            code: Code::FailedPrecondition,
+            needles: &["not the expected 7000", "read it again and retry"],
         },
         Case {
             name: "upstream's annotations",

@@ -34,6 +34,8 @@ async fn a_write_commits_after_its_caller_hangs_up(backend: Backend) {
     let update = ConfigUpdate {
         target: ConfigTarget::Sandbox(sandbox.clone()),
         policy: Some(POLICY.replace("443", "8443")),
+        policy_edits: Vec::new(),
+        expected_policy_revision: None,
         clear_global_policy: false,
         settings: Vec::new(),
         idempotency_key: None,

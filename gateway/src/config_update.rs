@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use openshell_core::Violation;
-use openshell_core::policy::{PolicyError, SandboxPolicy};
+use openshell_core::policy::{PolicyEdit, PolicyError, SandboxPolicy, apply_edits};
 use openshell_core::settings::{self, Scope, SettingValue};
 use sha2::{Digest, Sha256};
 
@@ -59,6 +59,12 @@ impl SettingChange {
 pub struct ConfigUpdate {
     pub target: ConfigTarget,
     pub policy: Option<String>,
+    /// Incremental edits of a sandbox's policy, applied to its latest revision inside the
+    /// write's transaction (so concurrent edits never lose one another).
+    pub policy_edits: Vec<PolicyEdit>,
+    /// The policy revision the caller read (the sandbox's, or the global policy's); a write
+    /// whose target has moved on since is refused and writes nothing.
+    pub expected_policy_revision: Option<u64>,
     pub clear_global_policy: bool,
     pub settings: Vec<SettingChange>,
     pub idempotency_key: Option<String>,
@@ -84,6 +90,8 @@ pub struct Committed {
     /// to the write itself; None when the answer must look it up (a replay,
     /// a fleet write).
     pub sandbox_policy_hash: Option<String>,
+    /// What applying `policy_edits` did other than literally (see [`openshell_core::policy::Edited`]).
+    pub merge_notes: Vec<String>,
 }
 
 /// What a validate-only request would do; nothing of it was written.
@@ -95,7 +103,9 @@ pub struct DryRun {
     pub idempotent_replay: bool,
     /// Static sections that would be kept from the sandbox's latest revision.
     pub kept_static_sections: Vec<String>,
-    /// Set when the request carries a policy.
+    /// What applying the request's policy edits would do other than literally.
+    pub merge_notes: Vec<String>,
+    /// Set when the request carries a policy or policy edits.
     pub policy: Option<PolicyPreview>,
     /// Settings whose stored value at the target's scope would change, by key.
     pub settings: Vec<SettingPreview>,
@@ -142,6 +152,8 @@ pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 128;
 
 struct Validated {
     policy: Option<SandboxPolicy>,
+    edits: Vec<PolicyEdit>,
+    expected_policy_revision: Option<u64>,
     settings: Vec<(String, Option<SettingValue>)>,
     fingerprint: String,
 }
@@ -168,13 +180,34 @@ impl ConfigUpdate {
     fn validate(&self, parsed: Option<Result<SandboxPolicy, PolicyError>>) -> Result<Validated> {
         let mut violations = Vec::new();
         let has_policy = self.policy.as_deref().is_some_and(|p| !p.trim().is_empty());
-        if !has_policy && !self.clear_global_policy && self.settings.is_empty() {
+        let has_edits = !self.policy_edits.is_empty();
+        if !has_policy && !has_edits && !self.clear_global_policy && self.settings.is_empty() {
             violations.push(Violation {
                 field: String::new(),
                 message:
-                    "nothing to change: give a policy, setting changes, or clear_global_policy"
+                    "nothing to change: give a policy, policy edits, setting changes, or clear_global_policy"
                         .into(),
             });
+        }
+        if has_edits && !matches!(self.target, ConfigTarget::Sandbox(_)) {
+            violations.push(Violation::new(
+                "merge_operations",
+                "incremental edits apply to one sandbox's policy; a global write sends the whole policy",
+            ));
+        }
+        if has_edits && has_policy {
+            violations.push(Violation::new(
+                "merge_operations",
+                "give either a whole policy or incremental edits, not both",
+            ));
+        }
+        if self.expected_policy_revision.is_some()
+            && matches!(self.target, ConfigTarget::Workspace(_))
+        {
+            violations.push(Violation::new(
+                "expected_resource_version",
+                "a workspace has no policy revision to compare; send 0",
+            ));
         }
         if let Some(key) = &self.idempotency_key
             && (key.is_empty() || key.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS)
@@ -255,14 +288,12 @@ impl ConfigUpdate {
             return Err(GatewayError::from_violations(violations));
         }
         settings_out.sort_by(|a, b| a.0.cmp(&b.0));
-        let fingerprint = request_fingerprint(
-            &self.target_key(),
-            policy.as_ref(),
-            self.clear_global_policy,
-            &settings_out,
-        );
+        let fingerprint =
+            request_fingerprint(&self.target_key(), policy.as_ref(), self, &settings_out);
         Ok(Validated {
             policy,
+            edits: self.policy_edits.clone(),
+            expected_policy_revision: self.expected_policy_revision,
             settings: settings_out,
             fingerprint,
         })
@@ -274,15 +305,22 @@ impl ConfigUpdate {
 fn request_fingerprint(
     target: &(TargetKind, String),
     policy: Option<&SandboxPolicy>,
-    clear_global_policy: bool,
+    update: &ConfigUpdate,
     settings: &[(String, Option<SettingValue>)],
 ) -> String {
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "target": [target.0.as_str(), target.1],
         "policy": policy.map(SandboxPolicy::policy_hash),
-        "clear_global_policy": clear_global_policy,
+        "clear_global_policy": update.clear_global_policy,
         "settings": settings,
     });
+    // Only present when used, so keys stored before edits existed still match their requests.
+    if !update.policy_edits.is_empty() {
+        doc["policy_edits"] = serde_json::json!(update.policy_edits);
+    }
+    if let Some(expected) = update.expected_policy_revision {
+        doc["expected_policy_revision"] = serde_json::json!(expected);
+    }
     hex::encode(Sha256::digest(doc.to_string().as_bytes()))
 }
 
@@ -377,7 +415,9 @@ async fn try_commit(
         settings_revision: 0,
         global_policy_revision: None,
         no_op: true,
-        touches_policy: validated.policy.is_some() || update.clear_global_policy,
+        touches_policy: validated.policy.is_some()
+            || !validated.edits.is_empty()
+            || update.clear_global_policy,
         caller: update.caller.clone(),
         idempotency_key: update.idempotency_key.clone(),
         request_fingerprint: update
@@ -428,6 +468,7 @@ async fn try_commit(
         publication: Some(written.publication),
         kept_static_sections: written.kept_static_sections,
         sandbox_policy_hash: written.sandbox_policy_hash,
+        merge_notes: written.merge_notes,
     })
 }
 
@@ -452,6 +493,8 @@ async fn replayed(
         publication: None,
         kept_static_sections,
         sandbox_policy_hash: None,
+        // Not stored with the operation; the replay wrote nothing to note.
+        merge_notes: Vec::new(),
     })
 }
 
@@ -479,6 +522,7 @@ struct TargetWrite<'a> {
     inactive_reason: Option<&'static str>,
     kept_static_sections: Vec<String>,
     sandbox_policy_hash: Option<String>,
+    merge_notes: Vec<String>,
 }
 
 async fn write_to_sandbox<'a>(
@@ -493,11 +537,28 @@ async fn write_to_sandbox<'a>(
             "sandbox {sandbox_id} was deleted"
         )));
     }
+    check_expected_revision(
+        validated.expected_policy_revision,
+        current.policy_revision,
+        "the sandbox's policy",
+    )?;
     op.sandbox_id = Some(current.id.clone());
     op.policy_revision = current.policy_revision;
     op.settings_revision = current.settings_revision;
     let mut kept_static_sections = Vec::new();
-    if let Some(policy) = &validated.policy {
+    let mut merge_notes = Vec::new();
+    let edited = if validated.edits.is_empty() {
+        None
+    } else {
+        let latest = tx.latest_policy(&current.id).await?;
+        let stored = latest
+            .map(|l| parse_stored(&l.policy_json, &current.id))
+            .transpose()?;
+        let edited = edit_policy(stored.as_ref(), &validated.edits)?;
+        merge_notes = edited.notes;
+        Some(edited.policy)
+    };
+    if let Some(policy) = edited.as_ref().or(validated.policy.as_ref()) {
         let written = write_sandbox_policy(tx, &current, policy, &op.id).await?;
         kept_static_sections = written.kept_static_sections;
         if let Some((revision, hash)) = written.revision {
@@ -522,7 +583,35 @@ async fn write_to_sandbox<'a>(
         kept_static_sections,
         // A sandbox without any policy revision answers with an empty hash.
         sandbox_policy_hash: Some(policy_hash.unwrap_or_default()),
+        merge_notes,
     })
+}
+
+/// Refuses a write whose caller read an older revision than the one in effect.
+fn check_expected_revision(expected: Option<u64>, current: u64, what: &str) -> Result<()> {
+    match expected {
+        Some(expected) if expected != current => Err(GatewayError::FailedPrecondition(format!(
+            "{what} is at revision {current}, not the expected {expected}: it changed since it \
+             was read; read it again and retry (nothing was written)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The stored policy (an empty one for a sandbox that has none) after `edits`, validated as
+/// a whole, since an edit can make a valid document invalid (an endpoint two rules overlap).
+fn edit_policy(
+    stored: Option<&SandboxPolicy>,
+    edits: &[PolicyEdit],
+) -> Result<openshell_core::policy::Edited> {
+    let empty = SandboxPolicy::default();
+    let edited =
+        apply_edits(stored.unwrap_or(&empty), edits).map_err(GatewayError::from_violations)?;
+    edited
+        .policy
+        .validate()
+        .map_err(|violations| GatewayError::from_violations(in_policy(violations)))?;
+    Ok(edited)
 }
 
 async fn write_to_workspace<'a>(
@@ -554,6 +643,7 @@ async fn write_to_workspace<'a>(
         inactive_reason: None,
         kept_static_sections: Vec::new(),
         sandbox_policy_hash: None,
+        merge_notes: Vec::new(),
     })
 }
 
@@ -564,6 +654,11 @@ async fn write_to_global<'a>(
     op: &mut NewOperation,
 ) -> Result<TargetWrite<'a>> {
     let (global_revision, current_global) = tx.global_policy().await?;
+    check_expected_revision(
+        validated.expected_policy_revision,
+        global_revision,
+        "the global policy",
+    )?;
     op.global_policy_revision = Some(global_revision);
     if let Some(policy) = &validated.policy {
         let hash = policy.policy_hash();
@@ -602,6 +697,7 @@ async fn write_to_global<'a>(
         inactive_reason: None,
         kept_static_sections: Vec::new(),
         sandbox_policy_hash: None,
+        merge_notes: Vec::new(),
     })
 }
 
@@ -783,12 +879,27 @@ pub async fn dry_run_update(store: &Store, update: &ConfigUpdate) -> Result<DryR
                     "sandbox {sandbox_id} was deleted"
                 )));
             }
-            if let Some(policy) = &validated.policy {
-                let latest = store.latest_policy(sandbox_id).await?;
-                let stored = latest
-                    .as_ref()
-                    .map(|l| parse_stored(&l.policy_json, sandbox_id))
-                    .transpose()?;
+            check_expected_revision(
+                validated.expected_policy_revision,
+                sandbox.policy_revision,
+                "the sandbox's policy",
+            )?;
+            let latest = match (&validated.policy, validated.edits.is_empty()) {
+                (None, true) => None,
+                _ => store.latest_policy(sandbox_id).await?,
+            };
+            let stored = latest
+                .as_ref()
+                .map(|l| parse_stored(&l.policy_json, sandbox_id))
+                .transpose()?;
+            let edited = if validated.edits.is_empty() {
+                None
+            } else {
+                let edited = edit_policy(stored.as_ref(), &validated.edits)?;
+                out.merge_notes = edited.notes;
+                Some(edited.policy)
+            };
+            if let Some(policy) = edited.as_ref().or(validated.policy.as_ref()) {
                 let prepared = prepare_sandbox_policy(stored.as_ref(), policy)?;
                 out.policy = Some(PolicyPreview {
                     diff: policy_diff::diff(stored.as_ref(), &prepared.policy),
@@ -809,6 +920,10 @@ pub async fn dry_run_update(store: &Store, update: &ConfigUpdate) -> Result<DryR
             (Scope::Workspace, workspace.as_str())
         }
         ConfigTarget::Global => {
+            if let Some(expected) = validated.expected_policy_revision {
+                let (revision, _) = store.global_policy().await?;
+                check_expected_revision(Some(expected), revision, "the global policy")?;
+            }
             if let Some(policy) = &validated.policy {
                 let (_, current) = store.global_policy().await?;
                 let stored = current

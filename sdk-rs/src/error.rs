@@ -98,6 +98,24 @@ impl SdkError {
         }
     }
 
+    /// A client-side input error with its findings, each addressed by field.
+    pub(crate) fn invalid_violations(
+        what: &str,
+        violations: Vec<openshell_core::Violation>,
+    ) -> Self {
+        let listed: Vec<String> = violations.iter().map(ToString::to_string).collect();
+        Self::InvalidArgument {
+            message: format!("{what} are invalid: {}", listed.join("; ")),
+            violations: violations
+                .into_iter()
+                .map(|v| FieldViolation {
+                    field: v.field,
+                    message: v.message,
+                })
+                .collect(),
+        }
+    }
+
     /// Refuses a policy larger than the gateway accepts before it is sent: the gateway's
     /// transport limit would otherwise answer first, with an error that names no policy limit.
     pub(crate) fn check_policy_size(text: &str) -> Result<(), Self> {

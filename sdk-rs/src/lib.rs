@@ -37,6 +37,7 @@ pub use client::Client;
 pub use error::{FieldViolation, SdkError};
 pub use log_stream::SandboxLogStream;
 pub use openshell_core::Secret;
+pub use openshell_core::policy::{EditSpecs, PolicyEdit};
 pub use options::ClientOptions;
 pub use types::*;
 pub use update::{SettingChange, Target, UpdateConfig};

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use openshell_core::policy::{EditSpecs, PolicyEdit};
 use openshell_proto::v1 as pb;
 
 use crate::timefmt::to_proto_duration;
@@ -91,6 +92,14 @@ pub struct UpdateConfig {
     pub target: Target,
     /// New policy text (YAML or JSON); `None` leaves the policy unchanged.
     pub policy: Option<String>,
+    /// Sandbox target only, instead of `policy`: incremental edits the
+    /// gateway applies to the sandbox's latest policy revision in the write's
+    /// own transaction, so concurrent edits never lose one another.
+    pub policy_edits: Vec<PolicyEdit>,
+    /// The policy revision this change was made against (the sandbox's, or
+    /// the global policy's); a target that has moved on refuses the write
+    /// with `FailedPrecondition` and nothing is written.
+    pub expected_revision: Option<u64>,
     /// Global target only: remove the global policy so sandbox policies apply again.
     pub clear_global_policy: bool,
     pub settings: Vec<SettingChange>,
@@ -112,6 +121,8 @@ impl UpdateConfig {
         Self {
             target,
             policy: None,
+            policy_edits: Vec::new(),
+            expected_revision: None,
             clear_global_policy: false,
             settings: Vec::new(),
             mode: UpdateMode::CommitOnly,
@@ -124,6 +135,28 @@ impl UpdateConfig {
 
     pub fn policy(mut self, text: impl Into<String>) -> Self {
         self.policy = Some(text.into());
+        self
+    }
+
+    pub fn edit(mut self, edit: PolicyEdit) -> Self {
+        self.policy_edits.push(edit);
+        self
+    }
+
+    /// Adds the edits of upstream's command-line forms (`--add-endpoint
+    /// HOST:PORT[:ACCESS[:PROTOCOL[:ENFORCEMENT[:OPTIONS]]]]`, `--add-allow
+    /// HOST:PORT:METHOD:PATH`, …), refusing malformed ones with the option
+    /// that holds them (`add_endpoints[1]`).
+    pub fn edit_specs(mut self, specs: &EditSpecs) -> Result<Self, SdkError> {
+        let edits = specs
+            .to_edits()
+            .map_err(|violations| SdkError::invalid_violations("policy edits", violations))?;
+        self.policy_edits.extend(edits);
+        Ok(self)
+    }
+
+    pub fn expected_revision(mut self, revision: u64) -> Self {
+        self.expected_revision = Some(revision);
         self
     }
 
@@ -192,6 +225,8 @@ impl UpdateConfig {
         let mut req = pb::UpdateConfigRequest {
             // Sent as text, so the gateway reports problems with the document's own paths.
             policy_text: self.policy.clone().unwrap_or_default(),
+            merge_operations: self.policy_edits.iter().map(Into::into).collect(),
+            expected_resource_version: self.expected_revision.unwrap_or_default(),
             clear_global_policy: self.clear_global_policy,
             settings: self.settings.iter().map(SettingChange::to_proto).collect(),
             mode: self.mode.into(),

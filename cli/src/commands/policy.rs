@@ -2,7 +2,7 @@
 
 use openshell_core::policy::{SandboxPolicy as PolicyDoc, parse_and_validate};
 use openshell_sdk::{
-    Client, FieldViolation, PolicySource, SandboxRef, SdkError, Target, UpdateConfig,
+    Client, EditSpecs, FieldViolation, PolicySource, SandboxRef, SdkError, Target, UpdateConfig,
 };
 use serde::Serialize;
 
@@ -20,6 +20,7 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             global: _,
             file,
             dry_run,
+            expected_revision,
             wait,
         } => {
             // Read before connecting so a bad path fails without touching the gateway.
@@ -33,6 +34,7 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
                 };
                 let mut update = UpdateConfig::new(target).policy(text);
                 update.idempotency_key = wait.idempotency_key.filter(|k| !k.is_empty());
+                update.expected_revision = expected_revision;
                 return outcome::dry_run(ctx, &client, update).await;
             }
             let target = match sandbox {
@@ -61,11 +63,43 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
                     Target::Global
                 }
             };
-            let update = outcome::configure(
-                UpdateConfig::new(target).policy(text),
-                &wait,
-                ctx.stdout_is_terminal(),
-            );
+            let mut update = UpdateConfig::new(target).policy(text);
+            update.expected_revision = expected_revision;
+            let update = outcome::configure(update, &wait, ctx.stdout_is_terminal());
+            outcome::apply_update(ctx, &client, update).await
+        }
+        PolicyCommand::Update {
+            sandbox,
+            add_endpoints,
+            remove_endpoints,
+            add_allow,
+            add_deny,
+            remove_rules,
+            binaries,
+            rule_name,
+            dry_run,
+            expected_revision,
+            wait,
+        } => {
+            let specs = EditSpecs {
+                add_endpoints,
+                remove_endpoints,
+                add_allow,
+                add_deny,
+                remove_rules,
+                binaries,
+                rule_name,
+            };
+            // Checked before connecting, so a malformed flag fails without a gateway.
+            let mut update =
+                UpdateConfig::new(Target::Sandbox(SandboxRef::from(sandbox))).edit_specs(&specs)?;
+            update.expected_revision = expected_revision;
+            let client = ctx.client().await?;
+            if dry_run {
+                update.idempotency_key = wait.idempotency_key.filter(|k| !k.is_empty());
+                return outcome::dry_run(ctx, &client, update).await;
+            }
+            let update = outcome::configure(update, &wait, ctx.stdout_is_terminal());
             outcome::apply_update(ctx, &client, update).await
         }
         PolicyCommand::Validate { file } => validate(ctx, &file),

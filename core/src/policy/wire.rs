@@ -948,5 +948,8 @@ fn number_from_double(x: f64) -> Option<Number> {
     }
 }
 
+mod edits;
+pub use edits::edits_from_wire;
+
 #[cfg(test)]
 mod tests;

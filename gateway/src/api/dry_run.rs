@@ -12,6 +12,7 @@ pub fn dry_run(d: &DryRun) -> pb::UpdateConfigResponse {
         operation: None,
         idempotent_replay: d.idempotent_replay,
         kept_static_sections: d.kept_static_sections.clone(),
+        merge_notes: d.merge_notes.clone(),
         policy_diff: d.policy.as_ref().map(|p| pb::PolicyDiff {
             added_policies: p.diff.added_policies.clone(),
             removed_policies: p.diff.removed_policies.clone(),

@@ -493,24 +493,10 @@ fn refuse_global_revisions(global: bool) -> Result<(), Status> {
 /// The policy of an `UpdateConfig` as text: `policy_text` as given, or the
 /// typed `policy` written as its canonical JSON (the same document).
 fn policy_text(req: &pb::UpdateConfigRequest) -> Result<Option<String>, Status> {
-    if !req.merge_operations.is_empty() {
-        return Err(GatewayError::invalid(
-            "merge_operations",
-            "incremental policy edits are not served yet; send the whole policy in `policy` or `policy_text`",
-        )
-        .into());
-    }
     if !req.annotations.is_empty() {
         return Err(GatewayError::invalid(
             "annotations",
             "annotations of a write are not served yet; send the request without them",
-        )
-        .into());
-    }
-    if req.expected_resource_version != 0 {
-        return Err(GatewayError::invalid(
-            "expected_resource_version",
-            "optimistic concurrency on the resource version is not served yet; send 0 and use an idempotency key to make retries safe",
         )
         .into());
     }
@@ -1029,12 +1015,16 @@ impl OpenShell for OpenShellApi {
         let target = self.update_target(&req).await?;
         let setting_changes = setting_changes(&req, &target)?;
         let policy = policy_text(&req)?;
+        let policy_edits = openshell_core::policy::wire::edits_from_wire(&req.merge_operations)
+            .map_err(|e| GatewayError::from_violations(e.violations))?;
         let mode = pb::UpdateMode::try_from(req.mode).unwrap_or(pb::UpdateMode::Unspecified);
         let (wait, threshold) = wait_options(req.wait.as_ref())?;
         let delete_setting = req.delete_setting;
         let update = ConfigUpdate {
             target,
             policy,
+            policy_edits,
+            expected_policy_revision: Some(req.expected_resource_version).filter(|v| *v != 0),
             clear_global_policy: req.clear_global_policy,
             settings: setting_changes,
             idempotency_key: Some(req.idempotency_key).filter(|k| !k.is_empty()),
@@ -1121,6 +1111,7 @@ impl OpenShell for OpenShellApi {
             operation: Some(pb_operation),
             idempotent_replay: committed.idempotent_replay,
             kept_static_sections: committed.kept_static_sections,
+            merge_notes: committed.merge_notes,
             ..Default::default()
         }))
     }

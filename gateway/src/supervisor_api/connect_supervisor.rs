@@ -555,6 +555,8 @@ async fn startup_exchange(
         let update = ConfigUpdate {
             target: ConfigTarget::Sandbox(sandbox.id.clone()),
             policy: Some(policy),
+            policy_edits: Vec::new(),
+            expected_policy_revision: None,
             clear_global_policy: false,
             settings: Vec::new(),
             idempotency_key: None,

@@ -129,6 +129,10 @@ pub struct UpdateResult {
     /// Validate-only: the settings that would change at the target's scope.
     #[serde(default)]
     pub setting_changes: Vec<SettingDiff>,
+    /// With policy edits: what the gateway's merge kept or rewrote instead of
+    /// doing it literally, one line each (empty for an idempotent replay).
+    #[serde(default)]
+    pub merge_notes: Vec<String>,
 }
 
 impl UpdateResult {
@@ -142,6 +146,7 @@ impl UpdateResult {
             validate_only: false,
             policy_diff: None,
             setting_changes: Vec::new(),
+            merge_notes: Vec::new(),
         }
     }
 
@@ -175,6 +180,7 @@ impl UpdateResult {
                 .into_iter()
                 .map(SettingDiff::from)
                 .collect(),
+            merge_notes: p.merge_notes,
         })
     }
 }
