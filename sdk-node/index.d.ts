@@ -13,9 +13,11 @@ import type {
   DeletedSandbox,
   GatewayInfo,
   ListOperationsOptions,
+  ListOperationTargetsOptions,
   ListSandboxesOptions,
   LogOptions,
   Operation,
+  OperationTargets,
   PolicyRevision,
   Provider,
   ProviderSpec,
@@ -48,10 +50,13 @@ export type {
   FleetProgress,
   GatewayInfo,
   ListOperationsOptions,
+  ListOperationTargetsOptions,
   ListSandboxesOptions,
   LogOptions,
   Operation,
   OperationState,
+  OperationTarget,
+  OperationTargets,
   PolicyChange,
   PolicyDiff,
   PolicyRevision,
@@ -168,6 +173,12 @@ export declare class Client {
   getOperation(id: string): Promise<Operation>
   /** Newest first; one page. */
   listOperations(options?: ListOperationsOptions): Promise<Operation[]>
+  /**
+   * One page of an operation's targets, in sandbox id order: each sandbox,
+   * its state and why (`reason`). Pass `nextPageToken` back as `pageToken`
+   * for the next page. Rejects with NotFoundError for an unknown id.
+   */
+  listOperationTargets(id: string, options?: ListOperationTargetsOptions): Promise<OperationTargets>
   /** Follows an operation's state changes; see OperationWatch. */
   watchOperation(id: string, options?: WatchOptions): OperationWatch
   /**

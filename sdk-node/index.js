@@ -142,6 +142,16 @@ function listOperationsOptions(options) {
   return checked
 }
 
+function listOperationTargetsOptions(options) {
+  const checked = optionalObject('options', options)
+  if (checked !== undefined) {
+    optionalStrings('states', checked.states)
+    optionalCount('pageSize', checked.pageSize)
+    optionalText('pageToken', checked.pageToken)
+  }
+  return checked
+}
+
 /**
  * Connect options with what the caller left out taken from the CLI's
  * environment variables: OPENSHELL_GATEWAY, OPENSHELL_TOKEN and
@@ -379,6 +389,10 @@ class Client {
 
   listOperations(options) {
     return call(() => this.#native.listOperations(listOperationsOptions(options)))
+  }
+
+  listOperationTargets(id, options) {
+    return call(() => this.#native.listOperationTargets(text('id', id), listOperationTargetsOptions(options)))
   }
 
   listSessions() {

@@ -37,6 +37,7 @@ export declare class NativeClient {
   /** Starts following an operation; see `OperationWatch`. */
   watchOperation(id: string, options?: WatchOptions | undefined | null): OperationWatch
   listOperations(options?: ListOperationsOptions | undefined | null): Promise<Array<Operation>>
+  listOperationTargets(operationId: string, options?: ListOperationTargetsOptions | undefined | null): Promise<OperationTargets>
   listSessions(): Promise<Array<SessionSummary>>
   inspectSession(sandbox: string): Promise<SessionInspection>
   getSandboxLogs(sandbox: string, options?: LogOptions | undefined | null): Promise<SandboxLogs>
@@ -236,6 +237,15 @@ export interface ListOperationsOptions {
   pageSize?: number
 }
 
+export interface ListOperationTargetsOptions {
+  /** Only targets in one of these states. */
+  states?: Array<OperationState>
+  /** At most this many (gateway default 100; more than 1000 is refused). */
+  pageSize?: number
+  /** `nextPageToken` of the previous page. */
+  pageToken?: string
+}
+
 export interface ListSandboxesOptions {
   workspace?: string
   includeDeleted?: boolean
@@ -290,6 +300,33 @@ export interface Operation {
  * `INACTIVE` and `CANCELLED` are terminal and final.
  */
 export type OperationState = 'UNSPECIFIED' | 'PENDING' | 'DELIVERED' | 'APPLIED' | 'FAILED' | 'SUPERSEDED' | 'INACTIVE' | 'CANCELLED'
+
+/** One sandbox an operation targets, and how far the change got there. */
+export interface OperationTarget {
+  sandboxId: string
+  /** Absent when the sandbox record is gone. */
+  sandboxName?: string
+  workspace?: string
+  state: OperationState
+  /** Supervisor outcome, set once terminal (`UNSPECIFIED` before). */
+  outcome: ApplyOutcome
+  /**
+   * The error of a terminal target, or `no session` for a live one no
+   * supervisor is connected for.
+   */
+  reason?: string
+  /** RFC 3339 with milliseconds. */
+  updatedAt?: string
+}
+
+/** One page of an operation's targets, in sandbox id order. */
+export interface OperationTargets {
+  targets: Array<OperationTarget>
+  /** Pass it as `pageToken` for the next page; absent after the last one. */
+  nextPageToken?: string
+  /** Counts over every target of the operation, whatever the filter and page. */
+  counts: FleetProgress
+}
 
 /**
  * One network policy on both sides with different content. Endpoints are named by host,

@@ -83,7 +83,7 @@ pub fn operation_state_from_pb(value: i32) -> Option<OperationState> {
     })
 }
 
-fn outcome(o: Outcome) -> pb::ApplyOutcome {
+pub fn outcome(o: Outcome) -> pb::ApplyOutcome {
     match o {
         Outcome::None => pb::ApplyOutcome::Unspecified,
         Outcome::Applied => pb::ApplyOutcome::Applied,
@@ -106,7 +106,7 @@ fn target_kind(k: TargetKind) -> pb::TargetKind {
     }
 }
 
-fn fleet(c: &FleetCounts) -> pb::FleetProgress {
+pub fn fleet(c: &FleetCounts) -> pb::FleetProgress {
     pb::FleetProgress {
         targets: c.targets,
         applied: c.applied,

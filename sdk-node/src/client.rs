@@ -14,6 +14,7 @@ use crate::options::{
     ConfigTarget, ConnectOptions, CreateSandboxOptions, ListOperationsOptions,
     ListSandboxesOptions, ProviderSpec, ProviderUpdate, UpdateConfigOptions, WatchOptions, millis,
 };
+use crate::targets::{ListOperationTargetsOptions, OperationTargets};
 use crate::views::{
     Attachment, CreatedSandbox, DeletedSandbox, GatewayInfo, Operation, PolicyRevision, Provider,
     ProviderWrite, Sandbox, SandboxPolicy, ScopeSettings, SessionInspection, SessionSummary,
@@ -310,6 +311,22 @@ impl NativeClient {
             .list_operations(sandbox.as_ref(), &states, page_size)
             .await
             .map(|list| list.into_iter().map(Into::into).collect())
+            .into_napi()
+    }
+
+    #[napi]
+    pub async fn list_operation_targets(
+        &self,
+        operation_id: String,
+        options: Option<ListOperationTargetsOptions>,
+    ) -> napi::Result<OperationTargets> {
+        let (states, page_size, page_token) = options
+            .map(ListOperationTargetsOptions::into_sdk)
+            .unwrap_or_default();
+        self.inner
+            .list_operation_targets(&operation_id, &states, page_size, page_token.as_deref())
+            .await
+            .map(Into::into)
             .into_napi()
     }
 

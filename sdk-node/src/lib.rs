@@ -17,6 +17,7 @@ mod enums;
 mod error;
 mod logs;
 mod options;
+mod targets;
 mod views;
 mod watch;
 

@@ -76,6 +76,32 @@ test('a global settings write is a fleet operation with per-target counts', asyn
   assert.deepEqual((await h.client.getSettings({ global: true })).values, [])
 })
 
+test('listOperationTargets names each sandbox of a fleet operation, a page at a time', async () => {
+  const { operation } = await h.client.updateConfig({
+    target: { global: true },
+    settings: { environment_label: 'targets' },
+    mode: 'WAIT_FOR_APPLY',
+    waitTimeoutMs: 30_000,
+  })
+  assert.equal(operation.state, 'APPLIED', h.logs())
+  const first = await h.client.listOperationTargets(operation.id, { pageSize: 1 })
+  assert.equal(first.targets.length, 1)
+  assert.deepEqual({ targets: first.counts.targets, applied: first.counts.applied }, { targets: 2, applied: 2 })
+  assert.ok(first.nextPageToken)
+  const second = await h.client.listOperationTargets(operation.id, { pageSize: 1, pageToken: first.nextPageToken })
+  assert.equal(second.nextPageToken, undefined)
+  const targets = [...first.targets, ...second.targets]
+  assert.deepEqual(targets.map((t) => t.sandboxName).sort(), ['alpha', 'beta'])
+  assert.deepEqual(targets.map((t) => t.sandboxId).sort(), [alpha.id, beta.id].sort())
+  for (const t of targets) {
+    assert.equal(t.state, 'APPLIED')
+    assert.equal(t.workspace, 'default')
+  }
+  const failed = await h.client.listOperationTargets(operation.id, { states: ['FAILED'] })
+  assert.deepEqual(failed.targets, [])
+  await h.client.updateConfig({ target: { global: true }, deleteSettings: ['environment_label'], mode: 'COMMIT_ONLY' })
+})
+
 test('providers: create, attach, detach; credentials never come back', async () => {
   const expires = new Date(Date.UTC(2031, 0, 1))
   const created = await h.client.createProvider({
@@ -147,7 +173,10 @@ test('sessions: list and inspect', async () => {
 test('listOperations filters by sandbox and state', async () => {
   const ops = await h.client.listOperations({ sandbox: 'alpha', states: ['APPLIED'] })
   assert.ok(ops.length >= 1)
-  assert.ok(ops.every((op) => op.state === 'APPLIED' && op.target === alpha.id))
+  // Its own operations, and the fleet operations that targeted it.
+  assert.ok(ops.every((op) => op.state === 'APPLIED' && (op.target === alpha.id || op.targetKind !== 'SANDBOX')))
+  assert.ok(ops.some((op) => op.target === alpha.id))
+  assert.ok(ops.some((op) => op.targetKind === 'GLOBAL'))
   const limited = await h.client.listOperations({ pageSize: 1 })
   assert.equal(limited.length, 1)
 })

@@ -199,6 +199,19 @@ pub(crate) fn list_operations(
     })
 }
 
+pub(crate) fn list_operation_targets(
+    client: &openshell_sdk::Client,
+    id: String,
+    states: Vec<OperationState>,
+    page_size: u32,
+    page_token: Option<String>,
+) -> Call {
+    call(client, move |c| async move {
+        c.list_operation_targets(&id, &states, page_size, page_token.as_deref())
+            .await
+    })
+}
+
 pub(crate) fn list_sessions(client: &openshell_sdk::Client) -> Call {
     call(client, |c| async move { c.list_sessions().await })
 }

@@ -394,6 +394,31 @@ macro_rules! client_surface {
                 )
             }
 
+            /// One page of an operation's targets, in sandbox id order: each
+            /// sandbox, its state and why. Pass `next_page_token` back as
+            /// `page_token` for the next page; `page_size` 0 is the gateway's
+            /// default of 100, more than 1000 is refused.
+            #[pyo3(signature = (id, *, states=None, page_size=0, page_token=None))]
+            fn list_operation_targets(
+                &self,
+                py: Python<'_>,
+                #[pyo3(from_py_with = arg::id)] id: String,
+                #[pyo3(from_py_with = arg::states)] states: Option<Vec<OperationState>>,
+                #[pyo3(from_py_with = arg::page_size)] page_size: u32,
+                #[pyo3(from_py_with = arg::page_token)] page_token: Option<String>,
+            ) -> PyResult<Py<PyAny>> {
+                $run(
+                    py,
+                    calls::list_operation_targets(
+                        &self.conn.get()?,
+                        id,
+                        states.unwrap_or_default(),
+                        page_size,
+                        page_token.filter(|t| !t.is_empty()),
+                    ),
+                )
+            }
+
             /// Lists the connected supervisor sessions.
             fn list_sessions(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
                 $run(py, calls::list_sessions(&self.conn.get()?))

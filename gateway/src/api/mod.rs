@@ -3,6 +3,7 @@
 //! live in `config_update`, `lifecycle` and `providers`.
 
 mod dry_run;
+mod operation_targets;
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -1219,6 +1220,16 @@ impl OpenShell for OpenShellApi {
             next_page_token: next_token(offset, limit, records.len()),
             operations: records.iter().map(wire::operation).collect(),
         }))
+    }
+
+    async fn list_operation_targets(
+        &self,
+        request: Request<pb::ListOperationTargetsRequest>,
+    ) -> Result<Response<pb::ListOperationTargetsResponse>, Status> {
+        let page =
+            operation_targets::list(&self.state.store, &self.state.sessions, request.get_ref())
+                .await?;
+        Ok(Response::new(page))
     }
 
     async fn list_sessions(

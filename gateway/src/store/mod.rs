@@ -16,6 +16,7 @@ mod events;
 mod fanout_intents;
 mod gauges;
 mod notices;
+mod operation_targets;
 mod operations;
 mod policies;
 mod providers;
@@ -45,6 +46,7 @@ pub use error::{Result, StoreError};
 use events::ChangedOperation;
 pub use events::{DEFAULT_WAIT_RECHECK, OperationEvents, OperationSignal};
 pub use fanout_intents::FanoutIntent;
+pub use operation_targets::{OperationTargetRecord, TargetPage};
 pub use operations::{
     IdempotentMatch, ListedTargets, NewOperation, OperationFilter, STOPPED_TARGET_REASON,
 };

@@ -86,20 +86,33 @@ impl Store {
         operation_from_row(&row)
     }
 
-    /// Newest first.
+    /// Newest first. With a sandbox, its own operations and the fleet
+    /// operations that listed it as a target.
     pub async fn list_operations(&self, filter: &OperationFilter) -> Result<Vec<OperationRecord>> {
-        let mut sql = format!(
-            "SELECT {OPERATION_COLUMNS} FROM operations WHERE ($1 = '' OR sandbox_id = $1)"
-        );
+        let mut states = String::new();
         if !filter.states.is_empty() {
-            let states: Vec<String> = filter
+            let names: Vec<String> = filter
                 .states
                 .iter()
                 .map(|s| format!("'{}'", s.as_str()))
                 .collect();
             // The states come from a closed enum, never from input text.
-            sql.push_str(&format!(" AND state IN ({})", states.join(", ")));
+            states = format!(" AND state IN ({})", names.join(", "));
         }
+        let mut sql = if filter.sandbox_id.is_some() {
+            // Two indexed branches rather than one OR: the sandbox's own
+            // operations by sandbox id, and the (few) fleet operations by
+            // kind, each probed for the sandbox along the targets' key.
+            format!(
+                "SELECT {OPERATION_COLUMNS} FROM operations WHERE sandbox_id = $1{states} \
+                 UNION ALL \
+                 SELECT {OPERATION_COLUMNS} FROM operations WHERE target_kind IN ('workspace', 'global', 'provider') \
+                 AND EXISTS (SELECT 1 FROM operation_targets t WHERE t.operation_id = operations.id \
+                 AND t.sandbox_id = $1){states}"
+            )
+        } else {
+            format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE $1 = ''{states}")
+        };
         sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3");
         let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(filter.sandbox_id.clone().unwrap_or_default())

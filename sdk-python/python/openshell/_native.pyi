@@ -34,6 +34,8 @@ __all__ = [
     "FleetProgress",
     "GatewayInfo",
     "Operation",
+    "OperationTarget",
+    "OperationTargets",
     "PolicyChange",
     "PolicyDiff",
     "PolicyRevision",
@@ -114,6 +116,42 @@ class FleetProgress:
     @property
     def cancelled(self) -> int: ...
     def __eq__(self, other: object, /) -> bool: ...
+
+@final
+class OperationTarget:
+    """One sandbox an operation targets, and how far the change got there."""
+
+    @property
+    def sandbox_id(self) -> str: ...
+    @property
+    def sandbox_name(self) -> str | None:
+        """None when the sandbox record is gone."""
+    @property
+    def workspace(self) -> str | None: ...
+    @property
+    def state(self) -> OperationState: ...
+    @property
+    def outcome(self) -> ApplyOutcome: ...
+    @property
+    def reason(self) -> str | None:
+        """The error of a terminal target, or ``no session`` for a live one no supervisor is connected for."""
+    @property
+    def updated_at(self) -> str | None: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class OperationTargets:
+    """One page of an operation's targets, in sandbox id order."""
+
+    @property
+    def targets(self) -> list[OperationTarget]: ...
+    @property
+    def next_page_token(self) -> str | None:
+        """Pass it as ``page_token`` for the next page; None after the last one."""
+    @property
+    def counts(self) -> FleetProgress:
+        """Counts over every target of the operation, whatever the filter and page."""
+    def to_dict(self) -> dict[str, Any]: ...
 
 @final
 class Operation:
@@ -798,6 +836,15 @@ class Client:
         limit: int = 0,
     ) -> list[Operation]:
         """The newest operations, at most ``limit`` (0: the gateway's default of 100)."""
+    def list_operation_targets(
+        self,
+        id: str,
+        *,
+        states: Sequence[OperationState | str] | None = None,
+        page_size: int = 0,
+        page_token: str | None = None,
+    ) -> OperationTargets:
+        """One page of an operation's targets: each sandbox, its state and why."""
     def list_sessions(self) -> list[SessionSummary]: ...
     def inspect_session(self, sandbox: str) -> SessionInspection: ...
     def gateway_info(self) -> GatewayInfo: ...
@@ -950,6 +997,14 @@ class AsyncClient:
         states: Sequence[OperationState | str] | None = None,
         limit: int = 0,
     ) -> list[Operation]: ...
+    async def list_operation_targets(
+        self,
+        id: str,
+        *,
+        states: Sequence[OperationState | str] | None = None,
+        page_size: int = 0,
+        page_token: str | None = None,
+    ) -> OperationTargets: ...
     async def list_sessions(self) -> list[SessionSummary]: ...
     async def inspect_session(self, sandbox: str) -> SessionInspection: ...
     async def gateway_info(self) -> GatewayInfo: ...

@@ -12,6 +12,7 @@ mod operation;
 mod provider;
 mod sandbox;
 mod session;
+mod targets;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -94,6 +95,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<operation::PolicyDiff>()?;
     m.add_class::<operation::PolicyChange>()?;
     m.add_class::<operation::SettingDiff>()?;
+    m.add_class::<targets::OperationTarget>()?;
+    m.add_class::<targets::OperationTargets>()?;
     m.add_class::<sandbox::Sandbox>()?;
     m.add_class::<sandbox::CreatedSandbox>()?;
     m.add_class::<sandbox::DeletedSandbox>()?;

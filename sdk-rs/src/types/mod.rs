@@ -22,7 +22,8 @@ pub use enums::{
 pub use gateway::GatewayInfo;
 pub use logs::{LogQuery, SandboxLogEvent, SandboxLogLine, SandboxLogs};
 pub use operation::{
-    FleetProgress, Operation, PolicyChange, PolicyDiff, SettingDiff, UpdateResult,
+    FleetProgress, Operation, OperationTarget, OperationTargets, PolicyChange, PolicyDiff,
+    SettingDiff, UpdateResult,
 };
 pub use policy::{PolicyRevision, SandboxPolicy};
 pub use provider::{Provider, ProviderWrite};

@@ -284,6 +284,69 @@ impl From<pb::SettingDiff> for SettingDiff {
     }
 }
 
+/// One sandbox an operation targets, and how far the change got there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationTarget {
+    pub sandbox_id: String,
+    /// `None` when the sandbox record is gone.
+    pub sandbox_name: Option<String>,
+    pub workspace: Option<String>,
+    pub state: OperationState,
+    /// Supervisor outcome, set once terminal.
+    pub outcome: ApplyOutcome,
+    /// Why the target is where it is: the sanitized error of a terminal
+    /// target, or `no session` for a live one no supervisor is connected for.
+    pub reason: Option<String>,
+    /// Time of the target's last state change.
+    pub updated_at: Option<String>,
+}
+
+impl OperationTarget {
+    /// `WORKSPACE/NAME` when the sandbox is known, else its id: how a
+    /// person finds it again.
+    pub fn display_name(&self) -> String {
+        match (&self.workspace, &self.sandbox_name) {
+            (Some(ws), Some(name)) => format!("{ws}/{name}"),
+            (None, Some(name)) => name.clone(),
+            _ => self.sandbox_id.clone(),
+        }
+    }
+}
+
+impl From<pb::OperationTarget> for OperationTarget {
+    fn from(p: pb::OperationTarget) -> Self {
+        Self {
+            sandbox_id: p.sandbox_id,
+            sandbox_name: non_empty(p.sandbox_name),
+            workspace: non_empty(p.workspace),
+            state: p.state.into(),
+            outcome: p.outcome.into(),
+            reason: non_empty(p.reason),
+            updated_at: timefmt::timestamp(p.updated_at),
+        }
+    }
+}
+
+/// One page of an operation's targets, in sandbox id order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationTargets {
+    pub targets: Vec<OperationTarget>,
+    /// Pass it back for the next page; `None` after the last page.
+    pub next_page_token: Option<String>,
+    /// Counts over every target of the operation, whatever the filter and page.
+    pub counts: FleetProgress,
+}
+
+impl From<pb::ListOperationTargetsResponse> for OperationTargets {
+    fn from(p: pb::ListOperationTargetsResponse) -> Self {
+        Self {
+            targets: p.targets.into_iter().map(Into::into).collect(),
+            next_page_token: non_empty(p.next_page_token),
+            counts: p.counts.map(FleetProgress::from).unwrap_or_default(),
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
