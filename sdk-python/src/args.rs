@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use openshell_sdk::{SandboxRef, SettingChange};
+use openshell_sdk::{EditSpecs, SandboxRef, SettingChange};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString};
 
@@ -57,6 +57,7 @@ parameters!(
     delete_settings,
     endpoint,
     env,
+    expected_revision,
     expires_at,
     fraction,
     id,
@@ -72,6 +73,7 @@ parameters!(
     page_size,
     page_token,
     policy,
+    policy_edits,
     provider,
     provider_type,
     revision,
@@ -277,6 +279,60 @@ fn setting_text(value: &Bound<'_, PyAny>, field: &str) -> PyResult<String> {
         return Ok(text.to_cow()?.into_owned());
     }
     Err(wrong_type(value, field, "a str, int or bool"))
+}
+
+/// `policy_edits`: upstream's command-line forms of incremental edits, under
+/// `EditSpecs`' own field names, so every binding accepts the same text the
+/// CLI does and the core checks it once.
+pub(crate) struct PolicyEdits(pub(crate) EditSpecs);
+
+const POLICY_EDIT_KEYS: &str =
+    "add_endpoints, remove_endpoints, add_allow, add_deny, remove_rules, binaries, rule_name";
+
+impl FromArg for PolicyEdits {
+    fn from_arg(value: &Bound<'_, PyAny>, field: &str) -> PyResult<Self> {
+        let mut specs = EditSpecs::default();
+        for (key, item) in mapping_items(value, field, "a mapping (PolicyEdits)")? {
+            let entry = format!("{field}.{key}");
+            let list = match key.as_str() {
+                "add_endpoints" => &mut specs.add_endpoints,
+                "remove_endpoints" => &mut specs.remove_endpoints,
+                "add_allow" => &mut specs.add_allow,
+                "add_deny" => &mut specs.add_deny,
+                "remove_rules" => &mut specs.remove_rules,
+                "binaries" => &mut specs.binaries,
+                "rule_name" => {
+                    specs.rule_name = Option::<String>::from_arg(&item, &entry)?;
+                    continue;
+                }
+                _ => {
+                    return Err(errors::invalid_argument(
+                        value.py(),
+                        &entry,
+                        &format!("is not an edit; the keys are {POLICY_EDIT_KEYS}"),
+                    ));
+                }
+            };
+            *list = Vec::<String>::from_arg(&item, &entry)?;
+        }
+        Ok(Self(specs))
+    }
+}
+
+/// `expected_revision`: a revision number, which starts at 1.
+pub(crate) struct ExpectedRevision(pub(crate) u64);
+
+impl FromArg for ExpectedRevision {
+    fn from_arg(value: &Bound<'_, PyAny>, field: &str) -> PyResult<Self> {
+        match integer(value, field)?.extract::<u64>() {
+            Ok(revision) if revision > 0 => Ok(Self(revision)),
+            _ => Err(errors::invalid_argument(
+                value.py(),
+                field,
+                "must be a revision number, from 1 to 18446744073709551615",
+            )),
+        }
+    }
 }
 
 /// The items of any mapping, in its iteration order, with `str` keys.

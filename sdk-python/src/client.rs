@@ -14,7 +14,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::args::{self, Callback, Pem, Seconds, Settings, arg};
+use crate::args::{self, Callback, ExpectedRevision, Pem, PolicyEdits, Seconds, Settings, arg};
 use crate::calls;
 use crate::connect::connect;
 use crate::errors;
@@ -307,6 +307,8 @@ macro_rules! client_surface {
                 wait_timeout=None,
                 threshold=None,
                 validate_only=false,
+                policy_edits=None,
+                expected_revision=None,
             ))]
             #[allow(clippy::too_many_arguments)] // one per Python keyword argument
             fn update_config(
@@ -322,8 +324,16 @@ macro_rules! client_surface {
                 #[pyo3(from_py_with = arg::wait_timeout)] wait_timeout: Option<Seconds>,
                 #[pyo3(from_py_with = arg::threshold)] threshold: Option<f64>,
                 #[pyo3(from_py_with = arg::validate_only)] validate_only: bool,
+                #[pyo3(from_py_with = arg::policy_edits)] policy_edits: Option<PolicyEdits>,
+                #[pyo3(from_py_with = arg::expected_revision)] expected_revision: Option<
+                    ExpectedRevision,
+                >,
             ) -> PyResult<Py<PyAny>> {
                 let mut update = UpdateConfig::new(target);
+                if let Some(PolicyEdits(specs)) = policy_edits {
+                    update = update.edit_specs(&specs).map_err(|err| errors::plain(py, err))?;
+                }
+                update.expected_revision = expected_revision.map(|ExpectedRevision(n)| n);
                 update.policy = policy;
                 update.clear_global_policy = clear_global_policy;
                 if let Some(Settings(settings)) = settings {

@@ -80,6 +80,8 @@ NEAR_MISSES: dict[str, list[Any]] = {
     "workspace": [42],
     "idempotency_key": [42],
     "min_level": [42],
+    "policy_edits": [["api.github.com:443"], "api.github.com:443"],
+    "expected_revision": ["3", 3.0, True],
 }
 
 
@@ -169,6 +171,8 @@ def test_every_parameter_refuses_a_wrong_type_naming_itself(operation: Operation
         "AsyncClient().ca_cert_pem",
         "Client.update_config.settings",
         "AsyncClient.update_config.validate_only",
+        "Client.update_config.policy_edits",
+        "AsyncClient.update_config.expected_revision",
         "Client.list_operations.states",
         "AsyncClient.watch_sandbox_logs.since_ms",
         "Client.create_provider.expires_at",
@@ -194,6 +198,9 @@ OUT_OF_RANGE: list[tuple[str, Callable[[Client], Any], str]] = [
     ("wait_timeout=inf", lambda c: c.update_config("demo", wait_timeout=float("inf")), "wait_timeout"),
     ("threshold=2", lambda c: c.update_config("demo", threshold=2), "wait.threshold"),
     ("mode", lambda c: c.update_config("demo", mode="SOMETIMES"), "mode"),
+    ("expected_revision=0", lambda c: c.update_config("demo", expected_revision=0), "expected_revision"),
+    ("expected_revision=-1", lambda c: c.update_config("demo", expected_revision=-1), "expected_revision"),
+    ("policy_edits key", lambda c: c.update_config("demo", policy_edits={"add": []}), "policy_edits.add"),
     ("lifecycle", lambda c: c.set_sandbox_lifecycle("demo", "SOMETIMES"), "lifecycle"),
     ("states", lambda c: c.list_operations(states=["APPLIED", "NOPE"]), "states[1]"),
 ]
@@ -220,6 +227,12 @@ ENTRIES: list[tuple[str, Callable[[Client], Any], str]] = [
     ("delete_settings item", lambda c: c.update_config("demo", delete_settings=["a", 2]), "delete_settings[1]"),
     ("sources item", lambda c: c.get_sandbox_logs("demo", sources=[None]), "sources[0]"),
     ("states item", lambda c: c.list_operations(states=[1]), "states[0]"),
+    (
+        "policy_edits item",
+        lambda c: c.update_config("demo", policy_edits={"add_endpoints": ["a.example:443", 2]}),
+        "policy_edits.add_endpoints[1]",
+    ),
+    ("policy_edits list", lambda c: c.update_config("demo", policy_edits={"binaries": "/usr/bin/npm"}), "policy_edits.binaries"),
 ]
 
 

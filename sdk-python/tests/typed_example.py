@@ -20,6 +20,7 @@ from openshell import (
     UpdateMode,
     PolicyChange,
     PolicyDiff,
+    PolicyEdits,
     PolicyRevision,
     PolicySource,
     Provider,
@@ -56,6 +57,12 @@ def blocking(client: Client, policy: str) -> OperationState:
         raise
     op = result.operation
     kept: list[str] = result.kept_static_sections
+    edits: PolicyEdits = {"add_endpoints": ["api.github.com:443:read-only"], "binaries": ["/usr/bin/gh"]}
+    edited = client.update_config(
+        "team/demo", policy_edits=edits, expected_revision=op.policy_revision
+    )
+    notes: list[str] = edited.merge_notes
+    print(notes, client.update_config("demo", policy_edits={"rule_name": "gh"}, validate_only=True).merge_notes)
     checked: DryRunResult = client.update_config(
         "team/demo", policy=policy, settings={"log_level": "debug"}, validate_only=True
     )

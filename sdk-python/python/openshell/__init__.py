@@ -22,6 +22,7 @@ Quick start::
         print(result.operation.state)
 """
 
+from openshell._edits import PolicyEdits
 from openshell._enums import (
     ApplyOutcome,
     DeliveryMode,
@@ -110,6 +111,7 @@ __all__ = [
     "OperationTargets",
     "PolicyChange",
     "PolicyDiff",
+    "PolicyEdits",
     "PolicyRevision",
     "PolicySource",
     "Provider",

@@ -8,6 +8,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Callable, Literal, Mapping, Sequence, final, overload
 
+from openshell._edits import PolicyEdits
 from openshell._enums import (
     ApplyOutcome,
     DeliveryMode,
@@ -246,6 +247,10 @@ class UpdateResult:
         policy omitted, kept from the sandbox's latest revision."""
     @property
     def validate_only(self) -> Literal[False]: ...
+    @property
+    def merge_notes(self) -> list[str]:
+        """With ``policy_edits``: what the merge kept or rewrote instead of doing it
+        literally, one line each (empty for an idempotent replay)."""
     def to_dict(self) -> dict[str, Any]: ...
 
 @final
@@ -269,6 +274,9 @@ class DryRunResult:
     @property
     def setting_changes(self) -> list[SettingDiff]:
         """The settings that would change at the target's scope."""
+    @property
+    def merge_notes(self) -> list[str]:
+        """With ``policy_edits``: what the merge would keep or rewrite, one line each."""
     def to_dict(self) -> dict[str, Any]: ...
 
 @final
@@ -766,6 +774,8 @@ class Client:
         wait_timeout: float | None = None,
         threshold: float | None = None,
         validate_only: Literal[False] = False,
+        policy_edits: PolicyEdits | None = None,
+        expected_revision: int | None = None,
     ) -> UpdateResult:
         """Writes policy and/or settings as one durable operation.
 
@@ -783,6 +793,13 @@ class Client:
         With ``validate_only=True`` nothing is written: the gateway runs every
         check of the write against what is stored and returns a
         :class:`DryRunResult` with what would change, and no operation.
+
+        ``policy_edits`` (a sandbox target only, instead of ``policy``) edits
+        the sandbox's latest policy on the gateway in the CLI's forms
+        (:class:`PolicyEdits`); what the merge did differently from the
+        literal request is in ``merge_notes``. With ``expected_revision`` a
+        target whose policy revision has moved on raises
+        :class:`FailedPrecondition` and nothing is written.
         """
     @overload
     def update_config(
@@ -798,6 +815,8 @@ class Client:
         wait_timeout: float | None = None,
         threshold: float | None = None,
         validate_only: Literal[True],
+        policy_edits: PolicyEdits | None = None,
+        expected_revision: int | None = None,
     ) -> DryRunResult: ...
     @overload
     def update_config(
@@ -813,6 +832,8 @@ class Client:
         wait_timeout: float | None = None,
         threshold: float | None = None,
         validate_only: bool = False,
+        policy_edits: PolicyEdits | None = None,
+        expected_revision: int | None = None,
     ) -> UpdateResult | DryRunResult: ...
     def get_operation(self, id: str) -> Operation: ...
     def wait_for_apply(
@@ -951,6 +972,8 @@ class AsyncClient:
         wait_timeout: float | None = None,
         threshold: float | None = None,
         validate_only: Literal[False] = False,
+        policy_edits: PolicyEdits | None = None,
+        expected_revision: int | None = None,
     ) -> UpdateResult: ...
     @overload
     async def update_config(
@@ -966,6 +989,8 @@ class AsyncClient:
         wait_timeout: float | None = None,
         threshold: float | None = None,
         validate_only: Literal[True],
+        policy_edits: PolicyEdits | None = None,
+        expected_revision: int | None = None,
     ) -> DryRunResult: ...
     @overload
     async def update_config(
@@ -981,6 +1006,8 @@ class AsyncClient:
         wait_timeout: float | None = None,
         threshold: float | None = None,
         validate_only: bool = False,
+        policy_edits: PolicyEdits | None = None,
+        expected_revision: int | None = None,
     ) -> UpdateResult | DryRunResult: ...
     async def get_operation(self, id: str) -> Operation: ...
     async def wait_for_apply(

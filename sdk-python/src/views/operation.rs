@@ -295,6 +295,13 @@ impl UpdateResult {
         self.inner.validate_only
     }
 
+    /// With `policy_edits`: what the gateway's merge kept or rewrote instead
+    /// of doing it literally, one line each (empty for an idempotent replay).
+    #[getter]
+    fn merge_notes(&self) -> Vec<String> {
+        self.inner.merge_notes.clone()
+    }
+
     fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         to_dict(py, &self.inner)
     }
@@ -313,6 +320,12 @@ impl UpdateResult {
             text.push_str(&format!(
                 ", kept_static_sections={}",
                 list_repr(&self.inner.kept_static_sections)
+            ));
+        }
+        if !self.inner.merge_notes.is_empty() {
+            text.push_str(&format!(
+                ", merge_notes={}",
+                list_repr(&self.inner.merge_notes)
             ));
         }
         text.push(')');
@@ -363,6 +376,13 @@ impl DryRunResult {
         self.inner.validate_only
     }
 
+    /// With `policy_edits`: what the merge would keep or rewrite instead of
+    /// doing it literally, one line each.
+    #[getter]
+    fn merge_notes(&self) -> Vec<String> {
+        self.inner.merge_notes.clone()
+    }
+
     /// How the policy differs from the target's current one; None without a policy.
     #[getter]
     fn policy_diff(&self) -> Option<PolicyDiff> {
@@ -393,9 +413,10 @@ impl DryRunResult {
             |inner| PolicyDiff { inner }.__repr__(),
         );
         format!(
-            "DryRunResult(policy_diff={diff}, setting_changes={}, kept_static_sections={}, idempotent_replay={})",
+            "DryRunResult(policy_diff={diff}, setting_changes={}, kept_static_sections={}, merge_notes={}, idempotent_replay={})",
             self.inner.setting_changes.len(),
             list_repr(&self.inner.kept_static_sections),
+            list_repr(&self.inner.merge_notes),
             py_bool(self.inner.idempotent_replay)
         )
     }
