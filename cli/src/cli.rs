@@ -50,6 +50,9 @@ pub struct GlobalArgs {
     /// Output format.
     #[arg(short, long, global = true, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
+    /// Print list tables without their header line.
+    #[arg(long, global = true)]
+    pub no_headers: bool,
     /// Print no progress or notes on stderr (warnings and errors still print).
     #[arg(short, long, global = true)]
     pub quiet: bool,
@@ -61,9 +64,19 @@ pub struct GlobalArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
+    /// Tables fitted to the terminal: free text is cut with "…", ids never are.
     Table,
+    /// Tables with every column (ids, hashes, details), never cut.
+    Wide,
     Json,
     Yaml,
+}
+
+impl OutputFormat {
+    /// Table or wide: output for people rather than programs.
+    pub fn is_table(self) -> bool {
+        matches!(self, Self::Table | Self::Wide)
+    }
 }
 
 #[derive(Debug, Subcommand)]

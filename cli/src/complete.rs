@@ -114,6 +114,7 @@ where
         token: std::env::var("OPENSHELL_TOKEN").ok(),
         ca_cert: std::env::var_os("OPENSHELL_CA_CERT").map(Into::into),
         output: OutputFormat::Table,
+        no_headers: false,
         quiet: true,
         yes: false,
     });

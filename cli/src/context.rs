@@ -31,7 +31,7 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn new(global: GlobalArgs) -> Self {
-        let out = Output::detect(global.output);
+        let out = Output::detect(global.output, global.no_headers);
         Self { global, out }
     }
 
@@ -404,6 +404,7 @@ mod tests {
             token: None,
             ca_cert: Some(ca_cert.to_owned()),
             output: OutputFormat::Table,
+            no_headers: false,
             quiet: true,
             yes: false,
         }

@@ -369,8 +369,21 @@ fn exit_codes() -> String {
 
 const OUTPUT_FORMATS: &str = "## Output formats
 
-`-o table` (the default) prints aligned columns for people; `-o json` and `-o yaml` print the
-same data for programs. Every command that prints data accepts all three.
+`-o table` (the default) prints aligned columns for people; `-o wide` prints the same tables
+with every column; `-o json` and `-o yaml` print the same data for programs. Every command that
+prints data accepts all four.
+
+- **Tables that fit.** A cell is never broken across lines: ids and names are printed whole (a
+  row too long for the terminal runs past its edge), and free text (errors, reasons, events) is
+  cut with `…` to fit the terminal's width. Lists show names before ids, revisions, and an `AGE`
+  column (`45s`, `3m`, `5h`, `4d`); `-o wide` adds ids, hashes, exact times and other details
+  and cuts nothing. `--no-headers` drops a list's header line.
+- **Pipes.** When stdout is not a terminal the layout is stable: nothing is cut unless `COLUMNS`
+  is set (then tables are fitted to it), and headers print unless `--no-headers` is given.
+- **Desired and applied.** `sandbox get`, `sandbox list`, `sessions list` and `sessions inspect`
+  show the desired policy revision (the latest stored) beside the applied one (what the
+  sandbox's supervisor last reported applied, `-` when none); `policy get` shows it as
+  `revision 4 (applied: 3, pending)`.
 
 - **Where things go.** Results go to stdout; progress, notes, warnings, errors and prompts go to
   stderr, so `-o json | jq` never sees anything but JSON.
@@ -648,7 +661,10 @@ mod tests {
             .unwrap();
         assert_eq!(flag_name(output), "-o, --output <OUTPUT>");
         let text = describe(output);
-        assert!(text.contains("One of `table`, `json`, `yaml`."), "{text}");
+        assert!(
+            text.contains("One of `table`, `wide`, `json`, `yaml`."),
+            "{text}"
+        );
         assert!(text.contains("Default `table`."), "{text}");
         let gateway = root
             .get_arguments()

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use openshell_sdk::{Client, Operation, OperationState, UpdateConfig, UpdateMode, UpdateResult};
 
-use crate::cli::{OutputFormat, WaitArgs};
+use crate::cli::WaitArgs;
 use crate::context::Ctx;
 use crate::exit;
 use crate::follow::{Waited, follow, interrupted_hint, lost_hint};
@@ -105,7 +105,7 @@ pub async fn dry_run(ctx: &Ctx, client: &Client, update: UpdateConfig) -> anyhow
 /// Which static sections came from the sandbox's current policy: a note on
 /// stderr for people; `-o json|yaml` carry them as `kept_static_sections`.
 fn note_kept_sections(ctx: &Ctx, result: &UpdateResult) {
-    if ctx.out.format == OutputFormat::Table && !result.kept_static_sections.is_empty() {
+    if ctx.out.format.is_table() && !result.kept_static_sections.is_empty() {
         ctx.note(format!(
             "kept from the current policy: {}",
             result.kept_static_sections.join(", ")

@@ -6,14 +6,21 @@ use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::io::{self, IsTerminal, Write};
 
+use std::time::{Duration, SystemTime};
+
 use anyhow::Context as _;
-use comfy_table::{Attribute, Cell, ContentArrangement, Table, presets};
+use comfy_table::{Attribute, Cell, Table, presets};
 use serde::Serialize;
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use crate::cli::OutputFormat;
 
-/// Narrowest terminal that tables are wrapped to; below it they run long.
-const MIN_WRAP_WIDTH: u16 = 40;
+/// Narrowest a cut column gets (or its header, when wider): below this
+/// the text says too little to be worth showing.
+const MIN_CUT_WIDTH: usize = 10;
+
+/// Columns of a list table sit this many spaces apart.
+const COLUMN_GAP: usize = 2;
 
 /// How results are printed.
 #[derive(Debug, Clone, Copy)]
@@ -21,24 +28,52 @@ pub struct Output {
     pub format: OutputFormat,
     /// Styled tables; off under `NO_COLOR` or when stdout is not a terminal.
     pub color: bool,
+    /// Width list tables are fitted to by cutting their free-text columns;
+    /// `None` cuts nothing (`-o wide`, or stdout not a terminal and no
+    /// `COLUMNS`), so scripts reading a pipe get whole values.
+    pub width: Option<usize>,
+    /// List tables without their header line (`--no-headers`).
+    pub no_headers: bool,
 }
 
 impl Output {
-    pub fn detect(format: OutputFormat) -> Self {
+    pub fn detect(format: OutputFormat, no_headers: bool) -> Self {
+        let terminal = io::stdout().is_terminal();
+        let columns = std::env::var("COLUMNS").ok();
+        // comfy-table asks the terminal only when stdout is one.
+        let terminal_width = Table::new().width().map(usize::from);
         Self {
             format,
-            color: color_enabled(no_color(), io::stdout().is_terminal()),
+            color: color_enabled(no_color(), terminal),
+            width: fit_width(format, columns.as_deref(), terminal_width),
+            no_headers,
         }
     }
 
-    /// Renders `value` as JSON or YAML, or through `table` for the table format.
+    /// Plain output of `format` that cuts nothing.
+    #[cfg(test)]
+    pub fn plain(format: OutputFormat) -> Self {
+        Self {
+            format,
+            color: false,
+            width: None,
+            no_headers: false,
+        }
+    }
+
+    /// `-o wide`: list tables add their id, hash and detail columns.
+    pub fn wide(&self) -> bool {
+        self.format == OutputFormat::Wide
+    }
+
+    /// Renders `value` as JSON or YAML, or through `table` for the table formats.
     pub fn render<T: Serialize + ?Sized>(
         &self,
         value: &T,
         table: impl FnOnce(&Self) -> String,
     ) -> anyhow::Result<String> {
         match self.format {
-            OutputFormat::Table => Ok(table(self)),
+            OutputFormat::Table | OutputFormat::Wide => Ok(table(self)),
             OutputFormat::Json => {
                 let mut text = serde_json::to_string_pretty(value).context("encoding JSON")?;
                 text.push('\n');
@@ -58,11 +93,33 @@ impl Output {
         write_stdout(&text)
     }
 
-    /// An empty list table with these column headers.
+    /// An empty list table with these column headers; every column is kept
+    /// whole until [`ListTable::cut`] says otherwise.
     pub fn list(&self, headers: &[&str]) -> ListTable {
-        let mut table = self.base();
-        table.set_header(headers.iter().map(|h| self.strong(h)));
-        ListTable(table)
+        ListTable {
+            out: *self,
+            headers: headers.iter().map(|h| (*h).to_owned()).collect(),
+            cut: vec![false; headers.len()],
+            rows: Vec::new(),
+        }
+    }
+
+    /// A list table of `items`, one row each, with the `columns` this
+    /// format shows (wide-only ones under `-o wide` alone).
+    pub fn table<T>(&self, items: &[T], columns: &[Column<'_, T>]) -> String {
+        let shown: Vec<&Column<'_, T>> = columns
+            .iter()
+            .filter(|c| self.wide() || !c.wide_only)
+            .collect();
+        let headers: Vec<&str> = shown.iter().map(|c| c.header).collect();
+        let mut table = self.list(&headers);
+        for (i, column) in shown.iter().enumerate() {
+            table.cut[i] = column.cut;
+        }
+        for item in items {
+            table.add_row(shown.iter().map(|c| (c.value)(item)));
+        }
+        finish(table)
     }
 
     /// A two-column key/value table for one object.
@@ -84,17 +141,14 @@ impl Output {
         }
     }
 
+    /// A borderless table that never wraps a cell: a wrapped id copied from
+    /// the terminal is a wrong id. Too-long rows run past the edge instead,
+    /// as kubectl's do, unless a list table cut its free text to fit.
     fn base(&self) -> Table {
         let mut table = Table::new();
         table.load_preset(presets::NOTHING);
         if self.color {
             table.enforce_styling();
-            // Wrap to the terminal only when its width is known and usable: a
-            // pty nobody sized reports 0 columns, and wrapping to that prints
-            // one character per line.
-            if table.width().is_some_and(|w| w >= MIN_WRAP_WIDTH) {
-                table.set_content_arrangement(ContentArrangement::Dynamic);
-            }
         } else {
             // Without this comfy-table would still style when stdout is a terminal.
             table.force_no_tty();
@@ -103,23 +157,210 @@ impl Output {
     }
 }
 
+/// The width list tables are fitted to: `COLUMNS` when set (a script can
+/// ask for a width), else the terminal's; none for `-o wide` or a pipe.
+fn fit_width(
+    format: OutputFormat,
+    columns: Option<&str>,
+    terminal_width: Option<usize>,
+) -> Option<usize> {
+    if format != OutputFormat::Table {
+        return None;
+    }
+    if let Some(width) = columns.and_then(|c| c.trim().parse::<usize>().ok()) {
+        return Some(width).filter(|w| *w > 0);
+    }
+    // A pty nobody sized reports 0 columns.
+    terminal_width.filter(|w| *w > 0)
+}
+
+/// One column of a list table: its header and how a row's cell is made.
+pub struct Column<'a, T> {
+    header: &'static str,
+    value: Box<dyn Fn(&T) -> String + 'a>,
+    cut: bool,
+    wide_only: bool,
+}
+
+impl<'a, T> Column<'a, T> {
+    /// A column kept whole: ids, names, numbers, states.
+    pub fn new(header: &'static str, value: impl Fn(&T) -> String + 'a) -> Self {
+        Self {
+            header,
+            value: Box::new(value),
+            cut: false,
+            wide_only: false,
+        }
+    }
+
+    /// Free text (reasons, messages): cut with "…" when the row would not
+    /// fit the terminal.
+    pub fn cut(mut self) -> Self {
+        self.cut = true;
+        self
+    }
+
+    /// Shown under `-o wide` only.
+    pub fn wide(mut self) -> Self {
+        self.wide_only = true;
+        self
+    }
+}
+
 /// A list table whose rows can only be added through [`sanitize`].
-pub struct ListTable(Table);
+pub struct ListTable {
+    out: Output,
+    headers: Vec<String>,
+    /// Per column: free text that may be cut to fit.
+    cut: Vec<bool>,
+    rows: Vec<Vec<String>>,
+}
 
 impl ListTable {
     pub fn add_row<S: AsRef<str>>(&mut self, cells: impl IntoIterator<Item = S>) -> &mut Self {
-        let cells: Vec<Cell> = cells
+        let cells = cells
             .into_iter()
-            .map(|c| Cell::new(sanitize(c.as_ref())))
+            .map(|c| one_line(&sanitize(c.as_ref())))
             .collect();
-        self.0.add_row(cells);
+        self.rows.push(cells);
         self
+    }
+
+    /// Lets the column with this header be cut with "…" to fit.
+    pub fn cut(&mut self, header: &str) -> &mut Self {
+        if let Some(i) = self.headers.iter().position(|h| h == header) {
+            self.cut[i] = true;
+        }
+        self
+    }
+
+    /// Widths to cut the free-text columns to, or `None` for each column
+    /// that keeps its whole text.
+    fn cut_widths(&self) -> Vec<Option<usize>> {
+        let columns = self.headers.len();
+        let mut natural: Vec<usize> = (0..columns)
+            .map(|i| {
+                let header = if self.out.no_headers {
+                    0
+                } else {
+                    self.headers[i].width()
+                };
+                self.rows
+                    .iter()
+                    .filter_map(|r| r.get(i))
+                    .map(|c| c.width())
+                    .fold(header, usize::max)
+            })
+            .collect();
+        let mut limits = vec![None; columns];
+        let Some(width) = self.out.width else {
+            return limits;
+        };
+        let total = natural.iter().sum::<usize>() + COLUMN_GAP * columns.saturating_sub(1);
+        let mut excess = total.saturating_sub(width);
+        // Take from the widest cuttable column first, never below its floor.
+        while excess > 0 {
+            let widest = (0..columns)
+                .filter(|&i| self.cut[i] && natural[i] > self.floor(i))
+                .max_by_key(|&i| natural[i]);
+            let Some(i) = widest else { break };
+            natural[i] -= 1;
+            limits[i] = Some(natural[i]);
+            excess -= 1;
+        }
+        limits
+    }
+
+    fn floor(&self, column: usize) -> usize {
+        let header = if self.out.no_headers {
+            0
+        } else {
+            self.headers[column].width()
+        };
+        header.max(MIN_CUT_WIDTH)
     }
 }
 
 impl From<ListTable> for Table {
     fn from(list: ListTable) -> Self {
-        list.0
+        let limits = list.cut_widths();
+        let mut table = list.out.base();
+        if !list.out.no_headers {
+            table.set_header(list.headers.iter().map(|h| list.out.strong(h)));
+        }
+        for row in &list.rows {
+            let cells: Vec<Cell> = row
+                .iter()
+                .enumerate()
+                .map(|(i, cell)| match limits.get(i).copied().flatten() {
+                    Some(limit) => Cell::new(truncate(cell, limit)),
+                    None => Cell::new(cell),
+                })
+                .collect();
+            table.add_row(cells);
+        }
+        table
+    }
+}
+
+/// A list cell on one line: a line break inside a row would misalign it.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if matches!(c, '\n' | '\r' | '\t') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// `text` cut to `width` terminal columns, ending in "…" when cut. Widths
+/// are display widths: a CJK character or emoji takes two columns.
+pub fn truncate(text: &str, width: usize) -> Cow<'_, str> {
+    if text.width() <= width {
+        return Cow::Borrowed(text);
+    }
+    if width == 0 {
+        return Cow::Borrowed("");
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        // One column stays free for the ellipsis.
+        if used + w > width - 1 {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    out.push('…');
+    Cow::Owned(out)
+}
+
+/// kubectl-style age of an RFC 3339 time at `now`: "45s", "3m", "5h", "4d";
+/// "-" when unknown. A time ahead of this machine's clock reads "0s".
+pub fn age(at: Option<&str>, now: SystemTime) -> String {
+    let Some(at) = at.and_then(|t| humantime::parse_rfc3339(t).ok()) else {
+        return "-".to_owned();
+    };
+    let secs = now.duration_since(at).unwrap_or(Duration::ZERO).as_secs();
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3_600 => format!("{}m", secs / 60),
+        3_600..172_800 => format!("{}h", secs / 3_600),
+        _ => format!("{}d", secs / 86_400),
+    }
+}
+
+/// The first 12 characters of a hash, as `-o wide` and key/value views
+/// show it; "-" when none.
+pub fn short_hash(hash: Option<&str>) -> String {
+    match hash {
+        Some(h) if !h.is_empty() => h.chars().take(12).collect(),
+        _ => "-".to_owned(),
     }
 }
 
@@ -193,8 +434,11 @@ fn color_enabled(no_color: bool, stdout_is_terminal: bool) -> bool {
 /// Table text with borderless columns two spaces apart and no trailing blanks.
 pub fn finish(table: impl Into<Table>) -> String {
     let mut table = table.into();
-    for column in table.column_iter_mut() {
-        column.set_padding((0, 2));
+    let last = table.column_count().saturating_sub(1);
+    for (i, column) in table.column_iter_mut().enumerate() {
+        // The last column gets none: styled headers end in a reset code,
+        // and padding before it would survive the trim below.
+        column.set_padding((0, if i == last { 0 } else { 2 }));
     }
     let mut text = String::new();
     for line in table.to_string().lines() {
@@ -282,8 +526,8 @@ mod tests {
     fn table_cells_are_sanitized_even_when_styled() {
         for color in [false, true] {
             let out = Output {
-                format: OutputFormat::Table,
                 color,
+                ..Output::plain(OutputFormat::Table)
             };
             let evil = "\u{1b}]0;pwned\u{7}\u{1b}[31mkey".to_string();
             let kv = finish(out.kv([("idempotency key", evil.clone())]));
@@ -299,12 +543,97 @@ mod tests {
         }
     }
 
+    fn fitted(width: usize) -> Output {
+        Output {
+            width: Some(width),
+            ..Output::plain(OutputFormat::Table)
+        }
+    }
+
+    #[test]
+    fn truncate_cuts_by_display_width_with_an_ellipsis() {
+        assert_eq!(truncate("short", 10), "short");
+        assert!(matches!(truncate("exactly10!", 10), Cow::Borrowed(_)));
+        assert_eq!(truncate("connection refused", 10), "connectio…");
+        assert_eq!(truncate("connection refused", 10).width(), 10);
+        // Wide characters take two columns: never cut one in half.
+        assert_eq!(truncate("日本語のエラー", 6), "日本…");
+        assert_eq!(truncate("日本語のエラー", 5), "日本…");
+        assert_eq!(truncate("日本語のエラー", 5).width(), 5);
+        assert_eq!(truncate("abc", 0), "");
+        assert_eq!(truncate("abc", 1), "…");
+    }
+
+    #[test]
+    fn fitted_tables_cut_free_text_and_never_ids() {
+        let id = "op-0193a7c2-1111-7000-8000-0123456789ab";
+        let error = "policy rejected: port 0 is not valid for endpoint api.example.com";
+        for width in [20, 40, 60, 80] {
+            let mut table = fitted(width).list(&["ID", "STATE", "ERROR"]);
+            table.cut("ERROR");
+            table.add_row([id, "FAILED", error]);
+            let text = finish(table);
+            let row = text.lines().nth(1).unwrap();
+            assert!(row.starts_with(id), "{width}: {text}");
+            assert!(row.contains("FAILED"), "{width}: {text}");
+            assert!(row.ends_with('…'), "{width}: {text}");
+            // Past the id and state the row fits, down to the error's floor.
+            let floor = id.len() + 2 + "FAILED".len() + 2 + MIN_CUT_WIDTH;
+            assert!(row.width() <= width.max(floor), "{width}: {row:?}");
+            assert_eq!(text.lines().count(), 2, "{text}");
+        }
+        // Without a width (a pipe, or -o wide) nothing is cut.
+        let mut table = Output::plain(OutputFormat::Table).list(&["ID", "ERROR"]);
+        table.cut("ERROR");
+        table.add_row([id, error]);
+        assert!(finish(table).contains(error));
+    }
+
+    #[test]
+    fn list_cells_stay_on_one_line_and_headers_can_go() {
+        let mut out = fitted(80);
+        out.no_headers = true;
+        let mut table = out.list(&["NAME", "MESSAGE"]);
+        table.add_row(["web", "first line\nsecond line"]);
+        assert_eq!(finish(table), "web  first line second line\n");
+    }
+
+    #[test]
+    fn width_comes_from_columns_then_the_terminal_and_never_for_wide() {
+        assert_eq!(
+            fit_width(OutputFormat::Table, Some("100"), Some(80)),
+            Some(100)
+        );
+        assert_eq!(fit_width(OutputFormat::Table, None, Some(80)), Some(80));
+        // A pipe: stable layout, nothing cut.
+        assert_eq!(fit_width(OutputFormat::Table, None, None), None);
+        // An unsized pty.
+        assert_eq!(fit_width(OutputFormat::Table, None, Some(0)), None);
+        assert_eq!(
+            fit_width(OutputFormat::Table, Some("junk"), Some(90)),
+            Some(90)
+        );
+        assert_eq!(fit_width(OutputFormat::Wide, Some("80"), Some(80)), None);
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        let now = humantime::parse_rfc3339("2026-12-01T12:00:00Z").unwrap();
+        let ago = |t: &str| age(Some(t), now);
+        assert_eq!(ago("2026-12-01T11:59:55.500Z"), "4s");
+        assert_eq!(ago("2026-12-01T11:57:00Z"), "3m");
+        assert_eq!(ago("2026-12-01T10:00:00Z"), "2h");
+        assert_eq!(ago("2026-11-30T10:00:00Z"), "26h");
+        assert_eq!(ago("2026-11-27T12:00:00Z"), "4d");
+        // Ahead of this clock: not negative.
+        assert_eq!(ago("2026-12-01T12:00:09Z"), "0s");
+        assert_eq!(age(None, now), "-");
+        assert_eq!(age(Some("yesterday"), now), "-");
+    }
+
     #[test]
     fn kv_tables_align_without_trailing_blanks() {
-        let out = Output {
-            format: OutputFormat::Table,
-            color: false,
-        };
+        let out = Output::plain(OutputFormat::Table);
         let text = finish(out.kv([("id", "op-1".to_string()), ("state", "PENDING".to_string())]));
         assert_eq!(text, "id     op-1\nstate  PENDING\n");
     }

@@ -1,7 +1,9 @@
 //! Table layouts of the SDK view types. JSON and YAML need none: they
 //! serialize the view types directly, so their shape is the SDK's.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::time::SystemTime;
 
 use openshell_sdk::{
     FleetProgress, GatewayInfo, Operation, PolicyRevision, Provider, Sandbox, SandboxPolicy,
@@ -9,7 +11,10 @@ use openshell_sdk::{
     SettingValue, UpdateResult,
 };
 
-use crate::output::{Output, dash, finish, list_or_dash, revision, sanitize, section, yes_no};
+use crate::output::{
+    Column, Output, age, dash, finish, list_or_dash, revision, sanitize, section, short_hash,
+    yes_no,
+};
 use crate::progress::paint;
 
 const GREEN: &str = "32";
@@ -21,11 +26,12 @@ pub fn sandbox(out: &Output, sb: &Sandbox) -> String {
 
 pub fn sandbox_rows(sb: &Sandbox) -> Vec<(&'static str, String)> {
     vec![
-        ("id", sb.id.clone()),
         ("name", sb.name.clone()),
         ("workspace", sb.workspace.clone()),
+        ("id", sb.id.clone()),
         ("lifecycle", sb.lifecycle.to_string()),
-        ("policy revision", revision(sb.policy_revision)),
+        ("desired policy revision", revision(sb.policy_revision)),
+        ("applied policy revision", applied_text(sb)),
         ("settings revision", revision(sb.settings_revision)),
         ("attachment epoch", sb.attachment_epoch.to_string()),
         ("providers", list_or_dash(&sb.providers)),
@@ -34,28 +40,46 @@ pub fn sandbox_rows(sb: &Sandbox) -> Vec<(&'static str, String)> {
     ]
 }
 
-pub fn sandboxes(out: &Output, list: &[Sandbox]) -> String {
-    let mut table = out.list(&[
-        "NAME",
-        "WORKSPACE",
-        "ID",
-        "LIFECYCLE",
-        "POLICY REV",
-        "PROVIDERS",
-        "CREATED",
-    ]);
-    for sb in list {
-        table.add_row(vec![
-            sb.name.clone(),
-            sb.workspace.clone(),
-            sb.id.clone(),
-            sb.lifecycle.to_string(),
-            revision(sb.policy_revision),
-            list_or_dash(&sb.providers),
-            dash(sb.created_at.as_deref()),
-        ]);
+/// The applied revision with its hash, "3 (hash 1a2b3c4d5e6f)", or "-".
+fn applied_text(sb: &Sandbox) -> String {
+    if sb.applied_policy_revision == 0 {
+        return "-".to_owned();
     }
-    finish(table)
+    format!(
+        "{} (hash {})",
+        sb.applied_policy_revision,
+        short_hash(sb.applied_policy_hash.as_deref())
+    )
+}
+
+pub fn sandboxes(out: &Output, list: &[Sandbox]) -> String {
+    let now = SystemTime::now();
+    out.table(
+        list,
+        &[
+            Column::new("NAME", |sb: &Sandbox| sb.name.clone()),
+            Column::new("WORKSPACE", |sb: &Sandbox| sb.workspace.clone()),
+            Column::new("ID", |sb: &Sandbox| sb.id.clone()).wide(),
+            Column::new("LIFECYCLE", |sb: &Sandbox| sb.lifecycle.to_string()),
+            Column::new("DESIRED", |sb: &Sandbox| revision(sb.policy_revision)),
+            Column::new("APPLIED", |sb: &Sandbox| {
+                revision(sb.applied_policy_revision)
+            }),
+            Column::new("APPLIED HASH", |sb: &Sandbox| {
+                short_hash(sb.applied_policy_hash.as_deref())
+            })
+            .wide(),
+            Column::new("SETTINGS REV", |sb: &Sandbox| {
+                revision(sb.settings_revision)
+            })
+            .wide(),
+            Column::new("PROVIDERS", |sb: &Sandbox| list_or_dash(&sb.providers)).cut(),
+            Column::new("AGE", move |sb: &Sandbox| {
+                age(sb.created_at.as_deref(), now)
+            }),
+            Column::new("CREATED", |sb: &Sandbox| dash(sb.created_at.as_deref())).wide(),
+        ],
+    )
 }
 
 fn fleet_text(fleet: &FleetProgress) -> String {
@@ -219,61 +243,115 @@ fn dry_run_lines(result: &UpdateResult) -> Vec<String> {
     lines
 }
 
-pub fn operations(out: &Output, list: &[Operation]) -> String {
-    let mut table = out.list(&[
-        "ID",
-        "TARGET",
-        "STATE",
-        "OUTCOME",
-        "POLICY REV",
-        "SETTINGS REV",
-        "CREATED",
-        "ERROR",
-    ]);
-    for op in list {
-        let target = if op.target.is_empty() {
-            op.target_kind.to_string()
-        } else {
-            op.target.clone()
-        };
-        table.add_row(vec![
-            op.id.clone(),
-            target,
-            op.state.to_string(),
-            op.outcome.to_string(),
-            revision(op.policy_revision),
-            revision(op.settings_revision),
-            dash(op.created_at.as_deref()),
-            dash(op.error.as_deref()),
-        ]);
-    }
-    finish(table)
+/// `names`: sandbox names by id, shown for sandbox targets; an id without
+/// a name is shown as it is.
+pub fn operations(out: &Output, list: &[Operation], names: &HashMap<String, String>) -> String {
+    let now = SystemTime::now();
+    out.table(
+        list,
+        &[
+            Column::new("ID", |op: &Operation| op.id.clone()),
+            Column::new("TARGET", |op: &Operation| {
+                if op.target.is_empty() {
+                    op.target_kind.to_string()
+                } else {
+                    names.get(&op.target).unwrap_or(&op.target).clone()
+                }
+            }),
+            Column::new("TARGET ID", |op: &Operation| dash(Some(&op.target))).wide(),
+            Column::new("KIND", |op: &Operation| op.target_kind.to_string()).wide(),
+            Column::new("STATE", |op: &Operation| op.state.to_string()),
+            Column::new("OUTCOME", |op: &Operation| op.outcome.to_string()).wide(),
+            Column::new("POLICY REV", |op: &Operation| revision(op.policy_revision)),
+            Column::new("SETTINGS REV", |op: &Operation| {
+                revision(op.settings_revision)
+            })
+            .wide(),
+            Column::new("GLOBAL REV", |op: &Operation| {
+                revision(op.global_policy_revision)
+            })
+            .wide(),
+            Column::new("AGE", move |op: &Operation| {
+                age(op.created_at.as_deref(), now)
+            }),
+            Column::new("CREATED", |op: &Operation| dash(op.created_at.as_deref())).wide(),
+            Column::new("CALLER", |op: &Operation| dash(Some(&op.caller))).wide(),
+            Column::new("ERROR", |op: &Operation| dash(op.error.as_deref())).cut(),
+        ],
+    )
 }
 
-pub fn policy(out: &Output, p: &SandboxPolicy) -> String {
-    let rows = vec![
+/// `policy get`: the revision read, and beside it what the sandbox's
+/// supervisor runs, "4 (applied: 3, pending)", when `sandbox` is known.
+pub fn policy(out: &Output, p: &SandboxPolicy, sandbox: Option<&Sandbox>) -> String {
+    let mut rows = vec![
         ("sandbox id", dash(p.policy.sandbox_id.as_deref())),
-        ("revision", revision(p.policy.revision)),
+        ("revision", policy_revision_text(p.policy.revision, sandbox)),
         ("hash", dash(Some(&p.policy.policy_hash))),
+    ];
+    if let Some(sb) = sandbox {
+        rows.push((
+            "applied hash",
+            short_hash(sb.applied_policy_hash.as_deref()),
+        ));
+    }
+    rows.extend([
         ("effective source", p.effective_source.to_string()),
         ("global policy revision", revision(p.global_policy_revision)),
         ("created", dash(p.policy.created_at.as_deref())),
         ("operation", dash(p.policy.operation_id.as_deref())),
-    ];
+    ]);
     finish(out.kv(rows))
 }
 
-pub fn policy_history(out: &Output, list: &[PolicyRevision]) -> String {
-    let mut table = out.list(&["REVISION", "HASH", "CREATED", "OPERATION"]);
-    for rev in list {
-        table.add_row(vec![
-            rev.revision.to_string(),
-            rev.policy_hash.clone(),
-            dash(rev.created_at.as_deref()),
-            dash(rev.operation_id.as_deref()),
-        ]);
+fn policy_revision_text(shown: u64, sandbox: Option<&Sandbox>) -> String {
+    let Some(sb) = sandbox else {
+        return revision(shown);
+    };
+    let applied = sb.applied_policy_revision;
+    let latest = sb.policy_revision;
+    let mut notes = Vec::new();
+    if shown != latest && latest != 0 {
+        notes.push(format!("latest: {latest}"));
     }
-    finish(table)
+    if applied == latest && applied != 0 {
+        notes.push(if shown == applied {
+            "applied".to_owned()
+        } else {
+            format!("applied: {applied}")
+        });
+    } else {
+        notes.push(format!("applied: {}", revision(applied)));
+        notes.push("pending".to_owned());
+    }
+    format!("{} ({})", revision(shown), notes.join(", "))
+}
+
+pub fn policy_history(out: &Output, list: &[PolicyRevision]) -> String {
+    let now = SystemTime::now();
+    out.table(
+        list,
+        &[
+            Column::new("REVISION", |r: &PolicyRevision| r.revision.to_string()),
+            Column::new("HASH", |r: &PolicyRevision| {
+                if out.wide() {
+                    r.policy_hash.clone()
+                } else {
+                    short_hash(Some(&r.policy_hash))
+                }
+            }),
+            Column::new("AGE", move |r: &PolicyRevision| {
+                age(r.created_at.as_deref(), now)
+            }),
+            Column::new("CREATED", |r: &PolicyRevision| {
+                dash(r.created_at.as_deref())
+            })
+            .wide(),
+            Column::new("OPERATION", |r: &PolicyRevision| {
+                dash(r.operation_id.as_deref())
+            }),
+        ],
+    )
 }
 
 fn value_text(value: Option<&SettingValue>) -> String {
@@ -356,66 +434,79 @@ pub fn provider(out: &Output, p: &Provider) -> String {
 }
 
 pub fn providers(out: &Output, list: &[Provider]) -> String {
-    let mut table = out.list(&[
-        "NAME",
-        "WORKSPACE",
-        "TYPE",
-        "ID",
-        "CREDENTIALS",
-        "REVISION",
-        "EXPIRES",
-        "ATTACHED",
-    ]);
-    for p in list {
-        table.add_row(vec![
-            p.name.clone(),
-            p.workspace.clone(),
-            p.provider_type.clone(),
-            p.id.clone(),
-            list_or_dash(&p.credential_names),
-            p.revision.to_string(),
-            dash(p.expires_at.as_deref()),
-            p.attached_sandbox_ids.len().to_string(),
-        ]);
-    }
-    finish(table)
+    out.table(
+        list,
+        &[
+            Column::new("NAME", |p: &Provider| p.name.clone()),
+            Column::new("WORKSPACE", |p: &Provider| p.workspace.clone()),
+            Column::new("TYPE", |p: &Provider| p.provider_type.clone()),
+            Column::new("ID", |p: &Provider| p.id.clone()).wide(),
+            Column::new("REVISION", |p: &Provider| p.revision.to_string()),
+            Column::new("ATTACHED", |p: &Provider| {
+                p.attached_sandbox_ids.len().to_string()
+            }),
+            Column::new("EXPIRES", |p: &Provider| dash(p.expires_at.as_deref())),
+            Column::new("CREDENTIALS", |p: &Provider| {
+                list_or_dash(&p.credential_names)
+            })
+            .cut(),
+        ],
+    )
 }
 
 pub fn sessions(out: &Output, list: &[SessionSummary]) -> String {
-    let mut table = out.list(&[
-        "SANDBOX",
-        "SANDBOX ID",
-        "SESSION",
-        "MODE",
-        "SUPERVISOR",
-        "PROTOCOL",
-        "REPLICA",
-        "CONNECTED",
-        "LAST HEARTBEAT",
-    ]);
-    for s in list {
-        table.add_row(vec![
-            s.sandbox_name.clone(),
-            s.sandbox_id.clone(),
-            s.session_id.clone(),
-            s.mode.to_string(),
-            dash(Some(&s.supervisor_version)),
-            s.protocol_revision.to_string(),
-            dash(Some(&s.replica_id)),
-            dash(s.connected_at.as_deref()),
-            dash(s.last_heartbeat_at.as_deref()),
-        ]);
-    }
-    finish(table)
+    let now = SystemTime::now();
+    out.table(
+        list,
+        &[
+            Column::new("SANDBOX", |s: &SessionSummary| s.sandbox_name.clone()),
+            Column::new("SANDBOX ID", |s: &SessionSummary| s.sandbox_id.clone()).wide(),
+            Column::new("SESSION", |s: &SessionSummary| s.session_id.clone()).wide(),
+            Column::new("MODE", |s: &SessionSummary| s.mode.to_string()),
+            Column::new("DESIRED", |s: &SessionSummary| revision(s.policy_revision)),
+            Column::new("APPLIED", |s: &SessionSummary| {
+                revision(s.applied_policy_revision)
+            }),
+            Column::new("SUPERVISOR", |s: &SessionSummary| {
+                dash(Some(&s.supervisor_version))
+            }),
+            Column::new("PROTOCOL", |s: &SessionSummary| {
+                s.protocol_revision.to_string()
+            })
+            .wide(),
+            Column::new("REPLICA", |s: &SessionSummary| dash(Some(&s.replica_id))).wide(),
+            Column::new("AGE", move |s: &SessionSummary| {
+                age(s.connected_at.as_deref(), now)
+            }),
+            Column::new("HEARTBEAT", move |s: &SessionSummary| {
+                age(s.last_heartbeat_at.as_deref(), now)
+            }),
+            Column::new("CONNECTED", |s: &SessionSummary| {
+                dash(s.connected_at.as_deref())
+            })
+            .wide(),
+        ],
+    )
 }
 
 pub fn inspection(out: &Output, i: &SessionInspection) -> String {
-    let sandbox = i.sandbox.as_ref().map_or_else(
-        || "-".to_owned(),
-        |sb| format!("{}/{} ({}, {})", sb.workspace, sb.name, sb.id, sb.lifecycle),
-    );
-    let rows = vec![
-        ("sandbox", sandbox),
+    let now = SystemTime::now();
+    let at = |time: Option<&str>| match time {
+        Some(t) => format!("{} ago ({t})", age(Some(t), now)),
+        None => "-".to_owned(),
+    };
+    let mut rows = Vec::new();
+    match &i.sandbox {
+        Some(sb) => rows.extend([
+            ("sandbox", format!("{}/{}", sb.workspace, sb.name)),
+            ("sandbox id", sb.id.clone()),
+            ("lifecycle", sb.lifecycle.to_string()),
+            ("desired policy revision", revision(sb.policy_revision)),
+            ("applied policy revision", applied_text(sb)),
+        ]),
+        None => rows.push(("sandbox", "-".to_owned())),
+    }
+    rows.extend([
         ("gateway mode", dash(Some(&i.gateway_mode))),
         ("connected", yes_no(i.connected)),
         ("negotiated mode", i.negotiated_mode.to_string()),
@@ -429,70 +520,162 @@ pub fn inspection(out: &Output, i: &SessionInspection) -> String {
         ("supports config apply", yes_no(i.supports_config_apply)),
         ("owner replica", dash(i.owner_replica.as_deref())),
         ("session id", dash(i.session_id.as_deref())),
-        ("connected at", dash(i.connected_at.as_deref())),
-        ("last heartbeat", dash(i.last_heartbeat_at.as_deref())),
-        ("last report", dash(i.last_report.as_deref())),
-        ("last report at", dash(i.last_report_at.as_deref())),
-    ];
+        ("connected at", at(i.connected_at.as_deref())),
+        ("last heartbeat", at(i.last_heartbeat_at.as_deref())),
+    ]);
+    match i.last_report.as_deref().filter(|r| !r.is_empty()) {
+        Some(raw) => {
+            let report = LastReport::decode(raw);
+            rows.push(("last report", report.state.to_owned()));
+            if let Some(revisions) = &report.revisions {
+                rows.push((
+                    "reported revision",
+                    format!(
+                        "{} (hash {})",
+                        revision(revisions.policy_revision),
+                        short_hash(Some(&revisions.policy_hash))
+                    ),
+                ));
+            }
+            if let Some(error) = report.error {
+                rows.push(("report error", error.to_owned()));
+            }
+            rows.push(("reported", at(i.last_report_at.as_deref())));
+        }
+        None => rows.push(("last report", "-".to_owned())),
+    }
     let mut text = finish(out.kv(rows));
     // Hints first: they are the answer; the tables below are the evidence.
     text.push_str(&section("Hints", &hints(out, &i.hints)));
 
-    let mut components = out.list(&[
-        "COMPONENT",
-        "DESIRED",
-        "SENT",
-        "SENT AT",
-        "ACKED",
-        "ACK STATUS",
-        "ACKED AT",
-        "DIRTY",
-        "LANE",
-        "HELD",
-        "BACKOFF",
-        "LAST FAILURE",
-    ]);
-    for c in &i.components {
-        components.add_row(vec![
-            c.component.clone(),
-            dash(Some(&c.desired)),
-            dash(Some(&c.sent)),
-            dash(c.sent_at.as_deref()),
-            dash(Some(&c.acked)),
-            dash(Some(&c.ack_status)),
-            dash(c.acked_at.as_deref()),
-            yes_no(c.dirty),
-            dash(c.lane.as_deref()),
-            yes_no(c.held),
-            dash(c.backoff.as_deref()),
-            dash(c.last_failure.as_deref()),
-        ]);
-    }
     if i.components.is_empty() {
         text.push_str(&section("Components", "none\n"));
     } else {
-        text.push_str(&section("Components", &finish(components)));
+        // One block per component: three revision summaries side by side
+        // would not fit a terminal.
+        let mut blocks = String::new();
+        for c in &i.components {
+            let mut state = vec![if c.dirty {
+                format!("dirty ({})", dash(c.lane.as_deref()))
+            } else {
+                "clean".to_owned()
+            }];
+            if c.held {
+                state.push("held".to_owned());
+            }
+            if let Some(backoff) = c.backoff.as_deref().filter(|b| !b.is_empty() && *b != "0s") {
+                state.push(format!("backing off {backoff}"));
+            }
+            let mut rows = vec![
+                ("  desired", dash(Some(&c.desired))),
+                ("  sent", with_age(&c.sent, c.sent_at.as_deref(), now)),
+                (
+                    "  acked",
+                    with_age(
+                        &if c.ack_status.is_empty() {
+                            c.acked.clone()
+                        } else {
+                            format!("{} {}", c.ack_status, c.acked)
+                        },
+                        c.acked_at.as_deref(),
+                        now,
+                    ),
+                ),
+                ("  state", state.join(", ")),
+            ];
+            if let Some(failure) = c.last_failure.as_deref().filter(|f| !f.is_empty()) {
+                rows.push(("  last failure", failure.to_owned()));
+            }
+            let _ = writeln!(blocks, "{}", sanitize(&c.component));
+            blocks.push_str(&finish(out.kv(rows)));
+        }
+        text.push_str(&section("Components", &blocks));
     }
 
+    let names: HashMap<String, String> = i
+        .sandbox
+        .iter()
+        .map(|sb| (sb.id.clone(), sb.name.clone()))
+        .collect();
     if i.pending_operations.is_empty() {
         text.push_str(&section("Pending operations", "none\n"));
     } else {
         text.push_str(&section(
             "Pending operations",
-            &operations(out, &i.pending_operations),
+            &operations(out, &i.pending_operations, &names),
         ));
     }
 
     if i.recent_events.is_empty() {
         text.push_str(&section("Recent events", "none\n"));
     } else {
-        let mut events = out.list(&["AT", "EVENT"]);
-        for e in &i.recent_events {
-            events.add_row(vec![dash(e.at.as_deref()), e.text.clone()]);
-        }
-        text.push_str(&section("Recent events", &finish(events)));
+        let events = out.table(
+            &i.recent_events,
+            &[
+                Column::new("AGE", move |e: &openshell_sdk::DeliveryEvent| {
+                    age(e.at.as_deref(), now)
+                }),
+                Column::new("AT", |e: &openshell_sdk::DeliveryEvent| {
+                    dash(e.at.as_deref())
+                })
+                .wide(),
+                Column::new("EVENT", |e: &openshell_sdk::DeliveryEvent| e.text.clone()).cut(),
+            ],
+        );
+        text.push_str(&section("Recent events", &events));
     }
     text
+}
+
+/// A revision summary with how long ago it happened: "policy r2 … (4s ago)".
+fn with_age(summary: &str, at: Option<&str>, now: SystemTime) -> String {
+    if summary.is_empty() {
+        return "-".to_owned();
+    }
+    match at {
+        Some(t) => format!("{summary} ({} ago)", age(Some(t), now)),
+        None => summary.to_owned(),
+    }
+}
+
+/// The revisions of a supervisor report, as the gateway keeps them.
+#[derive(Debug, Default, serde::Deserialize)]
+struct ReportedRevisions {
+    #[serde(default)]
+    policy_revision: u64,
+    #[serde(default)]
+    policy_hash: String,
+}
+
+/// A sandbox's last report as `sessions inspect` carries it,
+/// `STATE {revisions as JSON} (error)`, taken apart for reading.
+#[derive(Debug)]
+struct LastReport<'a> {
+    state: &'a str,
+    revisions: Option<ReportedRevisions>,
+    error: Option<&'a str>,
+}
+
+impl<'a> LastReport<'a> {
+    fn decode(raw: &'a str) -> Self {
+        let (state, rest) = raw.split_once(' ').unwrap_or((raw, ""));
+        let rest = rest.trim_start();
+        let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<ReportedRevisions>();
+        let (revisions, rest) = match stream.next() {
+            Some(Ok(revisions)) => (Some(revisions), &rest[stream.byte_offset()..]),
+            _ => (None, rest),
+        };
+        let rest = rest.trim();
+        let error = rest
+            .strip_prefix('(')
+            .and_then(|r| r.strip_suffix(')'))
+            .unwrap_or(rest);
+        Self {
+            state,
+            revisions,
+            error: Some(error).filter(|e| !e.is_empty()),
+        }
+    }
 }
 
 /// One marked line per hint, in yellow when styled, so abnormal states
@@ -531,10 +714,7 @@ mod tests {
     use crate::exit::tests::operation as sample;
 
     fn plain(format: OutputFormat) -> Output {
-        Output {
-            format,
-            color: false,
-        }
+        Output::plain(format)
     }
 
     fn failed_op() -> Operation {
@@ -562,8 +742,8 @@ mod tests {
     #[test]
     fn operation_table_is_styled_with_color() {
         let out = Output {
-            format: OutputFormat::Table,
             color: true,
+            ..Output::plain(OutputFormat::Table)
         };
         let text = operation(&out, &failed_op());
         assert!(text.contains('\u{1b}'), "{text:?}");
@@ -652,8 +832,8 @@ mod tests {
         assert!(!text.contains("delivery looks healthy"));
         assert!(!text.contains('\u{1b}'));
         let styled = Output {
-            format: OutputFormat::Table,
             color: true,
+            ..Output::plain(OutputFormat::Table)
         };
         assert!(super::inspection(&styled, &i).contains("\u{1b}[1;33m!"));
     }
@@ -687,12 +867,12 @@ mod tests {
         };
         for color in [false, true] {
             let out = Output {
-                format: OutputFormat::Table,
                 color,
+                ..Output::plain(OutputFormat::Table)
             };
             let texts = [
                 operation(&out, &op),
-                operations(&out, std::slice::from_ref(&op)),
+                operations(&out, std::slice::from_ref(&op), &HashMap::new()),
                 super::inspection(&out, &i),
                 super::provider(&out, &provider),
                 providers(&out, std::slice::from_ref(&provider)),
@@ -733,7 +913,7 @@ mod tests {
     #[test]
     fn list_tables_have_headers_and_rows() {
         let ops = vec![sample(OperationState::Pending), failed_op()];
-        let text = operations(&plain(OutputFormat::Table), &ops);
+        let text = operations(&plain(OutputFormat::Table), &ops, &HashMap::new());
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3, "{text}");
         assert!(lines[0].starts_with("ID"));

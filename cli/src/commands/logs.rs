@@ -24,7 +24,7 @@ pub async fn run(ctx: &Ctx, args: LogsArgs) -> anyhow::Result<u8> {
     if !args.follow {
         let logs = client.get_sandbox_logs(&sandbox, &query).await?;
         ctx.out.print(&logs, |_| text(&logs.lines))?;
-        if ctx.out.format == OutputFormat::Table {
+        if ctx.out.format.is_table() {
             if let Some(note) = dropped_note(&logs) {
                 ctx.warn(note);
             }
@@ -49,7 +49,7 @@ pub async fn run(ctx: &Ctx, args: LogsArgs) -> anyhow::Result<u8> {
                 let doc = ctx.out.render(&event, |_| String::new())?;
                 write_stdout(&format!("---\n{doc}"))?;
             }
-            OutputFormat::Table => match &event {
+            OutputFormat::Table | OutputFormat::Wide => match &event {
                 SandboxLogEvent::Line(line) => write_stdout(&text(std::slice::from_ref(line)))?,
                 SandboxLogEvent::Dropped { message, .. } => ctx.warn(sanitize(message)),
             },

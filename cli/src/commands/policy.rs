@@ -131,9 +131,8 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
         }
         PolicyCommand::Get { sandbox, revision } => {
             let client = ctx.client().await?;
-            let policy = client
-                .get_sandbox_policy(&SandboxRef::from(sandbox), revision)
-                .await?;
+            let sandbox = SandboxRef::from(sandbox);
+            let policy = client.get_sandbox_policy(&sandbox, revision).await?;
             if ctx.out.format == OutputFormat::Yaml {
                 // The policy text itself, so `policy get -o yaml > p.yaml`
                 // round-trips into `policy set -f p.yaml`.
@@ -149,7 +148,16 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
                 }
                 write_stdout(&text)?;
             } else {
-                ctx.out.print(&policy, |o| views::policy(o, &policy))?;
+                // The table sets the revision beside the one the supervisor
+                // runs; JSON keeps the policy's own shape (`sandbox get`
+                // carries the applied revision).
+                let sandbox = if ctx.out.format.is_table() {
+                    Some(client.get_sandbox(&sandbox).await?)
+                } else {
+                    None
+                };
+                ctx.out
+                    .print(&policy, |o| views::policy(o, &policy, sandbox.as_ref()))?;
             }
             Ok(exit::SUCCESS)
         }
@@ -176,7 +184,7 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             let result = diff::compare(doc, &new, &label, &source);
             ctx.out
                 .print(&result, |o| diff_table(o, &result, &source, &label))?;
-            if ctx.out.format == OutputFormat::Table && !result.kept_static_sections.is_empty() {
+            if ctx.out.format.is_table() && !result.kept_static_sections.is_empty() {
                 ctx.note(format!(
                     "kept from the current policy: {} (the file omits them)",
                     result.kept_static_sections.join(", ")
