@@ -920,4 +920,151 @@ mod tests {
         assert!(lines[1].contains("PENDING"));
         assert!(lines[2].contains("port 0 is not valid"));
     }
+
+    fn sandbox(desired: u64, applied: u64) -> Sandbox {
+        Sandbox {
+            id: "sb-0193a7c2-1111-7000-8000-0123456789ab".into(),
+            name: "web".into(),
+            workspace: "default".into(),
+            lifecycle: openshell_sdk::SandboxLifecycle::Running,
+            policy_revision: desired,
+            settings_revision: 0,
+            attachment_epoch: 0,
+            providers: Vec::new(),
+            created_at: Some("2026-11-29T09:30:00.000Z".into()),
+            updated_at: None,
+            applied_policy_revision: applied,
+            applied_policy_hash: (applied > 0).then(|| "ab".repeat(32)),
+        }
+    }
+
+    #[test]
+    fn operations_name_their_sandbox_and_wide_adds_the_rest() {
+        let mut op = failed_op();
+        op.target = "sb-0193a7c2-1111-7000-8000-0123456789ab".into();
+        let names = HashMap::from([(op.target.clone(), "web".to_owned())]);
+        let text = operations(
+            &plain(OutputFormat::Table),
+            std::slice::from_ref(&op),
+            &names,
+        );
+        let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+        assert_eq!(
+            header,
+            ["ID", "TARGET", "STATE", "POLICY", "REV", "AGE", "ERROR"],
+            "{text}"
+        );
+        let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(&row[..3], ["op-0193", "web", "FAILED"], "{text}");
+        assert!(!text.contains(&op.target), "{text}");
+        let wide = operations(
+            &plain(OutputFormat::Wide),
+            std::slice::from_ref(&op),
+            &names,
+        );
+        for column in ["TARGET ID", "OUTCOME", "SETTINGS REV", "CREATED", "CALLER"] {
+            assert!(
+                wide.lines().next().unwrap().contains(column),
+                "{column}: {wide}"
+            );
+        }
+        assert!(wide.contains(&op.target), "{wide}");
+        assert!(wide.contains("FAILED_RETAINED_LAST_KNOWN_GOOD"), "{wide}");
+    }
+
+    #[test]
+    fn sandboxes_show_desired_beside_applied() {
+        let list = [sandbox(2, 1), sandbox(1, 0)];
+        let text = sandboxes(&plain(OutputFormat::Table), &list);
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows[0],
+            [
+                "NAME",
+                "WORKSPACE",
+                "LIFECYCLE",
+                "DESIRED",
+                "APPLIED",
+                "PROVIDERS",
+                "AGE"
+            ]
+        );
+        assert_eq!(&rows[1][..5], ["web", "default", "RUNNING", "2", "1"]);
+        // Never applied: a dash, not 0.
+        assert_eq!(&rows[2][3..5], ["1", "-"]);
+        assert!(!text.contains("sb-0193"), "{text}");
+        let wide = sandboxes(&plain(OutputFormat::Wide), &list);
+        assert!(
+            wide.contains("sb-0193a7c2-1111-7000-8000-0123456789ab"),
+            "{wide}"
+        );
+        assert!(wide.contains("abababababab"), "{wide}");
+        let kv = super::sandbox(&plain(OutputFormat::Table), &list[0]);
+        assert!(kv.contains("desired policy revision  2\n"), "{kv}");
+        assert!(
+            kv.contains("applied policy revision  1 (hash abababababab)\n"),
+            "{kv}"
+        );
+        let kv = super::sandbox(&plain(OutputFormat::Table), &list[1]);
+        assert!(kv.contains("applied policy revision  -\n"), "{kv}");
+    }
+
+    #[test]
+    fn policy_revision_reads_against_the_applied_one() {
+        assert_eq!(policy_revision_text(2, None), "2");
+        assert_eq!(policy_revision_text(2, Some(&sandbox(2, 2))), "2 (applied)");
+        assert_eq!(
+            policy_revision_text(4, Some(&sandbox(4, 3))),
+            "4 (applied: 3, pending)"
+        );
+        assert_eq!(
+            policy_revision_text(1, Some(&sandbox(1, 0))),
+            "1 (applied: -, pending)"
+        );
+        // An older revision asked for by number.
+        assert_eq!(
+            policy_revision_text(2, Some(&sandbox(4, 4))),
+            "2 (latest: 4, applied: 4)"
+        );
+    }
+
+    #[test]
+    fn the_last_report_is_decoded() {
+        let hash = "cd".repeat(32);
+        let raw = format!(
+            "FAILED {{\"policy_revision\":3,\"policy_hash\":\"{hash}\",\"global_policy_revision\":0}} (port 0 is not valid)"
+        );
+        let report = LastReport::decode(&raw);
+        assert_eq!(report.state, "FAILED");
+        assert_eq!(report.revisions.as_ref().unwrap().policy_revision, 3);
+        assert_eq!(report.error, Some("port 0 is not valid"));
+        let applied = LastReport::decode("APPLIED {\"policy_revision\":2,\"policy_hash\":\"\"}");
+        assert_eq!(applied.state, "APPLIED");
+        assert_eq!(applied.error, None);
+        // Not the gateway's form: shown as it came, not lost.
+        let odd = LastReport::decode("APPLIED something else");
+        assert!(odd.revisions.is_none());
+        assert_eq!(odd.error, Some("something else"));
+
+        let mut i = inspection(Vec::new());
+        i.last_report = Some(raw);
+        i.last_report_at = Some("2026-11-29T09:30:00.000Z".into());
+        let text = super::inspection(&plain(OutputFormat::Table), &i);
+        assert!(
+            text.contains("last report                FAILED\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("reported revision          3 (hash cdcdcdcdcdcd)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("report error               port 0 is not valid\n"),
+            "{text}"
+        );
+        assert!(!text.contains("policy_hash"), "{text}");
+    }
 }
