@@ -59,6 +59,7 @@ export type {
   OperationTargets,
   PolicyChange,
   PolicyDiff,
+  PolicyEdits,
   PolicyRevision,
   PolicySource,
   Provider,
@@ -165,6 +166,12 @@ export declare class Client {
    * With `validateOnly: true` nothing is written: the gateway runs every check
    * of the write against what is stored and resolves with what would change
    * (a DryRunResult, without an operation).
+   *
+   * `policyEdits` (a sandbox target only, instead of `policy`) edits the
+   * sandbox's latest policy on the gateway in the CLI's forms; `mergeNotes`
+   * says what the merge did differently from the literal request. With
+   * `expectedRevision` a target whose policy revision has moved on rejects
+   * with FailedPreconditionError and nothing is written.
    */
   updateConfig(options: UpdateConfigOptions & { validateOnly: true }): Promise<DryRunResult>
   updateConfig(options: UpdateConfigOptions & { validateOnly?: false }): Promise<UpdateResult>

@@ -126,10 +126,33 @@ function providerInput(name, value) {
   return { ...checked, expiresAt: isoTime('expiresAt', checked.expiresAt) }
 }
 
+// The keys of UpdateConfigOptions.policyEdits: a misspelt one would otherwise
+// be dropped by napi without a word, and the write would go out without it.
+const POLICY_EDIT_LISTS = ['addEndpoints', 'removeEndpoints', 'addAllow', 'addDeny', 'removeRules', 'binaries']
+
+function policyEdits(name, value) {
+  if (optionalObject(name, value) === undefined) return undefined
+  for (const key of Object.keys(value)) {
+    if (key === 'ruleName') {
+      optionalText(`${name}.ruleName`, value.ruleName)
+    } else if (POLICY_EDIT_LISTS.includes(key)) {
+      optionalStrings(`${name}.${key}`, value[key])
+    } else {
+      const message = `is not an edit; the keys are ${[...POLICY_EDIT_LISTS, 'ruleName'].join(', ')}`
+      throw new InvalidArgumentError(`${name}.${key}: ${message}`, {
+        violations: [{ field: `${name}.${key}`, message }],
+      })
+    }
+  }
+  return value
+}
+
 function updateConfigOptions(options) {
   const checked = object('options', options)
   optionalMap('settings', checked.settings, SETTING_TYPES, 'a string, number or boolean')
   optionalStrings('deleteSettings', checked.deleteSettings)
+  policyEdits('policyEdits', checked.policyEdits)
+  optionalNumber('expectedRevision', checked.expectedRevision)
   return checked
 }
 

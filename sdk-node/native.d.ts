@@ -360,6 +360,31 @@ export interface PolicyDiff {
   newPolicyHash: string
 }
 
+/**
+ * Incremental edits of a sandbox policy's network rules, in the CLI's forms; the gateway
+ * applies them in this order: added endpoints, removed endpoints, removed rules, allow
+ * rules, deny rules.
+ */
+export interface PolicyEdits {
+  /**
+   * `HOST:PORT[:ACCESS[:PROTOCOL[:ENFORCEMENT[:OPTIONS]]]]`, each a rule of its own (or
+   * merged into the rule that already allows that host and port).
+   */
+  addEndpoints?: Array<string>
+  /** `HOST:PORT`: the port is removed from every endpoint of that host. */
+  removeEndpoints?: Array<string>
+  /** `HOST:PORT:METHOD:PATH`: an allow rule on the REST endpoint serving `HOST:PORT`. */
+  addAllow?: Array<string>
+  /** `HOST:PORT:METHOD:PATH`: a deny rule on the REST endpoint serving `HOST:PORT`. */
+  addDeny?: Array<string>
+  /** Keys of `network_policies` entries to remove. */
+  removeRules?: Array<string>
+  /** Binaries the added endpoints are for (only with `addEndpoints`). */
+  binaries?: Array<string>
+  /** The key of the rule one added endpoint goes to; by default `allow_HOST_PORT`. */
+  ruleName?: string
+}
+
 /** One stored policy revision. */
 export interface PolicyRevision {
   /** Sandbox id; absent for the global policy. */
@@ -614,6 +639,18 @@ export interface UpdateConfigOptions {
    * operation, writing nothing. `mode`, `waitTimeoutMs` and `threshold` are ignored.
    */
   validateOnly?: boolean
+  /**
+   * Sandbox target only, instead of `policy`: edits the gateway applies to the sandbox's
+   * latest policy revision, in the CLI's forms (`openshell policy update --add-endpoint`).
+   * What the merge did differently from the literal request is in `mergeNotes`.
+   */
+  policyEdits?: PolicyEdits
+  /**
+   * The policy revision this change was made against (the sandbox's, or the global
+   * policy's); a target that has moved on rejects with `FailedPreconditionError` and
+   * nothing is written.
+   */
+  expectedRevision?: number
 }
 
 /**
@@ -639,6 +676,11 @@ export interface UpdateResult {
   policyDiff?: PolicyDiff
   /** `validateOnly`: the settings that would change at the target's scope. */
   settingChanges: Array<SettingDiff>
+  /**
+   * With `policyEdits`: what the gateway's merge kept or rewrote instead of doing it
+   * literally, one line each (empty for an idempotent replay).
+   */
+  mergeNotes: Array<string>
 }
 
 export interface WatchEvent {

@@ -140,6 +140,67 @@ pub struct UpdateConfigOptions {
     /// with what would change (`policyDiff`, `settingChanges`, `keptStaticSections`) and no
     /// operation, writing nothing. `mode`, `waitTimeoutMs` and `threshold` are ignored.
     pub validate_only: Option<bool>,
+    /// Sandbox target only, instead of `policy`: edits the gateway applies to the sandbox's
+    /// latest policy revision, in the CLI's forms (`openshell policy update --add-endpoint`).
+    /// What the merge did differently from the literal request is in `mergeNotes`.
+    pub policy_edits: Option<PolicyEdits>,
+    /// The policy revision this change was made against (the sandbox's, or the global
+    /// policy's); a target that has moved on rejects with `FailedPreconditionError` and
+    /// nothing is written.
+    pub expected_revision: Option<f64>,
+}
+
+/// Incremental edits of a sandbox policy's network rules, in the CLI's forms; the gateway
+/// applies them in this order: added endpoints, removed endpoints, removed rules, allow
+/// rules, deny rules.
+#[napi(object)]
+pub struct PolicyEdits {
+    /// `HOST:PORT[:ACCESS[:PROTOCOL[:ENFORCEMENT[:OPTIONS]]]]`, each a rule of its own (or
+    /// merged into the rule that already allows that host and port).
+    pub add_endpoints: Option<Vec<String>>,
+    /// `HOST:PORT`: the port is removed from every endpoint of that host.
+    pub remove_endpoints: Option<Vec<String>>,
+    /// `HOST:PORT:METHOD:PATH`: an allow rule on the REST endpoint serving `HOST:PORT`.
+    pub add_allow: Option<Vec<String>>,
+    /// `HOST:PORT:METHOD:PATH`: a deny rule on the REST endpoint serving `HOST:PORT`.
+    pub add_deny: Option<Vec<String>>,
+    /// Keys of `network_policies` entries to remove.
+    pub remove_rules: Option<Vec<String>>,
+    /// Binaries the added endpoints are for (only with `addEndpoints`).
+    pub binaries: Option<Vec<String>>,
+    /// The key of the rule one added endpoint goes to; by default `allow_HOST_PORT`.
+    pub rule_name: Option<String>,
+}
+
+impl From<PolicyEdits> for sdk::EditSpecs {
+    fn from(edits: PolicyEdits) -> Self {
+        Self {
+            add_endpoints: edits.add_endpoints.unwrap_or_default(),
+            remove_endpoints: edits.remove_endpoints.unwrap_or_default(),
+            add_allow: edits.add_allow.unwrap_or_default(),
+            add_deny: edits.add_deny.unwrap_or_default(),
+            remove_rules: edits.remove_rules.unwrap_or_default(),
+            binaries: edits.binaries.unwrap_or_default(),
+            rule_name: edits.rule_name,
+        }
+    }
+}
+
+/// A JS number as a policy revision: a whole number from 1 on, exact in a double.
+fn revision(field: &str, value: Option<f64>) -> Result<Option<u64>, SdkError> {
+    const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+    let Some(number) = value else {
+        return Ok(None);
+    };
+    if number.fract() != 0.0 || !(1.0..=MAX_SAFE_INTEGER).contains(&number) {
+        return Err(invalid(
+            field,
+            "must be a revision number: an integer from 1 to Number.MAX_SAFE_INTEGER",
+        ));
+    }
+    // Exact: a whole number within the range a double holds without rounding.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    Ok(Some(number as u64))
 }
 
 impl UpdateConfigOptions {
@@ -161,6 +222,10 @@ impl UpdateConfigOptions {
         update.wait_timeout = millis("waitTimeoutMs", self.wait_timeout_ms)?;
         update.threshold = self.threshold;
         update.validate_only = self.validate_only.unwrap_or(false);
+        if let Some(edits) = self.policy_edits {
+            update = update.edit_specs(&edits.into())?;
+        }
+        update.expected_revision = revision("expectedRevision", self.expected_revision)?;
         Ok(update)
     }
 }
@@ -338,6 +403,8 @@ mod tests {
             wait_timeout_ms: Some(300.0),
             threshold: None,
             validate_only: Some(true),
+            policy_edits: None,
+            expected_revision: Some(3.0),
         }
         .into_sdk()
         .unwrap();
@@ -352,6 +419,7 @@ mod tests {
         assert_eq!(update.mode, sdk::UpdateMode::WaitForApply);
         assert_eq!(update.wait_timeout, Some(Duration::from_millis(300)));
         assert!(update.validate_only);
+        assert_eq!(update.expected_revision, Some(3));
     }
 
     #[test]
@@ -371,10 +439,28 @@ mod tests {
             wait_timeout_ms: None,
             threshold: None,
             validate_only: None,
+            policy_edits: None,
+            expected_revision: None,
         }
         .into_sdk()
         .unwrap();
         assert_eq!(update.mode, sdk::UpdateMode::CommitOnly);
+        assert!(update.policy_edits.is_empty());
+        assert_eq!(update.expected_revision, None);
+    }
+
+    #[test]
+    fn a_revision_is_a_whole_number_from_one() {
+        assert_eq!(revision("r", None).unwrap(), None);
+        assert_eq!(revision("r", Some(1.0)).unwrap(), Some(1));
+        assert_eq!(
+            revision("r", Some(9_007_199_254_740_991.0)).unwrap(),
+            Some(9_007_199_254_740_991)
+        );
+        for bad in [0.0, -1.0, 1.5, f64::NAN, f64::INFINITY, 1e300] {
+            let err = revision("expectedRevision", Some(bad)).unwrap_err();
+            assert_eq!(err.violations()[0].field, "expectedRevision", "{bad}");
+        }
     }
 
     #[test]

@@ -121,6 +121,9 @@ pub struct UpdateResult {
     pub policy_diff: Option<PolicyDiff>,
     /// `validateOnly`: the settings that would change at the target's scope.
     pub setting_changes: Vec<SettingDiff>,
+    /// With `policyEdits`: what the gateway's merge kept or rewrote instead of doing it
+    /// literally, one line each (empty for an idempotent replay).
+    pub merge_notes: Vec<String>,
 }
 
 impl From<sdk::UpdateResult> for UpdateResult {
@@ -132,6 +135,7 @@ impl From<sdk::UpdateResult> for UpdateResult {
             validate_only: r.validate_only,
             policy_diff: r.policy_diff.map(Into::into),
             setting_changes: r.setting_changes.into_iter().map(Into::into).collect(),
+            merge_notes: r.merge_notes,
         }
     }
 }
