@@ -9,7 +9,8 @@ use openshell_e2e::process::spawn_supervisor;
 use openshell_e2e::{TOKEN, TestGateway, create_sandbox};
 use openshell_gateway::DeliveryMode;
 use openshell_sdk::{
-    Client, ClientOptions, Operation, OperationState, SdkError, Target, UpdateConfig, UpdateMode,
+    Client, ClientOptions, EditSpecs, Operation, OperationState, SandboxRef, SdkError, Target,
+    UpdateConfig, UpdateMode,
 };
 
 async fn set_policy_and_wait(
@@ -82,6 +83,36 @@ async fn preview_policy(client: &Client, policy: &str) -> Result<Vec<String>, Sd
         checked.kept_static_sections
     );
     Ok(lines)
+}
+
+async fn allow_npm_once(client: &Client) -> Result<Vec<String>, SdkError> {
+    let web = SandboxRef::from("web");
+    for _ in 0..3 {
+        let current = client.get_sandbox_policy(&web, None).await?.policy;
+        if current
+            .policy_yaml
+            .unwrap_or_default()
+            .contains("registry.npmjs.org")
+        {
+            return Ok(Vec::new()); // decided on what was read: already allowed
+        }
+        let change = UpdateConfig::new(Target::Sandbox(web.clone()))
+            .edit_specs(&EditSpecs {
+                add_endpoints: vec!["registry.npmjs.org:443:read-only:rest:enforce".into()],
+                add_allow: vec!["registry.npmjs.org:443:post:/-/npm/**".into()],
+                binaries: vec!["/usr/bin/npm".into()],
+                ..EditSpecs::default()
+            })?
+            .expected_revision(current.revision);
+        match client.update_config(change).await {
+            // Someone wrote in between, so the decision may be stale: read again.
+            Err(SdkError::FailedPrecondition(message)) => println!("{message}"),
+            result => return Ok(result?.merge_notes),
+        }
+    }
+    Err(SdkError::FailedPrecondition(
+        "the policy of web kept changing".into(),
+    ))
 }
 
 async fn show_errors(client: &Client) {
@@ -157,6 +188,45 @@ async fn the_rust_sdk_guide_examples_work() {
             .policy_revision,
         revision
     );
+
+    let notes = allow_npm_once(&client).await.unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("access preset read-only of endpoint registry.npmjs.org:443")),
+        "{notes:?}"
+    );
+    let web = client
+        .get_sandbox_policy(&"web".into(), None)
+        .await
+        .unwrap();
+    assert_eq!(web.policy.revision, revision + 1);
+    let yaml = web.policy.policy_yaml.unwrap();
+    assert!(
+        yaml.contains("/-/npm/**") && yaml.contains("/usr/bin/npm"),
+        "{yaml}"
+    );
+    // Decided on what it reads: the second call finds the endpoint and writes nothing.
+    assert!(allow_npm_once(&client).await.unwrap().is_empty());
+    let stale = client
+        .update_config(
+            UpdateConfig::new(Target::Sandbox("web".into()))
+                .policy(policy)
+                .expected_revision(revision),
+        )
+        .await;
+    assert!(
+        matches!(&stale, Err(SdkError::FailedPrecondition(m)) if m.contains(&format!("is at revision {}, not the expected {revision}", revision + 1))),
+        "{stale:?}"
+    );
+    assert_eq!(
+        client
+            .get_sandbox(&"web".into())
+            .await
+            .unwrap()
+            .policy_revision,
+        revision + 1
+    );
     show_errors(&client).await;
 }
 
@@ -185,5 +255,5 @@ fn the_guide_quotes_this_file() {
             None => {}
         }
     }
-    assert_eq!(blocks, 4);
+    assert_eq!(blocks, 5);
 }
