@@ -531,11 +531,21 @@ pub enum ProviderCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum OperationsCommand {
-    /// Show one operation.
+    /// Show one operation, or with --targets the sandboxes it targets.
     Get {
         /// Operation id (op-…).
         #[arg(add = operation_ids())]
         id: String,
+        /// List the operation's targets: each sandbox, its state and why.
+        #[arg(long)]
+        targets: bool,
+        /// With --targets: only targets in these states, e.g. failed,pending.
+        #[arg(long = "state", value_name = "S", value_delimiter = ',',
+              value_parser = parse::operation_state, requires = "targets")]
+        states: Vec<OperationState>,
+        /// With --targets: at most this many (default: every target).
+        #[arg(long, value_name = "N", requires = "targets")]
+        limit: Option<usize>,
     },
     /// Follow an operation until it is terminal or the timeout passes.
     Wait {
@@ -552,7 +562,7 @@ pub enum OperationsCommand {
     /// List operations, newest first.
     #[command(alias = "ls")]
     List {
-        /// Only operations targeting this sandbox.
+        /// Only operations of this sandbox, with the global and workspace ones that targeted it.
         #[arg(long, value_name = "SB", add = sandbox_names())]
         sandbox: Option<String>,
         /// Only operations in this state (repeatable), e.g. pending.

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use openshell_sdk::{Client, Operation, SdkError};
+use openshell_sdk::{Client, FleetProgress, Operation, OperationState, OperationTarget, SdkError};
 
 use crate::context::Ctx;
 use crate::exit;
@@ -92,6 +92,10 @@ pub async fn follow(
                 loop {
                     let item = tokio::select! {
                         item = stream.next() => item,
+                        () = held_line(progress.held_due()) => {
+                            progress.flush();
+                            continue;
+                        }
                         () = interrupt.recv() => {
                             progress.abandon();
                             return Ok(Waited::Interrupted(last));
@@ -154,6 +158,15 @@ pub async fn follow(
     }
 }
 
+/// Resolves when a progress line held back by its interval is due; never
+/// when none is held.
+async fn held_line(due: Option<Duration>) {
+    match due {
+        Some(due) => tokio::time::sleep(due).await,
+        None => std::future::pending().await,
+    }
+}
+
 fn reconnected_note(operation_id: &str) -> String {
     format!("note: reconnected to the gateway; still waiting for operation {operation_id}")
 }
@@ -177,6 +190,81 @@ pub fn lost_hint(last: &Operation, error: &SdkError) -> String {
         id = last.id,
         state = last.state
     )
+}
+
+/// Names shown per kind of straggler before "and N more".
+pub const STRAGGLER_NAMES: usize = 5;
+
+/// For a fleet operation that ended (or stopped waiting) without every
+/// target applied: which sandboxes are still pending and which failed,
+/// the first [`STRAGGLER_NAMES`] of each, with why. None when there is
+/// nothing to name, or when the gateway cannot list targets: the wait's
+/// own result stands without it.
+pub async fn stragglers(client: &Client, op: &Operation) -> Option<String> {
+    let counts = op.fleet?;
+    if counts.pending == 0 && counts.failed == 0 {
+        return None;
+    }
+    // One more than shown tells whether to point at the full list.
+    let page = u32::try_from(STRAGGLER_NAMES + 1).unwrap_or(u32::MAX);
+    let named = |states: &'static [OperationState], count: u32| async move {
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        client
+            .list_operation_targets(&op.id, states, page, None)
+            .await
+            .map(|p| p.targets)
+    };
+    let pending = named(
+        &[OperationState::Pending, OperationState::Delivered],
+        counts.pending,
+    )
+    .await
+    .ok()?;
+    let failed = named(&[OperationState::Failed], counts.failed).await.ok()?;
+    Some(straggler_summary(op, &counts, &pending, &failed))
+}
+
+/// `31/32 applied; pending: team/sb-7 (no session); failed: team/sb-9 (…)`,
+/// then where to see the rest when some were left out.
+pub fn straggler_summary(
+    op: &Operation,
+    counts: &FleetProgress,
+    pending: &[OperationTarget],
+    failed: &[OperationTarget],
+) -> String {
+    let mut text = format!("{}/{} applied", counts.applied, counts.targets);
+    let mut more = false;
+    for (kind, targets, total) in [
+        ("pending", pending, counts.pending),
+        ("failed", failed, counts.failed),
+    ] {
+        if total == 0 || targets.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = targets
+            .iter()
+            .take(STRAGGLER_NAMES)
+            .map(|t| match &t.reason {
+                Some(reason) => format!("{} ({reason})", t.display_name()),
+                None => t.display_name(),
+            })
+            .collect();
+        text.push_str(&format!("; {kind}: {}", names.join(", ")));
+        let shown = u32::try_from(names.len()).unwrap_or(u32::MAX);
+        if total > shown {
+            text.push_str(&format!(" and {} more", total - shown));
+            more = true;
+        }
+    }
+    if more {
+        text.push_str(&format!(
+            " — see `openshell operations get {} --targets`",
+            op.id
+        ));
+    }
+    text
 }
 
 /// Ctrl-C (SIGINT) as an awaitable event.
@@ -232,6 +320,51 @@ mod tests {
         assert!(hint.contains("op-0193 is DELIVERED"), "{hint}");
         assert!(hint.contains("openshell operations wait op-0193"), "{hint}");
         assert!(hint.contains("nothing was cancelled"), "{hint}");
+    }
+
+    fn target(name: &str, reason: Option<&str>) -> OperationTarget {
+        OperationTarget {
+            sandbox_id: format!("sb-{name}"),
+            sandbox_name: Some(name.into()),
+            workspace: Some("team".into()),
+            state: OperationState::Pending,
+            outcome: openshell_sdk::ApplyOutcome::Unspecified,
+            reason: reason.map(Into::into),
+            updated_at: None,
+        }
+    }
+
+    #[test]
+    fn stragglers_are_named_with_why_and_the_rest_counted() {
+        let op = operation(OperationState::Pending);
+        let counts = FleetProgress {
+            targets: 32,
+            applied: 31,
+            pending: 1,
+            ..FleetProgress::default()
+        };
+        let text = straggler_summary(&op, &counts, &[target("sb-7", Some("no session"))], &[]);
+        assert_eq!(text, "31/32 applied; pending: team/sb-7 (no session)");
+
+        let counts = FleetProgress {
+            targets: 40,
+            applied: 30,
+            pending: 8,
+            failed: 2,
+            ..FleetProgress::default()
+        };
+        let pending: Vec<_> = (0..6).map(|i| target(&format!("p{i}"), None)).collect();
+        let failed = [
+            target("f0", Some("policy rejected: exit 3")),
+            target("f1", Some("policy rejected: exit 3")),
+        ];
+        let text = straggler_summary(&op, &counts, &pending, &failed);
+        assert_eq!(
+            text,
+            "30/40 applied; pending: team/p0, team/p1, team/p2, team/p3, team/p4 and 3 more; \
+             failed: team/f0 (policy rejected: exit 3), team/f1 (policy rejected: exit 3) \
+             — see `openshell operations get op-0193 --targets`"
+        );
     }
 
     #[test]

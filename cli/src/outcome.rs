@@ -8,7 +8,7 @@ use openshell_sdk::{Client, Operation, OperationState, UpdateConfig, UpdateMode,
 use crate::cli::WaitArgs;
 use crate::context::Ctx;
 use crate::exit;
-use crate::follow::{Waited, follow, interrupted_hint, lost_hint};
+use crate::follow::{Waited, follow, interrupted_hint, lost_hint, stragglers};
 use crate::output::sanitize;
 use crate::views;
 
@@ -80,13 +80,14 @@ pub async fn apply_update(ctx: &Ctx, client: &Client, update: UpdateConfig) -> a
         }
         UpdateMode::WaitForApply => {
             let waited = follow(ctx, client, operation, timeout, threshold, started).await?;
-            finish_wait(ctx, waited, threshold, |op| {
+            finish_wait(ctx, client, waited, threshold, |op| {
                 let result = UpdateResult {
                     operation: Some(op.clone()),
                     ..result.clone()
                 };
                 ctx.out.print(&result, |o| views::update_result(o, &result))
             })
+            .await
         }
     }
 }
@@ -126,8 +127,10 @@ fn note_merge(ctx: &Ctx, result: &UpdateResult) {
 
 /// Prints how a wait ended (through `print`) and returns its exit code.
 /// An interrupted wait, or one that lost the gateway, prints no result: it has none yet.
-pub fn finish_wait(
+/// A fleet operation not applied everywhere names its first stragglers and failures.
+pub async fn finish_wait(
     ctx: &Ctx,
+    client: &Client,
     waited: Waited,
     threshold: Option<f64>,
     print: impl FnOnce(&Operation) -> anyhow::Result<()>,
@@ -135,6 +138,9 @@ pub fn finish_wait(
     match waited {
         Waited::Done(op) | Waited::TimedOut(op) => {
             print(&op)?;
+            if let Some(summary) = stragglers(client, &op).await {
+                eprintln!("{}", sanitize(&summary));
+            }
             Ok(conclude(ctx, &op, threshold))
         }
         Waited::Interrupted(op) => {

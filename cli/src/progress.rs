@@ -1,6 +1,7 @@
 //! Live progress of a wait, on stderr: a spinner with the delivery stages
 //! (one sandbox) or an N/M bar (fleet) when stderr is a terminal, one plain
-//! line per state change otherwise, nothing under `--quiet`.
+//! line per state change otherwise (fleet counts at most once per
+//! [`LINE_INTERVAL`], and the final line), nothing under `--quiet`.
 //!
 //! Only presentation lives here; following the operation is `follow.rs`.
 
@@ -116,6 +117,13 @@ impl Progress {
 
     /// Shows the final version and leaves it on screen.
     pub fn finish(&mut self, op: &Operation) {
+        if let View::Lines = self.view {
+            // The last line prints whatever the throttle says: it is the result.
+            if let Some(line) = self.lines.observe_final(op, self.started.elapsed()) {
+                eprintln!("{}", sanitize(&line));
+            }
+            return;
+        }
         self.update(op);
         if let View::Bar {
             bar, fleet, color, ..
@@ -139,6 +147,23 @@ impl Progress {
                     ),
             );
             bar.finish_with_message(format!("{summary} ({})", seconds(self.started.elapsed())));
+        }
+    }
+
+    /// How long until a line held back by the interval is due, if one is.
+    pub fn held_due(&self) -> Option<Duration> {
+        match self.view {
+            View::Lines => self.lines.held_due(self.started.elapsed()),
+            View::Silent | View::Bar { .. } => None,
+        }
+    }
+
+    /// Prints the line held back by the interval, once it is due.
+    pub fn flush(&mut self) {
+        if let View::Lines = self.view
+            && let Some(line) = self.lines.flush(self.started.elapsed())
+        {
+            eprintln!("{}", sanitize(&line));
         }
     }
 
@@ -269,21 +294,88 @@ pub fn paint(text: &str, sgr: &str, color: bool) -> String {
     }
 }
 
+/// Least time between two lines that only carry new fleet counts: a fleet
+/// of 32 sandboxes applying within a second logs one line, not 32.
+pub const LINE_INTERVAL: Duration = Duration::from_secs(1);
+
 /// One plain line per observed change of an operation, for stderr that is
-/// not a terminal: `operation op-… DELIVERED (0.1s)`.
-#[derive(Debug, Default)]
+/// not a terminal: `operation op-… DELIVERED (0.1s)`. A change of state
+/// always prints; a change of fleet counts alone prints at most once per
+/// interval, and the final version always prints.
+#[derive(Debug)]
 pub struct ProgressLines {
+    /// What the last printed line showed.
     last: Option<(OperationState, Option<FleetProgress>)>,
+    /// When (since the start of the wait) the last line printed.
+    printed_at: Option<Duration>,
+    interval: Duration,
+    /// A newer version held back by the interval, printed when it is due
+    /// unless a newer one comes first.
+    held: Option<Operation>,
+}
+
+impl Default for ProgressLines {
+    fn default() -> Self {
+        Self::with_interval(LINE_INTERVAL)
+    }
 }
 
 impl ProgressLines {
-    /// The line to print for `op`, or `None` when nothing changed.
-    pub fn observe(&mut self, op: &Operation, elapsed: Duration) -> Option<String> {
-        let seen = (op.state, op.fleet);
-        if self.last == Some(seen) {
+    /// Count-only changes print at most once per `interval`.
+    pub fn with_interval(interval: Duration) -> Self {
+        Self {
+            last: None,
+            printed_at: None,
+            interval,
+            held: None,
+        }
+    }
+
+    /// How long after `elapsed` a held-back version is due; None when none is held.
+    pub fn held_due(&self, elapsed: Duration) -> Option<Duration> {
+        self.held.as_ref()?;
+        let at = self.printed_at.unwrap_or_default() + self.interval;
+        Some(at.saturating_sub(elapsed))
+    }
+
+    /// The line of the held-back version, once it is due.
+    pub fn flush(&mut self, elapsed: Duration) -> Option<String> {
+        if self.held_due(elapsed)? > Duration::ZERO {
             return None;
         }
+        let op = self.held.take()?;
+        self.line(&op, elapsed, true)
+    }
+
+    /// The line to print for `op` seen `elapsed` into the wait, or `None`
+    /// when nothing changed or only counts changed within the interval.
+    pub fn observe(&mut self, op: &Operation, elapsed: Duration) -> Option<String> {
+        self.line(op, elapsed, false)
+    }
+
+    /// The line for the version a wait ended on, unless the last line
+    /// already showed it.
+    pub fn observe_final(&mut self, op: &Operation, elapsed: Duration) -> Option<String> {
+        self.line(op, elapsed, true)
+    }
+
+    fn line(&mut self, op: &Operation, elapsed: Duration, last: bool) -> Option<String> {
+        let seen = (op.state, op.fleet);
+        if self.last == Some(seen) {
+            self.held = None;
+            return None;
+        }
+        let same_state = self.last.is_some_and(|(state, _)| state == op.state);
+        let too_soon = self
+            .printed_at
+            .is_some_and(|at| elapsed.saturating_sub(at) < self.interval);
+        if same_state && too_soon && !last {
+            self.held = Some(op.clone());
+            return None;
+        }
+        self.held = None;
         self.last = Some(seen);
+        self.printed_at = Some(elapsed);
         let mut line = format!("operation {} {}", op.id, op.state);
         if op.is_terminal()
             && op.outcome != ApplyOutcome::Unspecified
@@ -387,7 +479,8 @@ mod tests {
             lines.observe(&fleet, Duration::from_millis(400)).as_deref(),
             Some("operation op-0193 PENDING: 3/10 applied, 1 failed, 6 pending (0.4s)")
         );
-        // A count change with the same state is a change worth a line.
+        // A count change with the same state is a change worth a line, once
+        // the interval since the last line has passed.
         fleet.fleet = Some(FleetProgress {
             targets: 10,
             applied: 4,
@@ -395,7 +488,69 @@ mod tests {
             pending: 5,
             ..FleetProgress::default()
         });
-        assert!(lines.observe(&fleet, Duration::from_millis(500)).is_some());
+        assert!(lines.observe(&fleet, Duration::from_millis(1400)).is_some());
+    }
+
+    #[test]
+    fn piped_fleet_progress_prints_at_most_one_line_per_interval_and_the_last() {
+        let interval = Duration::from_millis(1000);
+        let mut lines = ProgressLines::with_interval(interval);
+        let mut op = operation(OperationState::Pending);
+        op.target_kind = TargetKind::Global;
+        let mut printed = Vec::new();
+        // 32 sandboxes apply one after the other, 100 ms apart: 3.2 s of count changes.
+        for applied in 0..32u32 {
+            op.fleet = Some(FleetProgress {
+                targets: 32,
+                applied,
+                pending: 32 - applied,
+                ..FleetProgress::default()
+            });
+            let at = Duration::from_millis(100 * u64::from(applied));
+            if let Some(line) = lines.observe(&op, at) {
+                printed.push((at, line));
+            }
+        }
+        // At 0 s, 1.0 s, 2.0 s and 3.0 s: one line per second, not 32.
+        let times: Vec<u128> = printed.iter().map(|(at, _)| at.as_millis()).collect();
+        assert_eq!(times, vec![0, 1000, 2000, 3000], "{printed:?}");
+        // The final version (here 31/32 at 3.1 s, within the interval) still prints.
+        let last = lines
+            .observe_final(&op, Duration::from_millis(3100))
+            .expect("the final version prints");
+        assert!(last.contains("31/32 applied"), "{last}");
+        // Once printed, the same version is not printed again.
+        assert_eq!(lines.observe_final(&op, Duration::from_millis(3200)), None);
+        // A change of state is never held back by the interval.
+        op.state = OperationState::Applied;
+        assert!(lines.observe(&op, Duration::from_millis(3300)).is_some());
+    }
+
+    #[test]
+    fn a_held_back_change_prints_when_due_without_a_newer_one() {
+        let mut lines = ProgressLines::with_interval(Duration::from_secs(1));
+        let mut op = operation(OperationState::Pending);
+        let counts = |applied| FleetProgress {
+            targets: 2,
+            applied,
+            pending: 2 - applied,
+            ..FleetProgress::default()
+        };
+        op.fleet = Some(counts(0));
+        assert!(lines.observe(&op, Duration::ZERO).is_some());
+        assert_eq!(lines.held_due(Duration::ZERO), None);
+        op.fleet = Some(counts(1));
+        assert_eq!(lines.observe(&op, Duration::from_millis(300)), None);
+        assert_eq!(
+            lines.held_due(Duration::from_millis(300)),
+            Some(Duration::from_millis(700))
+        );
+        // Not due yet: nothing; due: the held version, once.
+        assert_eq!(lines.flush(Duration::from_millis(900)), None);
+        let line = lines.flush(Duration::from_millis(1000)).expect("due");
+        assert!(line.contains("1/2 applied"), "{line}");
+        assert_eq!(lines.held_due(Duration::from_millis(1000)), None);
+        assert_eq!(lines.flush(Duration::from_secs(5)), None);
     }
 
     #[test]

@@ -1519,3 +1519,138 @@ async fn text_from_users_and_the_gateway_is_printed_escaped() {
     let json = cli.run(&["provider", "get", "gh", "-o", "json"]).await;
     assert_eq!(json.expect_code(0).json()["env"]["GH_HOST"], value);
 }
+
+/// A fleet write that ends with a sandbox behind says which one and why;
+/// `operations get --targets` lists every sandbox of it with its state;
+/// `operations list --sandbox` shows the fleet operation among the sandbox's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_wait_names_its_stragglers_and_get_targets_lists_every_sandbox() {
+    let (gw, cli, mut api) = setup().await;
+    let (_a, _supervisor_a) = supervised(&gw, &mut api, "up-a", &[]).await;
+    let (_b, _supervisor_b) = supervised(&gw, &mut api, "up-b", &[]).await;
+    // No supervisor: its target stays pending.
+    let (down, _) = create_sandbox(&mut api, "down", POLICY).await;
+    let policy = cli.file("global.yaml", &policy_with_extra("fleet"));
+
+    let set = cli
+        .run(&[
+            "policy",
+            "set",
+            "--global",
+            "-f",
+            &policy,
+            "--wait",
+            "--yes",
+            "--timeout",
+            "5s",
+            "-o",
+            "json",
+        ])
+        .await;
+    let op = set.expect_code(124).json();
+    let op_id = op["operation"]["id"].as_str().unwrap().to_string();
+    assert!(
+        set.stderr
+            .contains("2/3 applied; pending: default/down (no session)"),
+        "{}",
+        set.stderr
+    );
+
+    let listed = cli
+        .run(&["operations", "get", &op_id, "--targets", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(listed["counts"]["targets"], 3, "{listed}");
+    assert_eq!(listed["truncated"], false, "{listed}");
+    let targets = listed["targets"].as_array().unwrap();
+    let mut states: Vec<(&str, &str)> = targets
+        .iter()
+        .map(|t| {
+            (
+                t["sandbox_name"].as_str().unwrap(),
+                t["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    states.sort_unstable();
+    assert_eq!(
+        states,
+        [
+            ("down", "PENDING"),
+            ("up-a", "APPLIED"),
+            ("up-b", "APPLIED")
+        ],
+        "{listed}"
+    );
+
+    let table = cli.run(&["operations", "get", &op_id, "--targets"]).await;
+    let stdout = &table.expect_code(0).stdout;
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("default/down"))
+        .unwrap_or_else(|| panic!("no row for the straggler:\n{stdout}"));
+    assert!(
+        row.contains("PENDING") && row.contains("no session") && row.ends_with(&down),
+        "{row}"
+    );
+
+    let pending = cli
+        .run(&[
+            "operations",
+            "get",
+            &op_id,
+            "--targets",
+            "--state",
+            "pending,failed",
+            "-o",
+            "json",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    let pending = pending["targets"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0]["sandbox_id"], down.as_str());
+    let limited = cli
+        .run(&[
+            "operations",
+            "get",
+            &op_id,
+            "--targets",
+            "--limit",
+            "1",
+            "-o",
+            "json",
+        ])
+        .await
+        .expect_code(0)
+        .json();
+    assert_eq!(limited["targets"].as_array().unwrap().len(), 1, "{limited}");
+    assert_eq!(limited["truncated"], true, "{limited}");
+
+    let ops = cli
+        .run(&["operations", "list", "--sandbox", "down", "-o", "json"])
+        .await
+        .expect_code(0)
+        .json();
+    assert!(
+        ops.as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["id"] == op_id.as_str()),
+        "the global operation is among the sandbox's: {ops}"
+    );
+
+    // Waiting again ends the same way, with the same names.
+    let wait = cli
+        .run(&["operations", "wait", &op_id, "--timeout", "1s"])
+        .await;
+    wait.expect_code(124);
+    assert!(
+        wait.stderr
+            .contains("2/3 applied; pending: default/down (no session)"),
+        "{}",
+        wait.stderr
+    );
+}

@@ -158,6 +158,10 @@ mod tests {
             "/openshell.v1.OpenShell/ConnectSupervisor"
         ));
         assert!(!is_supervisor_call("/openshell.v1.OpenShell/UpdateConfig"));
+        // Reading an operation's targets names sandboxes: operators only.
+        assert!(!is_supervisor_call(
+            "/openshell.v1.OpenShell/ListOperationTargets"
+        ));
         assert!(!is_supervisor_call(
             "/openshell.v1.OpenShell/GetSandboxConfigX"
         ));
