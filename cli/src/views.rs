@@ -397,6 +397,7 @@ pub fn settings(out: &Output, s: &ScopeSettings) -> String {
 
 pub fn setting_definitions(out: &Output, list: &[SettingDefinition]) -> String {
     let mut table = out.list(&["KEY", "KIND", "DEFAULT", "ALLOWED", "DESCRIPTION"]);
+    table.cut("DESCRIPTION");
     for def in list {
         table.add_row(vec![
             def.key.clone(),
@@ -1066,5 +1067,27 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("policy_hash"), "{text}");
+    }
+
+    #[test]
+    fn setting_descriptions_are_cut_to_fit_and_keys_never_are() {
+        let def = SettingDefinition {
+            key: "policy_validation_failure_mode".into(),
+            kind: "enum".into(),
+            default_value: None,
+            allowed_values: vec!["retain_last_valid".into(), "fail_closed".into()],
+            description: "What a supervisor does when a policy revision fails validation".into(),
+        };
+        let out = Output {
+            width: Some(100),
+            ..plain(OutputFormat::Table)
+        };
+        let text = setting_definitions(&out, std::slice::from_ref(&def));
+        let row = text.lines().nth(1).unwrap();
+        assert!(row.starts_with("policy_validation_failure_mode"), "{text}");
+        assert!(row.ends_with('…'), "{text}");
+        assert!(unicode_width::UnicodeWidthStr::width(row) <= 100, "{text}");
+        let whole = setting_definitions(&plain(OutputFormat::Table), &[def]);
+        assert!(whole.contains("fails validation\n"), "{whole}");
     }
 }
