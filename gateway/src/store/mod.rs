@@ -46,7 +46,7 @@ pub use error::{Result, StoreError};
 use events::ChangedOperation;
 pub use events::{DEFAULT_WAIT_RECHECK, OperationEvents, OperationSignal};
 pub use fanout_intents::FanoutIntent;
-pub use operation_targets::{OperationTargetRecord, TargetPage};
+pub use operation_targets::{OperationTargetRecord, TargetPage, target_page_sql};
 pub use operations::{
     IdempotentMatch, ListedTargets, NewOperation, OperationFilter, STOPPED_TARGET_REASON,
 };

@@ -64,6 +64,22 @@ fn state_filter(column: &str, states: &[OperationState]) -> String {
     format!(" AND {column} IN ({})", states.join(", "))
 }
 
+/// The query of one page of targets in `states` (all when empty), bound
+/// to the operation id (`$1`), the last sandbox id of the previous page
+/// (`$2`) and the limit (`$3`). Public so the plan each store makes of it
+/// can be checked: a search along the primary key, never a scan.
+pub fn target_page_sql(states: &[OperationState]) -> String {
+    format!(
+        "SELECT t.sandbox_id, COALESCE(s.name, '') AS sandbox_name, \
+         COALESCE(s.workspace, '') AS workspace, t.state, t.outcome, t.error, t.updated_at, \
+         CAST(CASE WHEN o.sandbox_id IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_session \
+         FROM operation_targets t {SANDBOX_JOIN} \
+         WHERE t.operation_id = $1 AND t.sandbox_id > $2{} \
+         ORDER BY t.sandbox_id LIMIT $3",
+        state_filter("t.state", states)
+    )
+}
+
 impl Store {
     /// One page of a fleet operation's targets, in sandbox id order.
     pub async fn operation_targets_page(
@@ -71,15 +87,7 @@ impl Store {
         operation_id: &str,
         page: &TargetPage,
     ) -> Result<Vec<OperationTargetRecord>> {
-        let sql = format!(
-            "SELECT t.sandbox_id, COALESCE(s.name, '') AS sandbox_name, \
-             COALESCE(s.workspace, '') AS workspace, t.state, t.outcome, t.error, t.updated_at, \
-             CAST(CASE WHEN o.sandbox_id IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_session \
-             FROM operation_targets t {SANDBOX_JOIN} \
-             WHERE t.operation_id = $1 AND t.sandbox_id > $2{} \
-             ORDER BY t.sandbox_id LIMIT $3",
-            state_filter("t.state", &page.states)
-        );
+        let sql = target_page_sql(&page.states);
         sqlx::query(AssertSqlSafe(sql))
             .bind(operation_id)
             .bind(&page.after)
