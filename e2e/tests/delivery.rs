@@ -457,11 +457,13 @@ async fn provider_environment_reaches_the_workload_and_credentials_stay_private(
                 name: "GITHUB_TOKEN".into(),
                 value: TOKEN.into(),
                 class: pb::ValueClass::Credential as i32,
+                expires_at: None,
             },
             pb::ProviderValueInput {
                 name: "GITHUB_ORG".into(),
                 value: "acme".into(),
                 class: pb::ValueClass::NonSecret as i32,
+                expires_at: None,
             },
         ],
         ..Default::default()
@@ -507,6 +509,7 @@ async fn provider_environment_reaches_the_workload_and_credentials_stay_private(
             name: "GITHUB_TOKEN".into(),
             value: format!("{TOKEN}-rotated"),
             class: pb::ValueClass::Credential as i32,
+            expires_at: None,
         }],
         ..Default::default()
     })

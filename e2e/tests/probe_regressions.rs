@@ -266,6 +266,7 @@ async fn unpassable_values_and_failure_reports_change_nothing() {
                     name: "GITHUB_TOKEN".into(),
                     value: "v\0secret-part".into(),
                     class: class as i32,
+                    expires_at: None,
                 }],
                 ..Default::default()
             })
@@ -361,6 +362,7 @@ async fn providers_that_would_shadow_each_other_are_refused() {
         name: name.into(),
         value: "v".into(),
         class: pb::ValueClass::NonSecret as i32,
+        expires_at: None,
     };
     for (name, var) in [("first", "SHARED"), ("second", "SHARED"), ("third", "OWN")] {
         api.create_provider(pb::CreateProviderRequest {
@@ -433,6 +435,7 @@ async fn attach_and_detach_are_tracked_operations() {
                 name: "GITHUB_ORG".into(),
                 value: "acme".into(),
                 class: pb::ValueClass::NonSecret as i32,
+                expires_at: None,
             }],
             ..Default::default()
         })

@@ -617,6 +617,7 @@ async fn every_kind_of_write_reaches_the_other_replicas_session_by_its_intent() 
         name: "GITHUB_ORG".into(),
         value: org.into(),
         class: pb::ValueClass::NonSecret as i32,
+        expires_at: None,
     };
     api.create_provider(pb::CreateProviderRequest {
         name: "github".into(),

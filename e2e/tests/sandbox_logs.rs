@@ -103,6 +103,7 @@ async fn provider_with_credential(api: &mut Api, sandbox: &str) {
             name: "GITHUB_TOKEN".into(),
             value: CREDENTIAL.into(),
             class: pb::ValueClass::Credential as i32,
+            expires_at: None,
         }],
         ..Default::default()
     })

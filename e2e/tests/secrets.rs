@@ -61,6 +61,7 @@ async fn credentials_stay_out_of_logs_responses_debug_and_the_database() {
         name: name.into(),
         value: value.into(),
         class: class as i32,
+        expires_at: None,
     };
     let request = pb::CreateProviderRequest {
         name: "github".into(),

@@ -167,6 +167,7 @@ async fn a_provider_change_rebuilds_only_the_sandboxes_that_attach_it() {
             name: "ACME_REGION".into(),
             value: "eu-1".into(),
             class: pb::ValueClass::NonSecret as i32,
+            expires_at: None,
         }],
         ..Default::default()
     })
@@ -197,6 +198,7 @@ async fn a_provider_change_rebuilds_only_the_sandboxes_that_attach_it() {
             name: "ACME_REGION".into(),
             value: "us-2".into(),
             class: pb::ValueClass::NonSecret as i32,
+            expires_at: None,
         }],
         ..Default::default()
     })

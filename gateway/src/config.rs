@@ -135,7 +135,84 @@ pub struct FileConfig {
     pub operation_retention: Option<Duration>,
     pub peer_secret: Option<Secret>,
     pub peer_address: Option<String>,
+    #[serde(default)]
+    pub provider_refresh: Vec<FileRefreshHook>,
 }
+
+/// One `[[provider_refresh]]` table: a hook that renews a provider's credentials.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileRefreshHook {
+    /// `NAME` (workspace `default`) or `WORKSPACE/NAME`.
+    pub provider: String,
+    /// Program and arguments, run without a shell.
+    pub command: Vec<String>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub lead: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub max_backoff: Option<Duration>,
+}
+
+/// A credential refresh hook of one provider (see `provider_refresh`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderRefreshHook {
+    pub workspace: String,
+    pub provider: String,
+    pub command: Vec<String>,
+    /// The hook is stopped when it runs longer.
+    pub timeout: Duration,
+    /// How long before the first credential expires the refresh starts.
+    pub lead: Duration,
+    /// The longest wait between failed attempts.
+    pub max_backoff: Duration,
+}
+
+impl ProviderRefreshHook {
+    /// `WORKSPACE/NAME`, for logs.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.workspace, self.provider)
+    }
+
+    fn from_file(index: usize, hook: FileRefreshHook) -> Result<Self, ConfigError> {
+        let invalid =
+            |what: String| ConfigError::Invalid(format!("provider_refresh[{index}]: {what}"));
+        let (workspace, provider) = match hook.provider.split_once('/') {
+            Some((workspace, name)) => (workspace.to_string(), name.to_string()),
+            None => ("default".to_string(), hook.provider.clone()),
+        };
+        if provider.is_empty() || workspace.is_empty() {
+            return Err(invalid(format!(
+                "provider {:?} must be NAME or WORKSPACE/NAME",
+                hook.provider
+            )));
+        }
+        if hook.command.first().is_none_or(|program| program.is_empty()) {
+            return Err(invalid(
+                "command must name a program, e.g. [\"/usr/local/bin/renew-token\", \"github\"]".into(),
+            ));
+        }
+        let hook = Self {
+            workspace,
+            provider,
+            command: hook.command,
+            timeout: hook.timeout.unwrap_or(DEFAULT_REFRESH_TIMEOUT),
+            lead: hook.lead.unwrap_or(DEFAULT_REFRESH_LEAD),
+            max_backoff: hook.max_backoff.unwrap_or(DEFAULT_REFRESH_MAX_BACKOFF),
+        };
+        if hook.timeout.is_zero() || hook.max_backoff.is_zero() {
+            return Err(invalid("timeout and max_backoff must be greater than zero".into()));
+        }
+        Ok(hook)
+    }
+}
+
+pub const DEFAULT_REFRESH_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_REFRESH_LEAD: Duration = Duration::from_secs(5 * 60);
+pub const DEFAULT_REFRESH_MAX_BACKOFF: Duration = Duration::from_secs(5 * 60);
+/// How often the refresh loop looks at the hooks' providers.
+pub const DEFAULT_REFRESH_CHECK: Duration = Duration::from_secs(5);
 
 /// One named operator token in the file.
 #[derive(Debug, Deserialize)]
@@ -192,6 +269,10 @@ pub struct GatewayConfig {
     pub peer_secret: Option<Secret>,
     /// URL this replica registers for its peers; None: the listen address.
     pub peer_address: Option<String>,
+    /// Credential refresh hooks, one per provider.
+    pub provider_refresh: Vec<ProviderRefreshHook>,
+    /// How often the refresh loop looks at the hooks' providers.
+    pub provider_refresh_check: Duration,
 }
 
 /// Certificate and key paths for TLS.
@@ -287,6 +368,12 @@ impl GatewayConfig {
             .or(file.peer_secret)
             .filter(|s| !s.is_empty());
         let peer_address = flags.peer_address.or(file.peer_address);
+        let provider_refresh = file
+            .provider_refresh
+            .into_iter()
+            .enumerate()
+            .map(|(i, hook)| ProviderRefreshHook::from_file(i, hook))
+            .collect::<Result<Vec<_>, _>>()?;
         if let Some(address) = &peer_address
             && !(address.starts_with("http://") || address.starts_with("https://"))
         {
@@ -297,6 +384,8 @@ impl GatewayConfig {
         Ok(Self {
             peer_secret,
             peer_address,
+            provider_refresh,
+            provider_refresh_check: DEFAULT_REFRESH_CHECK,
             operation_retention: flags
                 .operation_retention
                 .or(file.operation_retention)
@@ -360,6 +449,8 @@ impl GatewayConfig {
             operation_retention: DEFAULT_OPERATION_RETENTION,
             peer_secret: None,
             peer_address: None,
+            provider_refresh: Vec::new(),
+            provider_refresh_check: DEFAULT_REFRESH_CHECK,
         }
     }
 }
@@ -436,6 +527,53 @@ mod tests {
         std::fs::write(&path, "config_delivery_mod = \"push\"\n").unwrap();
         let err = GatewayConfig::resolve(flags(&["--config", path.to_str().unwrap()])).unwrap_err();
         assert!(err.to_string().contains("config_delivery_mod"), "{err}");
+    }
+
+    #[test]
+    fn refresh_hooks_are_read_with_defaults_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gw.toml");
+        std::fs::write(
+            &path,
+            "[[provider_refresh]]\nprovider = \"team/github\"\ncommand = [\"/bin/renew\", \"gh\"]\nlead = \"10m\"\n\n[[provider_refresh]]\nprovider = \"openai\"\ncommand = [\"/bin/renew\"]\ntimeout = \"5s\"\n",
+        )
+        .unwrap();
+        let cfg = GatewayConfig::resolve(flags(&["--config", path.to_str().unwrap()])).unwrap();
+        assert_eq!(
+            cfg.provider_refresh,
+            vec![
+                ProviderRefreshHook {
+                    workspace: "team".into(),
+                    provider: "github".into(),
+                    command: vec!["/bin/renew".into(), "gh".into()],
+                    timeout: DEFAULT_REFRESH_TIMEOUT,
+                    lead: Duration::from_secs(600),
+                    max_backoff: DEFAULT_REFRESH_MAX_BACKOFF,
+                },
+                ProviderRefreshHook {
+                    workspace: "default".into(),
+                    provider: "openai".into(),
+                    command: vec!["/bin/renew".into()],
+                    timeout: Duration::from_secs(5),
+                    lead: DEFAULT_REFRESH_LEAD,
+                    max_backoff: DEFAULT_REFRESH_MAX_BACKOFF,
+                },
+            ]
+        );
+        for (bad, named) in [
+            ("provider = \"gh\"\ncommand = []\n", "provider_refresh[0]: command"),
+            ("provider = \"/gh\"\ncommand = [\"x\"]\n", "provider_refresh[0]: provider"),
+            (
+                "provider = \"gh\"\ncommand = [\"x\"]\ntimeout = \"0s\"\n",
+                "timeout and max_backoff",
+            ),
+            ("provider = \"gh\"\ncommand = [\"x\"]\nurl = \"y\"\n", "url"),
+        ] {
+            std::fs::write(&path, format!("[[provider_refresh]]\n{bad}")).unwrap();
+            let err =
+                GatewayConfig::resolve(flags(&["--config", path.to_str().unwrap()])).unwrap_err();
+            assert!(err.to_string().contains(named), "{bad}: {err}");
+        }
     }
 
     #[test]

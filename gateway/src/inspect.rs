@@ -49,7 +49,9 @@ pub async fn inspect(
         Some(d) => d.diagnostics(),
         None => (Vec::new(), Vec::new()),
     };
+    let credential_expiry = credential_expiry(inputs.store, &sandbox.id).await?;
     let mut hints = lifecycle_hints(sandbox);
+    expiry_hints(&mut hints, &credential_expiry, crate::store::now_ms());
     session_hints(&mut hints, sandbox, session.as_ref(), gateway_mode);
     if session.is_none()
         && let Some((at, reason)) = inputs.sessions.last_refusal(&sandbox.id)
@@ -143,7 +145,61 @@ pub async fn inspect(
             })
             .unwrap_or_default(),
         last_report_at: last_report.as_ref().map(|r| wire::timestamp(r.reported_at)),
+        credential_expiry: credential_expiry
+            .iter()
+            .map(|e| pb::CredentialExpiry {
+                name: e.name.clone(),
+                provider: e.provider.clone(),
+                expires_at: Some(wire::timestamp(e.expires_at_ms)),
+            })
+            .collect(),
     })
+}
+
+/// One credential of an attached provider that expires.
+struct Expiry {
+    name: String,
+    provider: String,
+    expires_at_ms: i64,
+}
+
+/// The expiring credentials of a sandbox's providers, soonest first.
+async fn credential_expiry(store: &Store, sandbox_id: &str) -> Result<Vec<Expiry>> {
+    let mut out: Vec<Expiry> = store
+        .attached_providers(sandbox_id)
+        .await?
+        .iter()
+        .flat_map(|provider| {
+            provider.credential_names.iter().filter_map(|name| {
+                Some(Expiry {
+                    name: name.clone(),
+                    provider: provider.name.clone(),
+                    expires_at_ms: provider.credential_expires_at(name)?,
+                })
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.name.cmp(&b.name)));
+    Ok(out)
+}
+
+/// Expired credentials, and ones about to expire, deserve a line of their own.
+fn expiry_hints(hints: &mut Vec<String>, expiry: &[Expiry], now_ms: i64) {
+    const SOON_MS: i64 = 10 * 60 * 1000;
+    for e in expiry {
+        let seconds = (e.expires_at_ms - now_ms) / 1000;
+        if e.expires_at_ms <= now_ms {
+            hints.push(format!(
+                "credential {} of provider {} expired {}s ago: the supervisor withholds it from the workload until the provider is refreshed or updated",
+                e.name, e.provider, -seconds
+            ));
+        } else if e.expires_at_ms - now_ms <= SOON_MS {
+            hints.push(format!(
+                "credential {} of provider {} expires in {}s",
+                e.name, e.provider, seconds
+            ));
+        }
+    }
 }
 
 fn lifecycle_hints(sandbox: &SandboxRecord) -> Vec<String> {

@@ -28,6 +28,7 @@ pub mod operations;
 pub mod peers;
 pub mod policy_diff;
 pub mod policy_parse;
+pub mod provider_refresh;
 pub mod providers;
 pub mod sandbox_logs;
 pub mod server;

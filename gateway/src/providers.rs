@@ -28,6 +28,8 @@ pub struct ProviderInput {
     pub credentials: BTreeMap<String, Secret>,
     pub classes: Vec<(usize, String, Option<ValueClass>)>,
     pub expires_at: Option<i64>,
+    /// Expiry of single values, by input index (for error paths): (name, ms).
+    pub value_expires_at: BTreeMap<usize, (String, i64)>,
 }
 
 impl ProviderInput {
@@ -73,6 +75,16 @@ impl ProviderInput {
                 validate_env_value(&format!("values.{name}"), name, value).err()
             });
         violations.extend(unpassable);
+        for (i, (name, _)) in &self.value_expires_at {
+            if !self.credentials.contains_key(name) {
+                violations.push(Violation {
+                    field: format!("values[{i}].expires_at"),
+                    message: format!(
+                        "{name} is not a credential; only a credential value has an expiry"
+                    ),
+                });
+            }
+        }
         for (name, len) in too_long {
             violations.push(Violation {
                 field: format!("values.{name}"),
@@ -86,6 +98,7 @@ impl ProviderInput {
             env: self.env,
             credentials: self.credentials,
             expires_at: self.expires_at,
+            value_expires_at: self.value_expires_at.into_values().collect(),
         }
     }
 }
@@ -144,7 +157,20 @@ pub async fn update_provider(
     if !violations.is_empty() {
         return Err(GatewayError::from_violations(violations));
     }
-    let values = input.into_values();
+    write_values(store, existing, input.into_values(), None)
+        .await?
+        .ok_or_else(|| GatewayError::NotFound(format!("provider {} not found", existing.id)))
+}
+
+/// Replaces a provider's values and records the publication that rebuilds
+/// the sandboxes attaching it (and only those). With `expected_revision`,
+/// nothing is written (None back) when the provider moved on meanwhile.
+pub(crate) async fn write_values(
+    store: &Store,
+    existing: &ProviderRecord,
+    values: ProviderValues,
+    expected_revision: Option<u64>,
+) -> Result<Option<ProviderChange>> {
     let sealed = store
         .cipher()
         .seal(&values.credentials)
@@ -158,7 +184,13 @@ pub async fn update_provider(
         .collect();
     let beside = tx.co_attached_providers(&existing.id).await?;
     refuse_shadowing(&existing.name, &names, &beside)?;
-    tx.update_provider(&existing.id, &values, &sealed).await?;
+    if tx
+        .update_provider(&existing.id, &values, &sealed, expected_revision)
+        .await?
+        .is_none()
+    {
+        return Ok(None);
+    }
     // The sandbox config carries the provider environment revision it expects, so both
     // components of every attaching sandbox are rebuilt.
     let publication = Publication {
@@ -170,10 +202,10 @@ pub async fn update_provider(
     let provider = store
         .resolve_provider(&existing.id, &existing.workspace)
         .await?;
-    Ok(ProviderChange {
+    Ok(Some(ProviderChange {
         provider,
         publication,
-    })
+    }))
 }
 
 /// A committed provider update and the publication it made.
@@ -353,6 +385,7 @@ mod tests {
             credential_names: Vec::new(),
             revision: 1,
             expires_at: None,
+            value_expires_at: BTreeMap::new(),
             attached_sandbox_ids: Vec::new(),
         };
         let names: Vec<String> = (1..=5).map(|i| format!("team/sb{i}")).collect();
@@ -374,6 +407,7 @@ mod tests {
             env: BTreeMap::new(),
             credentials: BTreeMap::new(),
             expires_at: None,
+            value_expires_at: BTreeMap::new(),
         };
         let mut tx = store.begin_write().await.unwrap();
         tx.ensure_workspace("default").await.unwrap();

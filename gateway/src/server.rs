@@ -69,6 +69,8 @@ pub struct GatewayHandle {
     stopping: tokio::sync::watch::Sender<bool>,
     server: JoinHandle<Result<(), tonic::transport::Error>>,
     housekeeping: JoinHandle<()>,
+    /// Renews provider credentials before they expire (idle without hooks).
+    credential_refresh: JoinHandle<()>,
     metrics_task: Option<JoinHandle<()>>,
     /// The replica heartbeat, the hint senders and the intent replay.
     peer_tasks: Vec<JoinHandle<()>>,
@@ -83,6 +85,7 @@ impl GatewayHandle {
             let _ = tx.send(());
         }
         self.housekeeping.abort();
+        self.credential_refresh.abort();
         if let Some(task) = &self.metrics_task {
             task.abort();
         }
@@ -194,6 +197,13 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
             .await
     });
     let housekeeping = tokio::spawn(housekeeping(state.store.clone(), state.config.clone()));
+    let credential_refresh = tokio::spawn(crate::provider_refresh::run(
+        state.store.clone(),
+        state.announcer(),
+        Arc::new(state.config.provider_refresh.clone()),
+        state.config.provider_refresh_check,
+        state.stopping.clone(),
+    ));
     tracing::info!(
         %addr,
         replica = %state.config.replica_id,
@@ -211,6 +221,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         stopping: stopping_tx,
         server,
         housekeeping,
+        credential_refresh,
         peer_tasks,
     })
 }

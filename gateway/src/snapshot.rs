@@ -258,8 +258,9 @@ pub async fn build_provider_environment(
         for (name, secret) in credentials {
             environment.insert(name.clone(), secret.expose().to_string());
             sources.insert(name.clone(), source(pb::ValueClass::Credential));
-            if let Some(at) = provider.expires_at {
+            if let Some(at) = provider.credential_expires_at(name) {
                 credential_expires_at_ms.insert(name.clone(), at);
+                expires_at = Some(expires_at.map_or(at, |e| e.min(at)));
             }
         }
         if let Some(at) = provider.expires_at {

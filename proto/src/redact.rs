@@ -21,6 +21,7 @@ impl fmt::Debug for v1::ProviderValueInput {
                 },
             )
             .field("class", &self.class)
+            .field("expires_at", &self.expires_at)
             .finish()
     }
 }
@@ -82,11 +83,13 @@ mod tests {
                     name: "TOKEN".into(),
                     value: secret.into(),
                     class: v1::ValueClass::Credential as i32,
+                    expires_at: None,
                 },
                 v1::ProviderValueInput {
                     name: "ORG".into(),
                     value: "acme".into(),
                     class: v1::ValueClass::NonSecret as i32,
+                    expires_at: None,
                 },
             ],
             ..Default::default()

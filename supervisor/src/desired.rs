@@ -152,6 +152,40 @@ impl DesiredConfig {
             .map_or(pb::ValueClass::Unspecified, |source| source.class())
     }
 
+    /// Credentials still in the environment whose expiry has passed at `now_ms`.
+    pub fn expired_credentials(&self, now_ms: i64) -> Vec<String> {
+        let env = &self.provider_env;
+        env.credential_expires_at_ms
+            .iter()
+            .filter(|(name, at)| **at <= now_ms && env.environment.contains_key(*name))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// When the next credential still in the environment expires (ms since the epoch).
+    pub fn next_credential_expiry(&self) -> Option<i64> {
+        let env = &self.provider_env;
+        env.credential_expires_at_ms
+            .iter()
+            .filter(|(name, _)| env.environment.contains_key(*name))
+            .map(|(_, at)| *at)
+            .min()
+    }
+
+    /// This configuration without the credentials expired at `now_ms`, which the workload
+    /// must never see; None when none has expired.
+    pub fn without_expired_credentials(&self, now_ms: i64) -> Option<DesiredConfig> {
+        let expired = self.expired_credentials(now_ms);
+        if expired.is_empty() {
+            return None;
+        }
+        let mut kept = self.clone();
+        for name in &expired {
+            kept.provider_env.environment.remove(name);
+        }
+        Some(kept)
+    }
+
     /// Every provider value in plain text, for masking reasons; never for output.
     pub fn sensitive_values(&self) -> impl Iterator<Item = &str> {
         self.provider_env.environment.values().map(String::as_str)
@@ -503,5 +537,26 @@ pub(crate) mod tests {
         // Upstream's gateway states it in a field of its own.
         d.sandbox_config.policy_validation_failure_mode = "retain_last_valid".into();
         assert_eq!(d.failure_mode(), FailureMode::RetainLastValid);
+    }
+
+    #[test]
+    fn expired_credentials_are_left_out_and_the_next_expiry_is_known() {
+        let mut d = sample(1, "e1");
+        assert_eq!(d.next_credential_expiry(), None);
+        assert!(d.without_expired_credentials(5_000).is_none());
+        d.provider_env.credential_expires_at_ms = [("GITHUB_TOKEN".to_string(), 4_000)].into();
+        assert_eq!(d.next_credential_expiry(), Some(4_000));
+        assert!(d.without_expired_credentials(3_999).is_none());
+        let kept = d.without_expired_credentials(4_000).unwrap();
+        assert!(!kept.provider_env.environment.contains_key("GITHUB_TOKEN"));
+        assert!(kept.provider_env.environment.contains_key("GITHUB_HOST"));
+        assert_ne!(
+            kept.fingerprint(),
+            d.fingerprint(),
+            "a new activation follows"
+        );
+        // Once gone, nothing of it is left to expire or to withhold again.
+        assert_eq!(kept.next_credential_expiry(), None);
+        assert!(kept.without_expired_credentials(9_000).is_none());
     }
 }

@@ -523,6 +523,20 @@ impl Engine {
         effective: Arc<DesiredConfig>,
         fingerprint: String,
     ) -> Result<(), ApplyError> {
+        // The gateway states each credential's expiry; an expired one never reaches the
+        // workload, whatever configuration it arrives in.
+        let now = crate::expiry::now_ms();
+        let (effective, fingerprint) = match effective.without_expired_credentials(now) {
+            Some(kept) => {
+                warn!(
+                    withheld = ?effective.expired_credentials(now),
+                    "credentials past their expiry are withheld from the workload"
+                );
+                let fingerprint = kept.fingerprint();
+                (Arc::new(kept), fingerprint)
+            }
+            None => (effective, fingerprint),
+        };
         if state.active_fingerprint.as_deref() == Some(fingerprint.as_str()) {
             return Ok(());
         }
@@ -570,6 +584,25 @@ impl Engine {
                 Err(err)
             }
         }
+    }
+
+    /// When the next credential of the configuration in effect expires.
+    pub async fn next_credential_expiry(&self) -> Option<i64> {
+        let state = self.state.lock().await;
+        state.active.as_ref()?.next_credential_expiry()
+    }
+
+    /// Activates the configuration in effect again without the credentials that expired
+    /// since it was applied (see [`crate::expiry`]).
+    pub async fn withhold_expired_credentials(&self) {
+        let mut state = self.state.lock().await;
+        let Some(active) = state.active.clone() else {
+            return;
+        };
+        let fingerprint = active.fingerprint();
+        // A failure is logged and counted by `activate`; the applier keeps the last
+        // configuration, and the next gateway snapshot is applied as usual.
+        let _ = self.activate(&mut state, active, fingerprint).await;
     }
 
     /// Applier errors are sanitized already; this adds the credential, which only the engine
@@ -975,5 +1008,58 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// An expired credential never reaches the applier: dropped when the configuration
+    /// arrives already past it, and withdrawn once it expires while in effect.
+    #[tokio::test]
+    async fn expired_credentials_never_reach_the_workload() {
+        let applier = Arc::new(MemoryApplier::new());
+        let e = engine(applier.clone(), None).await;
+        let now = crate::expiry::now_ms();
+        let mut expired = sample(1, "e1");
+        expired.provider_env.credential_expires_at_ms =
+            [("GITHUB_TOKEN".to_string(), now - 1_000)].into();
+        assert_eq!(
+            e.offer(expired, Origin::Poll).await.verdict,
+            Verdict::Applied
+        );
+        let active = applier.active().unwrap();
+        assert!(!active.provider_env.environment.contains_key("GITHUB_TOKEN"));
+        assert!(active.provider_env.environment.contains_key("GITHUB_HOST"));
+
+        let expiring_at = crate::expiry::now_ms() + 200;
+        let mut fresh = sample(1, "e2");
+        fresh.provider_env.credential_expires_at_ms =
+            [("GITHUB_TOKEN".to_string(), expiring_at)].into();
+        e.offer(fresh, Origin::Poll).await;
+        assert!(
+            applier
+                .active()
+                .unwrap()
+                .provider_env
+                .environment
+                .contains_key("GITHUB_TOKEN")
+        );
+        assert_eq!(e.next_credential_expiry().await, Some(expiring_at));
+        // Real time must pass the expiry; only then is the withdrawal due.
+        while crate::expiry::now_ms() < expiring_at {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let applies = applier.apply_count();
+        e.withhold_expired_credentials().await;
+        assert_eq!(applier.apply_count(), applies + 1);
+        assert!(
+            !applier
+                .active()
+                .unwrap()
+                .provider_env
+                .environment
+                .contains_key("GITHUB_TOKEN")
+        );
+        assert_eq!(e.next_credential_expiry().await, None);
+        // Nothing more to withdraw: no further activation.
+        e.withhold_expired_credentials().await;
+        assert_eq!(applier.apply_count(), applies + 1);
     }
 }

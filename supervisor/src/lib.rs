@@ -46,6 +46,7 @@ pub mod workload;
 mod app;
 mod client;
 mod engine;
+mod expiry;
 mod gateway_session;
 mod outbox;
 mod poll;

@@ -215,6 +215,14 @@ impl Supervisor {
             outbox: outbox.clone(),
         };
         let retry_task = tokio::spawn(retries.run(stopped.clone()).in_current_span());
+        let expiry_task = tokio::spawn(
+            crate::expiry::run(
+                self.engine.clone(),
+                self.status.subscribe(),
+                stopped.clone(),
+            )
+            .in_current_span(),
+        );
         let poll = PollLoop {
             client: client.clone(),
             sandbox_id: options.identity.sandbox_id.clone(),
@@ -258,6 +266,7 @@ impl Supervisor {
         let _ = stop.send(true);
         let _ = poll_task.await;
         let _ = retry_task.await;
+        let _ = expiry_task.await;
         let _ = outbox_task.await;
         if let Some(task) = log_task {
             let _ = task.await;

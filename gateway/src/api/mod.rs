@@ -375,7 +375,11 @@ fn provider_input(
     let mut env = BTreeMap::new();
     let mut credentials = BTreeMap::new();
     let mut classes = Vec::new();
+    let mut value_expires_at = BTreeMap::new();
     for (i, v) in values.iter().enumerate() {
+        if let Some(at) = &v.expires_at {
+            value_expires_at.insert(i, (v.name.clone(), wire::timestamp_to_ms(at)));
+        }
         let class = match pb::ValueClass::try_from(v.class) {
             Ok(pb::ValueClass::Credential) => Some(ValueClass::Credential),
             Ok(pb::ValueClass::NonSecret) => Some(ValueClass::NonSecret),
@@ -396,6 +400,7 @@ fn provider_input(
         credentials,
         classes,
         expires_at: expires_at.map(wire::timestamp_to_ms),
+        value_expires_at,
     }
 }
 

@@ -19,11 +19,23 @@ impl Store {
         )
         .fetch_one(self.pool())
         .await?;
-        let expiry = sqlx::query(
-            "SELECT MIN(expires_at) AS earliest FROM providers WHERE expires_at IS NOT NULL",
+        // Value expiry is a JSON column; providers are few, so the minimum is taken here.
+        let expiry_rows = sqlx::query(
+            "SELECT expires_at, value_expires_json FROM providers \
+             WHERE expires_at IS NOT NULL OR value_expires_json <> '{}'",
         )
-        .fetch_one(self.pool())
+        .fetch_all(self.pool())
         .await?;
+        let mut earliest: Option<i64> = None;
+        for row in &expiry_rows {
+            let provider: Option<i64> = row.try_get("expires_at")?;
+            let values: String = row.try_get("value_expires_json")?;
+            let values: std::collections::BTreeMap<String, i64> = serde_json::from_str(&values)
+                .map_err(|e| super::StoreError::Corrupt(format!("provider value expiry: {e}")))?;
+            for at in provider.into_iter().chain(values.into_values()) {
+                earliest = Some(earliest.map_or(at, |e| e.min(at)));
+            }
+        }
         let replicas =
             sqlx::query("SELECT COUNT(*) AS silent FROM replicas WHERE heartbeat_at < $1")
                 .bind(live_since_ms)
@@ -32,7 +44,7 @@ impl Store {
         Ok(StoreGauges {
             operations_pending: operations.try_get("pending")?,
             oldest_pending_created_at_ms: operations.try_get("oldest")?,
-            earliest_credential_expiry_ms: expiry.try_get("earliest")?,
+            earliest_credential_expiry_ms: earliest,
             replicas_silent: replicas.try_get("silent")?,
         })
     }

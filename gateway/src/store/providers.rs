@@ -10,8 +10,13 @@ use super::error::{Result, StoreError, is_unique_violation};
 use super::records::{ProviderRecord, u64_col};
 use super::{Store, WriteTx, now_ms};
 
-const PROVIDER_COLUMNS: &str =
-    "id, name, workspace, provider_type, env_json, credential_names, revision, expires_at";
+const PROVIDER_COLUMNS: &str = "id, name, workspace, provider_type, env_json, credential_names, \
+     revision, expires_at, value_expires_json";
+
+/// The providers attached to a sandbox (`$1`), by name, credentials sealed.
+const ATTACHED_PROVIDERS: &str = "SELECT p.id, p.name, p.workspace, p.provider_type, p.env_json, \
+     p.credential_names, p.revision, p.expires_at, p.value_expires_json FROM attachments a \
+     JOIN providers p ON p.id = a.provider_id WHERE a.sandbox_id = $1 ORDER BY p.name";
 
 /// Values of a provider write; credentials are sealed before they reach SQL.
 #[derive(Debug, Clone)]
@@ -19,11 +24,14 @@ pub struct ProviderValues {
     pub env: BTreeMap<String, String>,
     pub credentials: BTreeMap<String, Secret>,
     pub expires_at: Option<i64>,
+    /// Expiry of single credential values, by name.
+    pub value_expires_at: BTreeMap<String, i64>,
 }
 
 fn provider_from_row(row: &AnyRow) -> Result<ProviderRecord> {
     let env_json: String = row.try_get("env_json")?;
     let names_json: String = row.try_get("credential_names")?;
+    let expires_json: String = row.try_get("value_expires_json")?;
     Ok(ProviderRecord {
         id: row.try_get("id")?,
         name: row.try_get("name")?,
@@ -35,17 +43,22 @@ fn provider_from_row(row: &AnyRow) -> Result<ProviderRecord> {
             .map_err(|e| StoreError::Corrupt(format!("provider credential names: {e}")))?,
         revision: u64_col(row, "revision")?,
         expires_at: row.try_get("expires_at")?,
+        value_expires_at: serde_json::from_str(&expires_json)
+            .map_err(|e| StoreError::Corrupt(format!("provider value expiry: {e}")))?,
         attached_sandbox_ids: Vec::new(),
     })
 }
 
-fn encode_env(values: &ProviderValues) -> Result<(String, String)> {
+/// The JSON columns of a provider write: env, credential names, value expiry.
+fn encode_env(values: &ProviderValues) -> Result<(String, String, String)> {
     let env = serde_json::to_string(&values.env)
         .map_err(|e| StoreError::Corrupt(format!("provider env: {e}")))?;
     let names: Vec<&String> = values.credentials.keys().collect();
     let names = serde_json::to_string(&names)
         .map_err(|e| StoreError::Corrupt(format!("provider credential names: {e}")))?;
-    Ok((env, names))
+    let expiry = serde_json::to_string(&values.value_expires_at)
+        .map_err(|e| StoreError::Corrupt(format!("provider value expiry: {e}")))?;
+    Ok((env, names, expiry))
 }
 
 impl Store {
@@ -113,6 +126,29 @@ impl Store {
             .collect()
     }
 
+    /// A provider's credentials, opened: what a refresh keeps of them.
+    pub async fn provider_credentials(&self, id: &str) -> Result<BTreeMap<String, Secret>> {
+        let row = sqlx::query("SELECT name, credentials_box FROM providers WHERE id = $1")
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("provider {id} not found")))?;
+        let name: String = row.try_get("name")?;
+        let sealed: Vec<u8> = row.try_get("credentials_box")?;
+        self.cipher()
+            .open(&sealed)
+            .map_err(|e| StoreError::Corrupt(format!("provider {name}: {e}")))
+    }
+
+    /// Every provider attached to a sandbox, by name; credentials stay sealed.
+    pub async fn attached_providers(&self, sandbox_id: &str) -> Result<Vec<ProviderRecord>> {
+        let rows = sqlx::query(ATTACHED_PROVIDERS)
+            .bind(sandbox_id)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(provider_from_row).collect()
+    }
+
     /// Every provider attached to a sandbox, with its credentials opened.
     /// Only the provider-environment snapshot may call this.
     pub async fn attached_providers_with_credentials(
@@ -121,7 +157,7 @@ impl Store {
     ) -> Result<Vec<(ProviderRecord, BTreeMap<String, Secret>)>> {
         let rows = sqlx::query(
             "SELECT p.id, p.name, p.workspace, p.provider_type, p.env_json, p.credential_names, \
-             p.revision, p.expires_at, p.credentials_box FROM attachments a \
+             p.revision, p.expires_at, p.value_expires_json, p.credentials_box FROM attachments a \
              JOIN providers p ON p.id = a.provider_id WHERE a.sandbox_id = $1 ORDER BY p.name",
         )
         .bind(sandbox_id)
@@ -151,12 +187,12 @@ impl WriteTx {
         values: &ProviderValues,
         sealed: &[u8],
     ) -> Result<()> {
-        let (env, names) = encode_env(values)?;
+        let (env, names, expiry) = encode_env(values)?;
         let now = now_ms();
         let result = sqlx::query(
             "INSERT INTO providers (id, name, workspace, provider_type, env_json, credential_names, \
-             credentials_box, revision, expires_at, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $9)",
+             credentials_box, revision, expires_at, created_at, updated_at, value_expires_json) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, $9, $9, $10)",
         )
         .bind(id)
         .bind(name)
@@ -167,6 +203,7 @@ impl WriteTx {
         .bind(sealed.to_vec())
         .bind(values.expires_at)
         .bind(now)
+        .bind(expiry)
         .execute(self.conn())
         .await;
         match result {
@@ -178,17 +215,23 @@ impl WriteTx {
         }
     }
 
-    /// Replaces a provider's values; returns the new revision.
+    /// Replaces a provider's values; returns the new revision. With
+    /// `expected_revision`, only a provider still at that revision is written
+    /// (None back otherwise): a credential refresh that lost a race with
+    /// another write, or another replica's refresh, writes nothing.
     pub async fn update_provider(
         &mut self,
         id: &str,
         values: &ProviderValues,
         sealed: &[u8],
-    ) -> Result<u64> {
-        let (env, names) = encode_env(values)?;
+        expected_revision: Option<u64>,
+    ) -> Result<Option<u64>> {
+        let (env, names, expiry) = encode_env(values)?;
+        let expected = expected_revision.map(|r| i64::try_from(r).unwrap_or(i64::MAX));
         let row = sqlx::query(
             "UPDATE providers SET env_json = $2, credential_names = $3, credentials_box = $4, \
-             expires_at = $5, revision = revision + 1, updated_at = $6 WHERE id = $1 RETURNING revision",
+             expires_at = $5, value_expires_json = $7, revision = revision + 1, updated_at = $6 \
+             WHERE id = $1 AND ($8 < 0 OR revision = $8) RETURNING revision",
         )
         .bind(id)
         .bind(env)
@@ -196,10 +239,15 @@ impl WriteTx {
         .bind(sealed.to_vec())
         .bind(values.expires_at)
         .bind(now_ms())
+        .bind(expiry)
+        .bind(expected.unwrap_or(-1))
         .fetch_optional(self.conn())
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("provider {id} not found")))?;
-        u64_col(&row, "revision")
+        .await?;
+        match (row, expected_revision) {
+            (Some(row), _) => Ok(Some(u64_col(&row, "revision")?)),
+            (None, Some(_)) => Ok(None),
+            (None, None) => Err(StoreError::NotFound(format!("provider {id} not found"))),
+        }
     }
 
     /// Attachments of a provider, to sandboxes of any lifecycle.
@@ -264,7 +312,7 @@ impl WriteTx {
     ) -> Result<Vec<ProviderRecord>> {
         let rows = sqlx::query(
             "SELECT DISTINCT p.id, p.name, p.workspace, p.provider_type, p.env_json, \
-             p.credential_names, p.revision, p.expires_at FROM attachments mine \
+             p.credential_names, p.revision, p.expires_at, p.value_expires_json FROM attachments mine \
              JOIN attachments other ON other.sandbox_id = mine.sandbox_id \
              JOIN providers p ON p.id = other.provider_id \
              JOIN sandboxes s ON s.id = mine.sandbox_id \
@@ -279,13 +327,9 @@ impl WriteTx {
 
     /// Providers attached to a sandbox, without their credentials.
     pub async fn attached_providers(&mut self, sandbox_id: &str) -> Result<Vec<ProviderRecord>> {
-        let rows = sqlx::query(
-            "SELECT p.id, p.name, p.workspace, p.provider_type, p.env_json, p.credential_names, \
-             p.revision, p.expires_at FROM attachments a JOIN providers p ON p.id = a.provider_id \
-             WHERE a.sandbox_id = $1 ORDER BY p.name",
-        )
-        .bind(sandbox_id)
-        .fetch_all(self.conn())
+        let rows = sqlx::query(ATTACHED_PROVIDERS)
+            .bind(sandbox_id)
+            .fetch_all(self.conn())
         .await?;
         rows.iter().map(provider_from_row).collect()
     }

@@ -180,10 +180,30 @@ pub struct ProviderRecord {
     pub credential_names: Vec<String>,
     pub revision: u64,
     pub expires_at: Option<i64>,
+    /// Expiry of single credential values (ms since the epoch), by name.
+    pub value_expires_at: BTreeMap<String, i64>,
     pub attached_sandbox_ids: Vec<String>,
 }
 
 impl ProviderRecord {
+    /// When a credential stops being valid: its own expiry or the provider's,
+    /// whichever comes first.
+    pub fn credential_expires_at(&self, name: &str) -> Option<i64> {
+        match (self.value_expires_at.get(name).copied(), self.expires_at) {
+            (Some(value), Some(provider)) => Some(value.min(provider)),
+            (value, provider) => value.or(provider),
+        }
+    }
+
+    /// The first time any of its credentials expires.
+    pub fn earliest_credential_expiry(&self) -> Option<i64> {
+        self.credential_names
+            .iter()
+            .filter_map(|name| self.credential_expires_at(name))
+            .min()
+            .or(self.expires_at)
+    }
+
     /// Every environment variable the provider exports, plain and credential.
     pub fn variable_names(&self) -> Vec<&str> {
         self.env

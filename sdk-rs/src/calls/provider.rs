@@ -79,6 +79,7 @@ fn values(
         name: name.clone(),
         value: value.clone(),
         class: pb::ValueClass::NonSecret.into(),
+        expires_at: None,
     });
     let secret = credentials
         .iter()
@@ -86,6 +87,7 @@ fn values(
             name: name.clone(),
             value: value.clone(),
             class: pb::ValueClass::Credential.into(),
+            expires_at: None,
         });
     Ok(plain.chain(secret).collect())
 }
