@@ -1528,9 +1528,18 @@ async fn a_fleet_wait_names_its_stragglers_and_get_targets_lists_every_sandbox()
     let (gw, cli, mut api) = setup().await;
     let (_a, _supervisor_a) = supervised(&gw, &mut api, "up-a", &[]).await;
     let (_b, _supervisor_b) = supervised(&gw, &mut api, "up-b", &[]).await;
+    // Its hook rejects the new policy: its target fails.
+    let (_picky, _supervisor_picky) =
+        supervised(&gw, &mut api, "picky", &["--on-apply", REJECT_9999]).await;
     // No supervisor: its target stays pending.
     let (down, _) = create_sandbox(&mut api, "down", POLICY).await;
-    let policy = cli.file("global.yaml", &policy_with_extra("fleet"));
+    let policy = cli.file(
+        "global.yaml",
+        &policy_with_extra("fleet").replace(
+            "fleet.example.com, port: 443",
+            "fleet.example.com, port: 9999",
+        ),
+    );
 
     let set = cli
         .run(&[
@@ -1551,7 +1560,7 @@ async fn a_fleet_wait_names_its_stragglers_and_get_targets_lists_every_sandbox()
     let op_id = op["operation"]["id"].as_str().unwrap().to_string();
     assert!(
         set.stderr
-            .contains("2/3 applied; pending: default/down (no session)"),
+            .contains("2/4 applied; pending: default/down (no session); failed: default/picky ("),
         "{}",
         set.stderr
     );
@@ -1561,7 +1570,7 @@ async fn a_fleet_wait_names_its_stragglers_and_get_targets_lists_every_sandbox()
         .await
         .expect_code(0)
         .json();
-    assert_eq!(listed["counts"]["targets"], 3, "{listed}");
+    assert_eq!(listed["counts"]["targets"], 4, "{listed}");
     assert_eq!(listed["truncated"], false, "{listed}");
     let targets = listed["targets"].as_array().unwrap();
     let mut states: Vec<(&str, &str)> = targets
@@ -1578,6 +1587,7 @@ async fn a_fleet_wait_names_its_stragglers_and_get_targets_lists_every_sandbox()
         states,
         [
             ("down", "PENDING"),
+            ("picky", "FAILED"),
             ("up-a", "APPLIED"),
             ("up-b", "APPLIED")
         ],
@@ -1610,8 +1620,15 @@ async fn a_fleet_wait_names_its_stragglers_and_get_targets_lists_every_sandbox()
         .expect_code(0)
         .json();
     let pending = pending["targets"].as_array().unwrap();
-    assert_eq!(pending.len(), 1, "{pending:?}");
-    assert_eq!(pending[0]["sandbox_id"], down.as_str());
+    assert_eq!(pending.len(), 2, "{pending:?}");
+    let down_row = pending.iter().find(|t| t["sandbox_id"] == down.as_str());
+    assert_eq!(down_row.unwrap()["reason"], "no session", "{pending:?}");
+    let failed = pending.iter().find(|t| t["state"] == "FAILED").unwrap();
+    assert_eq!(failed["sandbox_name"], "picky", "{pending:?}");
+    assert!(
+        failed["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "{pending:?}"
+    );
     let limited = cli
         .run(&[
             "operations",
@@ -1649,7 +1666,7 @@ async fn a_fleet_wait_names_its_stragglers_and_get_targets_lists_every_sandbox()
     wait.expect_code(124);
     assert!(
         wait.stderr
-            .contains("2/3 applied; pending: default/down (no session)"),
+            .contains("2/4 applied; pending: default/down (no session); failed: default/picky ("),
         "{}",
         wait.stderr
     );
