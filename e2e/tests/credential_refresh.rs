@@ -42,7 +42,10 @@ fn hook_script(dir: &Path, body: &str) -> String {
     let runs = dir.join("runs");
     std::fs::write(
         &path,
-        format!("#!/bin/sh\necho \"$OPENSHELL_PROVIDER\" >> '{}'\n{body}\n", runs.display()),
+        format!(
+            "#!/bin/sh\necho \"$OPENSHELL_PROVIDER\" >> '{}'\n{body}\n",
+            runs.display()
+        ),
     )
     .unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -124,10 +127,18 @@ async fn an_expiring_credential_is_refreshed_for_the_sandboxes_attaching_its_pro
     let (attached, attached_credential) = create_sandbox(&mut api, "attached", POLICY).await;
     let (other, other_credential) = create_sandbox(&mut api, "other", POLICY).await;
     let dir = gw.store.dir.path();
-    let bystander = spawn_supervisor(&gw.endpoint(), &other, &other_credential, &dir.join("other"), &[]);
-    eventually("the bystander to apply its configuration", DEADLINE, || async {
-        bystander.active_file("provider-env.json")
-    })
+    let bystander = spawn_supervisor(
+        &gw.endpoint(),
+        &other,
+        &other_credential,
+        &dir.join("other"),
+        &[],
+    );
+    eventually(
+        "the bystander to apply its configuration",
+        DEADLINE,
+        || async { bystander.active_file("provider-env.json") },
+    )
     .await;
     let bystander_env = bystander.active_file("provider-env.json").unwrap();
     let bystander_revisions = bystander.active_file("revisions.json").unwrap();
@@ -141,11 +152,15 @@ async fn an_expiring_credential_is_refreshed_for_the_sandboxes_attaching_its_pro
         &dir.join("attached"),
         &[],
     );
-    eventually("the renewed credential in the sandbox", DEADLINE, || async {
-        supervisor
-            .active_file("provider-env.json")
-            .filter(|env| env.contains("ghp_renewed_value"))
-    })
+    eventually(
+        "the renewed credential in the sandbox",
+        DEADLINE,
+        || async {
+            supervisor
+                .active_file("provider-env.json")
+                .filter(|env| env.contains("ghp_renewed_value"))
+        },
+    )
     .await;
     let provider = gw
         .state()
@@ -154,7 +169,11 @@ async fn an_expiring_credential_is_refreshed_for_the_sandboxes_attaching_its_pro
         .await
         .unwrap();
     assert_eq!(provider.revision, 2, "one refresh wrote one revision");
-    assert_eq!(hook_runs(hook_dir.path()), 1, "renewed until 2099: no second run");
+    assert_eq!(
+        hook_runs(hook_dir.path()),
+        1,
+        "renewed until 2099: no second run"
+    );
     let inspection = inspect(&mut api, &attached).await;
     let expiry = &inspection.credential_expiry;
     assert_eq!(expiry.len(), 1, "{expiry:?}");
@@ -162,8 +181,14 @@ async fn an_expiring_credential_is_refreshed_for_the_sandboxes_attaching_its_pro
     assert_eq!(expiry[0].provider, "github");
     assert_eq!(expiry[0].expires_at.unwrap().seconds, 4_070_908_800);
     // The sandbox that does not attach the provider got nothing new.
-    assert_eq!(bystander.active_file("provider-env.json").unwrap(), bystander_env);
-    assert_eq!(bystander.active_file("revisions.json").unwrap(), bystander_revisions);
+    assert_eq!(
+        bystander.active_file("provider-env.json").unwrap(),
+        bystander_env
+    );
+    assert_eq!(
+        bystander.active_file("revisions.json").unwrap(),
+        bystander_revisions
+    );
     // The hook's output is a credential: it never reaches the gateway's log or the
     // supervisor's.
     assert!(!supervisor.guard.log_text().contains("ghp_renewed_value"));
@@ -196,11 +221,15 @@ async fn a_credential_that_could_not_be_refreshed_is_withheld_once_it_expires() 
     })
     .await;
     // ... so once the credential expires the supervisor takes it away.
-    let env = eventually("the expired credential to be withheld", DEADLINE, || async {
-        supervisor
-            .active_file("provider-env.json")
-            .filter(|env| !env.contains("GITHUB_TOKEN"))
-    })
+    let env = eventually(
+        "the expired credential to be withheld",
+        DEADLINE,
+        || async {
+            supervisor
+                .active_file("provider-env.json")
+                .filter(|env| !env.contains("GITHUB_TOKEN"))
+        },
+    )
     .await;
     assert!(now_ms() >= expires_at, "withheld before it expired: {env}");
     let inspection = inspect(&mut api, &id).await;

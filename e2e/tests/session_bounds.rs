@@ -1,12 +1,15 @@
 //! Every wait of a session's start has a bound, and a session refused at it
 //! leaves no trace in the sandbox's configuration and a reason in its
 //! inspection: a supervisor that never prepares the startup candidate of its
-//! image policy, and one that never answers its bootstrap, each driven over a
-//! raw `ConnectSupervisor` stream.
+//! image policy, one that never answers its bootstrap, and a bootstrap the
+//! gateway cannot build (unreadable credentials, no time left, larger than a
+//! message), each driven over a raw `ConnectSupervisor` stream.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
+
+use sqlx::Connection;
 
 use openshell_e2e::{Backend, POLICY, TestGateway, TestStore, create_sandbox, metric, sandbox_ref};
 use openshell_gateway::DeliveryMode;
@@ -212,4 +215,139 @@ async fn a_supervisor_that_never_answers_its_bootstrap_is_closed_at_the_deadline
         "{:?}",
         inspection.hints
     );
+}
+
+/// How a bootstrap is kept from being built, and what the refusal says.
+enum BrokenBootstrap {
+    /// An attached provider's sealed credentials cannot be opened.
+    UnreadableCredentials,
+    /// The build gets no time at all.
+    NoTimeToBuild,
+    /// The attached providers' values make it larger than one message may be.
+    TooLarge,
+}
+
+/// The supervisor is refused with the reason, nothing is applied, the refusal is
+/// counted and `sessions inspect` names it.
+async fn a_bootstrap_that_cannot_be_built_refuses_the_session(broken: BrokenBootstrap) {
+    let gateway = TestGateway::start_with(
+        TestStore::new(Backend::Sqlite).await,
+        DeliveryMode::Push,
+        |config| {
+            if matches!(broken, BrokenBootstrap::NoTimeToBuild) {
+                config.delivery.bootstrap_deadline = Duration::ZERO;
+            }
+        },
+    )
+    .await;
+    let mut api = gateway.api().await;
+    let (id, credential) = create_sandbox(&mut api, "unbuilt", POLICY).await;
+    let needle = match broken {
+        BrokenBootstrap::UnreadableCredentials => {
+            attach_provider(&mut api, &id, "github", &[("GITHUB_TOKEN", "ghp_x".into())]).await;
+            let mut db = sqlx::AnyConnection::connect(&gateway.store.url)
+                .await
+                .unwrap();
+            sqlx::query("UPDATE providers SET credentials_box = $1 WHERE name = 'github'")
+                .bind(vec![0u8; 8])
+                .execute(&mut db)
+                .await
+                .unwrap();
+            "bootstrap build failed: stored data is unreadable"
+        }
+        BrokenBootstrap::NoTimeToBuild => "bootstrap build exceeded its 0ns deadline",
+        BrokenBootstrap::TooLarge => {
+            // Each provider fits one request; together they outgrow a bootstrap.
+            let value = "v".repeat(60 * 1024);
+            for p in 0..2 {
+                let values: Vec<(&str, String)> = (0..12)
+                    .map(|i| (leak(format!("P{p}_VALUE_{i}")), value.clone()))
+                    .collect();
+                attach_provider(&mut api, &id, &format!("big{p}"), &values).await;
+            }
+            "the limit is 1048576 bytes"
+        }
+    };
+    let (outbound, mut inbound) =
+        open_session(&gateway, &credential, applying_supervisor(&id)).await;
+    let refused = match next(&mut inbound).await {
+        Some(FromGateway::SessionRejected(refused)) => refused,
+        other => panic!("expected the session to be refused, got {other:?}"),
+    };
+    assert!(refused.reason.contains(needle), "{refused:?}");
+    assert!(!refused.permanent, "the supervisor tries again later");
+    drop(outbound);
+    let failed = "openshell_config_bootstraps_total{outcome=\"build_failed\"}";
+    assert_eq!(metric(&gateway, failed).await, 1.0);
+    let inspection = api
+        .inspect_session(pb::InspectSessionRequest {
+            sandbox: sandbox_ref(&id),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!inspection.connected);
+    assert_eq!(
+        inspection.sandbox.unwrap().lifecycle,
+        pb::SandboxLifecycle::Pending as i32,
+        "nothing was applied"
+    );
+    assert!(
+        inspection.hints.iter().any(
+            |hint| hint.contains("refused the sandbox's last session") && hint.contains(needle)
+        ),
+        "{:?}",
+        inspection.hints
+    );
+}
+
+/// Names of environment variables live as long as the test.
+fn leak(name: String) -> &'static str {
+    Box::leak(name.into_boxed_str())
+}
+
+async fn attach_provider(
+    api: &mut openshell_e2e::Api,
+    sandbox_id: &str,
+    name: &str,
+    credentials: &[(&str, String)],
+) {
+    api.create_provider(pb::CreateProviderRequest {
+        name: name.into(),
+        r#type: "generic".into(),
+        values: credentials
+            .iter()
+            .map(|(key, value)| pb::ProviderValueInput {
+                name: (*key).into(),
+                value: value.clone(),
+                class: pb::ValueClass::Credential as i32,
+                expires_at: None,
+            })
+            .collect(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    api.attach_provider(pb::AttachProviderRequest {
+        sandbox: sandbox_ref(sandbox_id),
+        provider: name.into(),
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bootstrap_whose_credentials_cannot_be_opened_refuses_the_session() {
+    a_bootstrap_that_cannot_be_built_refuses_the_session(BrokenBootstrap::UnreadableCredentials)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bootstrap_past_its_build_deadline_refuses_the_session() {
+    a_bootstrap_that_cannot_be_built_refuses_the_session(BrokenBootstrap::NoTimeToBuild).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bootstrap_larger_than_a_message_refuses_the_session() {
+    a_bootstrap_that_cannot_be_built_refuses_the_session(BrokenBootstrap::TooLarge).await;
 }

@@ -188,9 +188,14 @@ impl ProviderRefreshHook {
                 hook.provider
             )));
         }
-        if hook.command.first().is_none_or(|program| program.is_empty()) {
+        if hook
+            .command
+            .first()
+            .is_none_or(|program| program.is_empty())
+        {
             return Err(invalid(
-                "command must name a program, e.g. [\"/usr/local/bin/renew-token\", \"github\"]".into(),
+                "command must name a program, e.g. [\"/usr/local/bin/renew-token\", \"github\"]"
+                    .into(),
             ));
         }
         let hook = Self {
@@ -202,7 +207,9 @@ impl ProviderRefreshHook {
             max_backoff: hook.max_backoff.unwrap_or(DEFAULT_REFRESH_MAX_BACKOFF),
         };
         if hook.timeout.is_zero() || hook.max_backoff.is_zero() {
-            return Err(invalid("timeout and max_backoff must be greater than zero".into()));
+            return Err(invalid(
+                "timeout and max_backoff must be greater than zero".into(),
+            ));
         }
         Ok(hook)
     }
@@ -561,8 +568,14 @@ mod tests {
             ]
         );
         for (bad, named) in [
-            ("provider = \"gh\"\ncommand = []\n", "provider_refresh[0]: command"),
-            ("provider = \"/gh\"\ncommand = [\"x\"]\n", "provider_refresh[0]: provider"),
+            (
+                "provider = \"gh\"\ncommand = []\n",
+                "provider_refresh[0]: command",
+            ),
+            (
+                "provider = \"/gh\"\ncommand = [\"x\"]\n",
+                "provider_refresh[0]: provider",
+            ),
             (
                 "provider = \"gh\"\ncommand = [\"x\"]\ntimeout = \"0s\"\n",
                 "timeout and max_backoff",

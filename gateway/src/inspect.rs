@@ -179,7 +179,11 @@ async fn credential_expiry(store: &Store, sandbox_id: &str) -> Result<Vec<Expiry
             })
         })
         .collect();
-    out.sort_by(|a, b| a.expires_at_ms.cmp(&b.expires_at_ms).then(a.name.cmp(&b.name)));
+    out.sort_by(|a, b| {
+        a.expires_at_ms
+            .cmp(&b.expires_at_ms)
+            .then(a.name.cmp(&b.name))
+    });
     Ok(out)
 }
 

@@ -130,7 +130,10 @@ async fn refresh_if_due(
     if now < state.not_before_ms {
         return;
     }
-    let provider = match store.resolve_provider(&hook.provider, &hook.workspace).await {
+    let provider = match store
+        .resolve_provider(&hook.provider, &hook.workspace)
+        .await
+    {
         Ok(provider) => provider,
         Err(e) => {
             tracing::warn!(provider = %hook.label(), error = %e, "credential refresh: provider not readable");
@@ -188,8 +191,8 @@ async fn refresh(
     provider: &crate::store::ProviderRecord,
 ) -> Result<Option<providers::ProviderChange>, RefreshError> {
     let output = run_hook(hook, provider).await?;
-    let answer: Answer = serde_json::from_slice(&output)
-        .map_err(|e| RefreshError::Answer(answer_error(&e)))?;
+    let answer: Answer =
+        serde_json::from_slice(&output).map_err(|e| RefreshError::Answer(answer_error(&e)))?;
     let mut credentials = store
         .provider_credentials(&provider.id)
         .await
@@ -252,7 +255,10 @@ async fn run_hook(
         .env("OPENSHELL_PROVIDER", &provider.name)
         .env("OPENSHELL_PROVIDER_WORKSPACE", &provider.workspace)
         .env("OPENSHELL_PROVIDER_TYPE", &provider.provider_type)
-        .env("OPENSHELL_CREDENTIAL_NAMES", provider.credential_names.join(","))
+        .env(
+            "OPENSHELL_CREDENTIAL_NAMES",
+            provider.credential_names.join(","),
+        )
         .env(
             "OPENSHELL_CREDENTIALS_EXPIRE_AT",
             humantime::format_rfc3339_seconds(expiry).to_string(),

@@ -330,7 +330,7 @@ impl WriteTx {
         let rows = sqlx::query(ATTACHED_PROVIDERS)
             .bind(sandbox_id)
             .fetch_all(self.conn())
-        .await?;
+            .await?;
         rows.iter().map(provider_from_row).collect()
     }
 
