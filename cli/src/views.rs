@@ -548,6 +548,7 @@ pub fn inspection(out: &Output, i: &SessionInspection) -> String {
     let mut text = finish(out.kv(rows));
     // Hints first: they are the answer; the tables below are the evidence.
     text.push_str(&section("Hints", &hints(out, &i.hints)));
+    text.push_str(&middleware_section(i));
 
     if i.components.is_empty() {
         text.push_str(&section("Components", "none\n"));
@@ -626,6 +627,48 @@ pub fn inspection(out: &Output, i: &SessionInspection) -> String {
         text.push_str(&section("Recent events", &events));
     }
     text
+}
+
+/// The supervisor's readiness, when it reported remote middleware or a workload it holds
+/// back: one line per middleware, then whether the workload runs.
+fn middleware_section(i: &SessionInspection) -> String {
+    let Some(r) = &i.runtime_readiness else {
+        return String::new();
+    };
+    if r.middlewares.is_empty() && r.workload_started {
+        return String::new();
+    }
+    let mut body = String::new();
+    for m in &r.middlewares {
+        let state = if m.reachable {
+            "reachable".to_owned()
+        } else {
+            format!("unreachable: {}", m.error.as_deref().unwrap_or("no answer"))
+        };
+        let mode = if m.fail_closed {
+            "fail_closed"
+        } else {
+            "fail_open"
+        };
+        let line = format!(
+            "  {}  {}  {state}  {mode}",
+            m.name,
+            m.endpoint.as_deref().unwrap_or("-")
+        );
+        let _ = writeln!(body, "{}", sanitize(&line));
+    }
+    let verdict = if !r.workload_started {
+        format!(
+            "workload not started: waiting for fail_closed middleware {}",
+            r.blocked_by().join(", ")
+        )
+    } else if r.degraded() {
+        "started degraded".to_owned()
+    } else {
+        "workload started".to_owned()
+    };
+    let _ = writeln!(body, "  {}", sanitize(&verdict));
+    section("Middleware", &body)
 }
 
 /// A revision summary with how long ago it happened: "policy r2 … (4s ago)".
@@ -814,7 +857,44 @@ mod tests {
             hints,
             last_report: None,
             last_report_at: None,
+            runtime_readiness: None,
         }
+    }
+
+    #[test]
+    fn inspection_shows_the_middleware_the_workload_waits_for() {
+        let middleware =
+            |name: &str, reachable: bool, fail_closed: bool| openshell_sdk::MiddlewareReadiness {
+                name: name.into(),
+                implementation: format!("{name}-impl"),
+                endpoint: Some("127.0.0.1:9".into()),
+                reachable,
+                fail_closed,
+                error: (!reachable).then(|| "connection refused".into()),
+            };
+        let mut i = inspection(Vec::new());
+        let text = super::inspection(&plain(OutputFormat::Table), &i);
+        assert!(!text.contains("Middleware:"), "{text}");
+        i.runtime_readiness = Some(openshell_sdk::RuntimeReadiness {
+            workload_started: false,
+            middlewares: vec![
+                middleware("audit", false, true),
+                middleware("trace", true, false),
+            ],
+        });
+        let text = super::inspection(&plain(OutputFormat::Table), &i);
+        assert!(
+            text.contains(
+                "\nMiddleware:\n  audit  127.0.0.1:9  unreachable: connection refused  fail_closed\n  trace  127.0.0.1:9  reachable  fail_open\n  workload not started: waiting for fail_closed middleware audit\n"
+            ),
+            "{text}"
+        );
+        i.runtime_readiness = Some(openshell_sdk::RuntimeReadiness {
+            workload_started: true,
+            middlewares: vec![middleware("trace", false, false)],
+        });
+        let text = super::inspection(&plain(OutputFormat::Table), &i);
+        assert!(text.contains("  started degraded\n"), "{text}");
     }
 
     #[test]

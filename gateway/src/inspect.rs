@@ -61,6 +61,7 @@ pub async fn inspect(
             (crate::store::now_ms() - at).max(0) / 1000
         ));
     }
+    readiness_hints(&mut hints, session.as_ref());
     report_hints(&mut hints, sandbox, last_report.as_ref());
     component_hints(&mut hints, &components);
     if !pending.is_empty() && session.is_some() {
@@ -145,6 +146,7 @@ pub async fn inspect(
             })
             .unwrap_or_default(),
         last_report_at: last_report.as_ref().map(|r| wire::timestamp(r.reported_at)),
+        runtime_readiness: session.as_ref().and_then(|s| s.runtime_readiness.clone()),
         credential_expiry: credential_expiry
             .iter()
             .map(|e| pb::CredentialExpiry {
@@ -203,6 +205,26 @@ fn expiry_hints(hints: &mut Vec<String>, expiry: &[Expiry], now_ms: i64) {
                 e.name, e.provider, seconds
             ));
         }
+    }
+}
+
+/// A workload held back by unreachable fail_closed middleware is abnormal. (One started
+/// without a fail_open middleware shows in the readiness itself: it runs, as configured.)
+fn readiness_hints(hints: &mut Vec<String>, session: Option<&SessionInfo>) {
+    let Some(readiness) = session.and_then(|s| s.runtime_readiness.as_ref()) else {
+        return;
+    };
+    let blocking: Vec<&str> = readiness
+        .middlewares
+        .iter()
+        .filter(|m| !m.reachable && m.fail_closed)
+        .map(|m| m.name.as_str())
+        .collect();
+    if !readiness.workload_started && !blocking.is_empty() {
+        hints.push(format!(
+            "workload not started: waiting for fail_closed middleware {}; the supervisor starts it as soon as it answers",
+            blocking.join(", ")
+        ));
     }
 }
 

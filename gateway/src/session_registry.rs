@@ -56,6 +56,9 @@ pub struct SessionInfo {
     /// over the registry's life: more than a few means two supervisors share a credential.
     pub replaced_sessions: u32,
     pub last_replaced_at_ms: Option<i64>,
+    /// The supervisor's latest word on whether its workload started and the remote middleware
+    /// it needs (`RuntimeReadiness`); `None` until it sends one (older supervisors never do).
+    pub runtime_readiness: Option<pb::RuntimeReadiness>,
     /// Asks the session to end with a reason its supervisor logs: a newer session of the same
     /// sandbox took its place, or the sandbox was stopped.
     pub closer: Arc<SessionCloser>,
@@ -99,6 +102,22 @@ impl SessionCloser {
 /// sandbox's session, and a second process with the same credential is the usual cause.
 pub const SUPERSEDED_REASON: &str = "a newer session for this sandbox replaced this one; \
      if this repeats, two supervisors are using the same sandbox credential";
+
+/// Middleware entries kept per readiness report: a policy has at most 10, so more is noise.
+const MAX_READINESS_ENTRIES: usize = 32;
+
+/// Supervisor text is bounded and cleaned before it is kept and shown.
+fn bounded_readiness(mut readiness: pb::RuntimeReadiness) -> pb::RuntimeReadiness {
+    use crate::operations::resolution::sanitize_error;
+    readiness.middlewares.truncate(MAX_READINESS_ENTRIES);
+    for m in &mut readiness.middlewares {
+        m.name = sanitize_error(&m.name);
+        m.implementation = sanitize_error(&m.implementation);
+        m.endpoint = sanitize_error(&m.endpoint);
+        m.error = sanitize_error(&m.error);
+    }
+    readiness
+}
 
 /// The registry; cheap to clone.
 #[derive(Debug, Clone, Default)]
@@ -190,6 +209,21 @@ impl SessionRegistry {
             && s.session_id == session_id
         {
             s.last_heartbeat_ms = now_ms();
+        }
+    }
+
+    /// Keeps the readiness a session reported, bounded, if that session is still the
+    /// registered one.
+    pub fn set_readiness(
+        &self,
+        sandbox_id: &str,
+        session_id: &str,
+        readiness: pb::RuntimeReadiness,
+    ) {
+        if let Some(s) = self.lock().get_mut(sandbox_id)
+            && s.session_id == session_id
+        {
+            s.runtime_readiness = Some(bounded_readiness(readiness));
         }
     }
 

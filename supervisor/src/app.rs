@@ -13,6 +13,10 @@ use crate::file_applier::{FileApplier, FileApplierConfig};
 use crate::identity::Identity;
 use crate::local_policy::{PolicyFileWatcher, WatchEvent};
 use crate::logs::LogBuffer;
+use crate::middleware::{
+    MiddlewareRegistry, Readiness, ReadinessConfig, TcpProbe, await_startable, log_readiness,
+    required_by,
+};
 use crate::signals::{Signals, signal_exit_code};
 use crate::standalone::{self, STANDALONE_SANDBOX_ID, StandaloneOptions, log_invalid};
 use crate::supervisor::{Supervisor, SupervisorOptions};
@@ -23,6 +27,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs the supervisor the command line describes; returns the process exit code.
 pub async fn run(args: Args) -> Result<i32, SupervisorError> {
+    let registry = MiddlewareRegistry::new(args.middlewares.clone())
+        .map_err(|err| SupervisorError::Usage(err.to_string()))?;
     let mut signals = Signals::install().map_err(SupervisorError::Signals)?;
     // A name becomes the id here, before the state directory and the session use it.
     let sandbox_id = tokio::select! {
@@ -54,16 +60,19 @@ pub async fn run(args: Args) -> Result<i32, SupervisorError> {
             command: args.command.clone(),
             launch: args.launch.clone(),
             apply_retry_backoff: crate::backoff::BackoffConfig::apply_retry(),
+            middlewares: registry,
+            readiness: readiness_config(&args),
         };
         return standalone::run(options, applier, &mut signals).await;
     }
-    run_gateway(args, sandbox_id, applier, &mut signals).await
+    run_gateway(args, sandbox_id, applier, registry, &mut signals).await
 }
 
 async fn run_gateway(
     args: Args,
     sandbox_id: String,
     applier: Arc<FileApplier>,
+    registry: MiddlewareRegistry,
     signals: &mut Signals,
 ) -> Result<i32, SupervisorError> {
     let (Some(gateway), Some(credential_file)) =
@@ -134,6 +143,17 @@ async fn run_gateway(
     if active.is_none() {
         return Err(session_end(task.await));
     }
+    let readiness_config = readiness_config(&args);
+    tokio::select! {
+        _ = wait_for_middleware(&supervisor, &registry, &readiness_config) => {}
+        signal = signals.recv() => {
+            info!(signal = %signal, "stopped before the workload started");
+            let _ = stop_tx.send(());
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, &mut task).await;
+            return Ok(signal_exit_code(signal));
+        }
+        joined = &mut task => return Err(session_end(joined)),
+    }
     // Subscribe before reading the configuration to start with: a change after this point is
     // signalled, one before it is already in what the workload starts with.
     let reload = applier.subscribe();
@@ -182,6 +202,37 @@ async fn run_gateway(
         task.abort();
     }
     Ok(code)
+}
+
+fn readiness_config(args: &Args) -> ReadinessConfig {
+    ReadinessConfig {
+        deadline: args.middleware_ready_timeout,
+        ..ReadinessConfig::default()
+    }
+}
+
+/// Waits until the remote middleware of the active policy lets the workload start, recording
+/// each outcome in the status (which an accepted session reports to the gateway).
+async fn wait_for_middleware(
+    supervisor: &Supervisor,
+    registry: &MiddlewareRegistry,
+    config: &ReadinessConfig,
+) -> Readiness {
+    let status = supervisor.status();
+    // Asked before every check: a policy update while blocked may drop the middleware.
+    let required = || {
+        status
+            .borrow()
+            .active
+            .as_ref()
+            .map(|active| required_by(active, registry))
+            .unwrap_or_default()
+    };
+    await_startable(required, &TcpProbe, config, |readiness| {
+        log_readiness(readiness);
+        supervisor.set_readiness(readiness.clone());
+    })
+    .await
 }
 
 /// Turns the supervisor task's end into the error the binary exits with.

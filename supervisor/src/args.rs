@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::builder::FalseyValueParser;
 use clap::{Parser, ValueEnum};
 
+use crate::middleware::{RegisteredMiddleware, parse_entry};
 use crate::reload::ReloadSignal;
 use crate::workload::Launch;
 
@@ -104,6 +105,23 @@ pub struct Args {
     #[arg(long, env = "OPENSHELL_SUPERVISOR_NO_CONFIG_APPLY", value_parser = FalseyValueParser::new())]
     pub no_config_apply: bool,
 
+    /// A remote middleware implementation and where it listens: NAME=HOST:PORT (repeatable;
+    /// the environment variable takes a comma-separated list). Policy entries naming it are
+    /// connected to before the workload starts; names under `openshell/` are built in.
+    #[arg(
+        long = "middleware",
+        env = "OPENSHELL_MIDDLEWARES",
+        value_name = "NAME=HOST:PORT",
+        value_delimiter = ',',
+        value_parser = parse_entry
+    )]
+    pub middlewares: Vec<RegisteredMiddleware>,
+
+    /// How long the remote middleware may take to answer before the workload starts degraded
+    /// (fail_open) or is held back until it answers (fail_closed).
+    #[arg(long, env = "OPENSHELL_SUPERVISOR_MIDDLEWARE_READY_TIMEOUT", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub middleware_ready_timeout: Duration,
+
     /// Run without a gateway from --policy-file, reloading it when it changes.
     #[arg(long, env = "OPENSHELL_SUPERVISOR_STANDALONE", value_parser = FalseyValueParser::new(), requires = "policy_file", conflicts_with_all = ["gateway", "credential_file"])]
     pub standalone: bool,
@@ -172,6 +190,45 @@ mod tests {
         assert_eq!(a.reload_signal, ReloadSignal::Hup);
         assert_eq!(a.state_dir, PathBuf::from("./openshell-state"));
         assert!(!a.no_config_apply);
+        assert!(a.middlewares.is_empty());
+        assert_eq!(a.middleware_ready_timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn middleware_entries_repeat_and_bad_ones_name_the_flag() {
+        let a = Args::try_parse_from([
+            "s",
+            "--standalone",
+            "--policy-file",
+            "p",
+            "--middleware",
+            "audit=127.0.0.1:9000",
+            "--middleware",
+            "trace=mw.local:80,dlp=[::1]:81",
+            "--middleware-ready-timeout",
+            "3s",
+            "--",
+            "app",
+        ])
+        .unwrap();
+        let names: Vec<&str> = a.middlewares.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["audit", "trace", "dlp"]);
+        assert_eq!(a.middleware_ready_timeout, Duration::from_secs(3));
+        let err = Args::try_parse_from([
+            "s",
+            "--standalone",
+            "--policy-file",
+            "p",
+            "--middleware",
+            "audit=127.0.0.1",
+            "--",
+            "app",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--middleware"), "{err}");
+        assert!(err.contains("audit=127.0.0.1"), "{err}");
+        assert!(err.contains("NAME=HOST:PORT"), "{err}");
     }
 
     #[test]

@@ -21,6 +21,7 @@ use tracing::{debug, error, info, warn};
 use crate::backoff::Backoff;
 use crate::client::GatewayClient;
 use crate::engine::{Engine, Origin};
+use crate::middleware::Readiness;
 use crate::poll::{effective_poll_interval, mode_after_session, mode_for};
 use crate::push::{apply_bootstrap, handle_update};
 use crate::status::{SessionState, SupervisorStatus};
@@ -275,6 +276,12 @@ impl SessionRunner {
             push = Some(state);
         }
 
+        // Readiness is reported on every session: a gateway that restarted knows nothing of it.
+        let mut readiness = self.status.subscribe();
+        let mut readiness_sent = None;
+        self.report_readiness(&tx, &mut readiness, &mut readiness_sent)
+            .await?;
+
         let idle_limit = self
             .options
             .idle_timeout
@@ -299,6 +306,12 @@ impl SessionRunner {
                 }
                 frame = inbound.message() => frame,
                 () = idle => return Err(SessionError::Idle(idle_limit)),
+                changed = readiness.changed() => {
+                    if changed.is_ok() {
+                        self.report_readiness(&tx, &mut readiness, &mut readiness_sent).await?;
+                    }
+                    continue;
+                }
                 // The gateway does not resend what was answered FAILED: a failure that can
                 // pass is retried here, and its success acked, while this session applies.
                 () = self.engine.retry_ready(Origin::Push), if push.is_some() => {
@@ -352,6 +365,32 @@ impl SessionRunner {
                 }
             }
         }
+    }
+}
+
+impl SessionRunner {
+    /// Sends the workload's readiness when it is known and differs from what this session sent.
+    /// A legacy supervisor (protocol revision 0) sends none of this project's frames.
+    async fn report_readiness(
+        &self,
+        tx: &mpsc::Sender<SupervisorMessage>,
+        status: &mut watch::Receiver<SupervisorStatus>,
+        sent: &mut Option<Readiness>,
+    ) -> Result<(), SessionError> {
+        if self.options.protocol_revision == 0 {
+            return Ok(());
+        }
+        let current = status.borrow_and_update().readiness.clone();
+        let Some(current) = current else {
+            return Ok(());
+        };
+        if sent.as_ref() == Some(&current) {
+            return Ok(());
+        }
+        debug!(workload = ?current.workload, "readiness reported to the gateway");
+        send(tx, Outbound::RuntimeReadiness(current.to_pb())).await?;
+        *sent = Some(current);
+        Ok(())
     }
 }
 
@@ -413,6 +452,32 @@ fn status_text(status: &tonic::Status) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `SupervisorMessage` as a gateway from before `runtime_readiness` knows it.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct OlderSupervisorMessage {
+        #[prost(oneof = "OlderPayload", tags = "1, 2, 100, 101, 102")]
+        payload: Option<OlderPayload>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    enum OlderPayload {
+        #[prost(message, tag = "2")]
+        Heartbeat(SupervisorHeartbeat),
+    }
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn an_older_gateway_reads_the_readiness_frame_as_an_empty_one() {
+        use prost::Message;
+        let readiness = crate::middleware::Readiness::decide(Vec::new());
+        let frame = SupervisorMessage {
+            payload: Some(Outbound::RuntimeReadiness(readiness.to_pb())),
+        };
+        let older = OlderSupervisorMessage::decode(frame.encode_to_vec().as_slice()).unwrap();
+        // An empty frame is what such a gateway already skips (as a heartbeat).
+        assert_eq!(older.payload, None);
+    }
 
     #[test]
     fn the_heartbeat_interval_prefers_milliseconds_then_seconds() {

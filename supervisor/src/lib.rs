@@ -14,7 +14,8 @@
 //!   tests and the fleet benchmark;
 //! - the local policy override and standalone mode ([`local_policy`], [`standalone`]);
 //! - the workload process: environment, reload and termination signals, exit code
-//!   ([`workload`]);
+//!   ([`workload`]), started once every remote middleware the policy requires answers, or
+//!   degraded when only `fail_open` ones do not ([`middleware`]);
 //! - log lines for operators: its own events and the workload's output, bounded, masked and
 //!   pushed to the gateway ([`logs`]).
 //!
@@ -35,6 +36,7 @@ pub mod local_policy;
 pub mod logging;
 pub mod logs;
 pub mod memory_applier;
+pub mod middleware;
 pub mod reload;
 pub mod sanitize;
 pub mod signals;

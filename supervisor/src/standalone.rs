@@ -16,7 +16,10 @@ use crate::desired::DesiredConfig;
 use crate::error::SupervisorError;
 use crate::file_applier::FileApplier;
 use crate::local_policy::{LocalPolicy, LocalPolicyError, PolicyFileWatcher, WatchEvent};
-use crate::signals::Signals;
+use crate::middleware::{
+    MiddlewareRegistry, ReadinessConfig, TcpProbe, await_startable, log_readiness, required_by,
+};
+use crate::signals::{Signals, signal_exit_code};
 use crate::workload::{Launch, Workload, supervise};
 
 /// Sandbox id used for `OPENSHELL_SANDBOX_ID` when none is given.
@@ -30,6 +33,9 @@ pub struct StandaloneOptions {
     pub launch: Launch,
     /// Delays between attempts to apply an edit that failed for a reason that can pass.
     pub apply_retry_backoff: BackoffConfig,
+    /// Remote middleware the policy may name, checked before the workload starts.
+    pub middlewares: MiddlewareRegistry,
+    pub readiness: ReadinessConfig,
 }
 
 /// Applies the policy file, runs the workload and reloads the file on change. Returns the
@@ -52,6 +58,16 @@ pub async fn run(
         .await
         .map_err(SupervisorError::InitialApply)?;
     info!(policy_hash = %initial.hash(), file = %options.policy_file.display(), "standalone policy applied");
+
+    // Without a gateway the log is the only report; the check itself is the same.
+    let required = required_by(&desired, &options.middlewares);
+    tokio::select! {
+        _ = await_startable(|| required.clone(), &TcpProbe, &options.readiness, log_readiness) => {}
+        signal = signals.recv() => {
+            info!(signal = %signal, "stopped before the workload started");
+            return Ok(signal_exit_code(signal));
+        }
+    }
 
     let workload = Workload::spawn(
         &options.command,

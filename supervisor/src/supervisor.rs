@@ -20,6 +20,7 @@ use crate::gateway_session::SessionRunner;
 use crate::identity::Identity;
 use crate::local_policy::LocalPolicy;
 use crate::logs::{LogBuffer, LogShipper};
+use crate::middleware::Readiness;
 use crate::outbox::{Outbox, OutboxTask};
 use crate::poll::{PollLoop, PollRetries};
 use crate::status::SupervisorStatus;
@@ -166,6 +167,11 @@ impl Supervisor {
     /// Progress, for waiting on a condition (`status().wait_for(…)`).
     pub fn status(&self) -> watch::Receiver<SupervisorStatus> {
         self.status.subscribe()
+    }
+
+    /// Records whether the workload started and why; an accepted session tells the gateway.
+    pub fn set_readiness(&self, readiness: Readiness) {
+        self.status.send_modify(|s| s.readiness = Some(readiness));
     }
 
     /// Replaces the local policy after its file changed and re-applies the gateway's

@@ -424,6 +424,7 @@ fn register(
         last_heartbeat_ms: now,
         replaced_sessions: 0,
         last_replaced_at_ms: None,
+        runtime_readiness: None,
         closer: closer.clone(),
     });
     if let Some(old) = replaced {
@@ -913,6 +914,10 @@ impl LiveSession<'_> {
                                 }
                                 Some(pb::supervisor_message::Payload::StartupPrepared(_)) => {
                                     tracing::warn!(sandbox = %self.sandbox_id, "startup frame outside the startup exchange ignored");
+                                }
+                                Some(pb::supervisor_message::Payload::RuntimeReadiness(readiness)) => {
+                                    tracing::debug!(sandbox = %self.sandbox_id, workload_started = readiness.workload_started, "runtime readiness reported");
+                                    self.state.sessions.set_readiness(self.sandbox_id, self.session_id, readiness);
                                 }
                             }
                         }

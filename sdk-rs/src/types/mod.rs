@@ -30,7 +30,10 @@ pub use provider::{Provider, ProviderWrite};
 pub use sandbox::{
     Attachment, CreatedSandbox, DeletedSandbox, Sandbox, SandboxRef, SupervisorCredential,
 };
-pub use session::{ComponentDelivery, DeliveryEvent, SessionInspection, SessionSummary};
+pub use session::{
+    ComponentDelivery, DeliveryEvent, MiddlewareReadiness, RuntimeReadiness, SessionInspection,
+    SessionSummary,
+};
 pub use settings::{ScopeSettings, Setting, SettingDefinition, SettingValue};
 
 /// The wire uses empty strings for "not set"; views say so with `None`.

@@ -133,6 +133,77 @@ pub struct SessionInspection {
     /// Last status the supervisor reported.
     pub last_report: Option<String>,
     pub last_report_at: Option<String>,
+    /// Whether the connected supervisor started its workload, and the remote middleware it
+    /// needs; `None` when it reported nothing.
+    #[serde(default)]
+    pub runtime_readiness: Option<RuntimeReadiness>,
+}
+
+/// A supervisor's word on starting its workload: it connects to every remote middleware the
+/// policy requires first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuntimeReadiness {
+    /// False while an unreachable `fail_closed` middleware holds the workload back.
+    pub workload_started: bool,
+    pub middlewares: Vec<MiddlewareReadiness>,
+}
+
+impl RuntimeReadiness {
+    /// The unreachable `fail_closed` middleware (by name) that keeps the workload from
+    /// starting; empty once it started.
+    pub fn blocked_by(&self) -> Vec<&str> {
+        if self.workload_started {
+            return Vec::new();
+        }
+        self.middlewares
+            .iter()
+            .filter(|m| !m.reachable && m.fail_closed)
+            .map(|m| m.name.as_str())
+            .collect()
+    }
+
+    /// Started although some middleware did not answer.
+    pub fn degraded(&self) -> bool {
+        self.workload_started && self.middlewares.iter().any(|m| !m.reachable)
+    }
+}
+
+impl From<pb::RuntimeReadiness> for RuntimeReadiness {
+    fn from(p: pb::RuntimeReadiness) -> Self {
+        Self {
+            workload_started: p.workload_started,
+            middlewares: p.middlewares.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// One remote middleware a supervisor's policy requires.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MiddlewareReadiness {
+    /// The policy entry's key.
+    pub name: String,
+    /// The implementation it names.
+    pub implementation: String,
+    /// `HOST:PORT`; `None` when the implementation is not registered on the supervisor.
+    pub endpoint: Option<String>,
+    pub reachable: bool,
+    /// `on_error: fail_closed`: while unreachable, the workload does not start.
+    pub fail_closed: bool,
+    /// Why it is unreachable.
+    pub error: Option<String>,
+}
+
+impl From<pb::MiddlewareReadiness> for MiddlewareReadiness {
+    fn from(p: pb::MiddlewareReadiness) -> Self {
+        Self {
+            name: p.name,
+            implementation: p.implementation,
+            endpoint: non_empty(p.endpoint),
+            reachable: p.reachable,
+            fail_closed: p.fail_closed,
+            error: non_empty(p.error),
+        }
+    }
 }
 
 impl From<pb::SessionInspection> for SessionInspection {
@@ -157,6 +228,7 @@ impl From<pb::SessionInspection> for SessionInspection {
             hints: p.hints,
             last_report: non_empty(p.last_report),
             last_report_at: timefmt::timestamp(p.last_report_at),
+            runtime_readiness: p.runtime_readiness.map(Into::into),
         }
     }
 }
