@@ -490,6 +490,35 @@ pub fn sessions(out: &Output, list: &[SessionSummary]) -> String {
     )
 }
 
+/// When the sandbox's provider credentials expire, soonest first; nothing
+/// when none does.
+fn credential_section(i: &SessionInspection, now: SystemTime) -> String {
+    if i.credential_expiry.is_empty() {
+        return String::new();
+    }
+    let mut lines = String::new();
+    for c in &i.credential_expiry {
+        let at = c.expires_at.as_deref();
+        let when = match at.map(humantime::parse_rfc3339_weak) {
+            Some(Ok(t)) if t <= now => format!("expired {} ago", age(at, now)),
+            // The time left is the age of now, seen from the expiry.
+            Some(Ok(t)) => format!(
+                "expires in {}",
+                age(Some(&humantime::format_rfc3339_seconds(now).to_string()), t)
+            ),
+            _ => "expiry unknown".to_owned(),
+        };
+        let _ = writeln!(
+            lines,
+            "{} ({}): {when} ({})",
+            sanitize(&c.name),
+            sanitize(&c.provider),
+            dash(at)
+        );
+    }
+    section("Credentials", &lines)
+}
+
 pub fn inspection(out: &Output, i: &SessionInspection) -> String {
     let now = SystemTime::now();
     let at = |time: Option<&str>| match time {
@@ -549,6 +578,7 @@ pub fn inspection(out: &Output, i: &SessionInspection) -> String {
     // Hints first: they are the answer; the tables below are the evidence.
     text.push_str(&section("Hints", &hints(out, &i.hints)));
     text.push_str(&middleware_section(i));
+    text.push_str(&credential_section(i, now));
 
     if i.components.is_empty() {
         text.push_str(&section("Components", "none\n"));
@@ -858,7 +888,43 @@ mod tests {
             last_report: None,
             last_report_at: None,
             runtime_readiness: None,
+            credential_expiry: Vec::new(),
         }
+    }
+
+    #[test]
+    fn inspection_lists_when_credentials_expire() {
+        let mut i = inspection(Vec::new());
+        let in_ten_minutes = humantime::format_rfc3339_seconds(
+            SystemTime::now() + std::time::Duration::from_secs(600),
+        )
+        .to_string();
+        i.credential_expiry = vec![
+            openshell_sdk::CredentialExpiry {
+                name: "OLD_TOKEN".into(),
+                provider: "legacy".into(),
+                expires_at: Some("2020-01-01T00:00:00Z".into()),
+            },
+            openshell_sdk::CredentialExpiry {
+                name: "GITHUB_TOKEN".into(),
+                provider: "github".into(),
+                expires_at: Some(in_ten_minutes.clone()),
+            },
+        ];
+        let text = super::inspection(&plain(OutputFormat::Table), &i);
+        assert!(text.contains("Credentials"), "{text}");
+        assert!(
+            text.contains("OLD_TOKEN (legacy): expired ")
+                && text.contains("d ago (2020-01-01T00:00:00Z)"),
+            "{text}"
+        );
+        let soon = "GITHUB_TOKEN (github): expires in ";
+        assert!(
+            text.contains(soon) && text.contains(&in_ten_minutes),
+            "{text}"
+        );
+        let none = super::inspection(&plain(OutputFormat::Table), &inspection(Vec::new()));
+        assert!(!none.contains("Credentials"));
     }
 
     #[test]

@@ -241,6 +241,17 @@ async fn a_credential_that_could_not_be_refreshed_is_withheld_once_it_expires() 
         "{:?}",
         inspection.hints
     );
+    // The CLI shows it as the operator reads it.
+    let shown =
+        openshell_e2e::cli::openshell(&gw.endpoint(), &["sessions", "inspect", "expiring"], None)
+            .await;
+    shown.expect(0);
+    assert!(
+        shown.stdout.contains("Credentials")
+            && shown.stdout.contains("GITHUB_TOKEN (github): expired"),
+        "{}",
+        shown.stdout
+    );
     let provider = gw
         .state()
         .store

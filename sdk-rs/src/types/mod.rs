@@ -31,8 +31,8 @@ pub use sandbox::{
     Attachment, CreatedSandbox, DeletedSandbox, Sandbox, SandboxRef, SupervisorCredential,
 };
 pub use session::{
-    ComponentDelivery, DeliveryEvent, MiddlewareReadiness, RuntimeReadiness, SessionInspection,
-    SessionSummary,
+    ComponentDelivery, CredentialExpiry, DeliveryEvent, MiddlewareReadiness, RuntimeReadiness,
+    SessionInspection, SessionSummary,
 };
 pub use settings::{ScopeSettings, Setting, SettingDefinition, SettingValue};
 

@@ -137,6 +137,28 @@ pub struct SessionInspection {
     /// needs; `None` when it reported nothing.
     #[serde(default)]
     pub runtime_readiness: Option<RuntimeReadiness>,
+    /// When each credential of the sandbox's providers expires, soonest first.
+    #[serde(default)]
+    pub credential_expiry: Vec<CredentialExpiry>,
+}
+
+/// One credential of an attached provider and when it stops being valid (its name,
+/// never its value).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialExpiry {
+    pub name: String,
+    pub provider: String,
+    pub expires_at: Option<String>,
+}
+
+impl From<pb::CredentialExpiry> for CredentialExpiry {
+    fn from(p: pb::CredentialExpiry) -> Self {
+        Self {
+            name: p.name,
+            provider: p.provider,
+            expires_at: timefmt::timestamp(p.expires_at),
+        }
+    }
 }
 
 /// A supervisor's word on starting its workload: it connects to every remote middleware the
@@ -229,6 +251,7 @@ impl From<pb::SessionInspection> for SessionInspection {
             last_report: non_empty(p.last_report),
             last_report_at: timefmt::timestamp(p.last_report_at),
             runtime_readiness: p.runtime_readiness.map(Into::into),
+            credential_expiry: p.credential_expiry.into_iter().map(Into::into).collect(),
         }
     }
 }
