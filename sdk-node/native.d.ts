@@ -263,6 +263,21 @@ export interface LogOptions {
   minLevel?: string
 }
 
+/** One remote middleware a supervisor's policy requires. */
+export interface MiddlewareReadiness {
+  /** The policy entry's key. */
+  name: string
+  /** The implementation it names. */
+  implementation: string
+  /** `HOST:PORT`; absent when the implementation is not registered on the supervisor. */
+  endpoint?: string
+  reachable: boolean
+  /** `on_error: fail_closed`: while unreachable, the workload does not start. */
+  failClosed: boolean
+  /** Why it is unreachable. */
+  error?: string
+}
+
 /** A durable record of one committed write. */
 export interface Operation {
   /** `op-` followed by a UUID. */
@@ -449,6 +464,16 @@ export interface ProviderWrite {
   operation?: Operation
 }
 
+/**
+ * A supervisor's word on starting its workload: it connects to every remote middleware the
+ * policy requires first.
+ */
+export interface RuntimeReadiness {
+  /** False while an unreachable `fail_closed` middleware holds the workload back. */
+  workloadStarted: boolean
+  middlewares: Array<MiddlewareReadiness>
+}
+
 /** A sandbox record. */
 export interface Sandbox {
   /** `sb-` followed by a UUID. */
@@ -556,6 +581,11 @@ export interface SessionInspection {
   /** Last status the supervisor reported. */
   lastReport?: string
   lastReportAt?: string
+  /**
+   * Whether the connected supervisor started its workload, and the remote middleware it
+   * needs; absent when it reported nothing.
+   */
+  runtimeReadiness?: RuntimeReadiness
 }
 
 /** One connected supervisor session. */

@@ -621,6 +621,56 @@ pub struct SessionInspection {
     /// Last status the supervisor reported.
     pub last_report: Option<String>,
     pub last_report_at: Option<String>,
+    /// Whether the connected supervisor started its workload, and the remote middleware it
+    /// needs; absent when it reported nothing.
+    pub runtime_readiness: Option<RuntimeReadiness>,
+}
+
+/// A supervisor's word on starting its workload: it connects to every remote middleware the
+/// policy requires first.
+#[napi(object)]
+pub struct RuntimeReadiness {
+    /// False while an unreachable `fail_closed` middleware holds the workload back.
+    pub workload_started: bool,
+    pub middlewares: Vec<MiddlewareReadiness>,
+}
+
+impl From<sdk::RuntimeReadiness> for RuntimeReadiness {
+    fn from(r: sdk::RuntimeReadiness) -> Self {
+        Self {
+            workload_started: r.workload_started,
+            middlewares: r.middlewares.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// One remote middleware a supervisor's policy requires.
+#[napi(object)]
+pub struct MiddlewareReadiness {
+    /// The policy entry's key.
+    pub name: String,
+    /// The implementation it names.
+    pub implementation: String,
+    /// `HOST:PORT`; absent when the implementation is not registered on the supervisor.
+    pub endpoint: Option<String>,
+    pub reachable: bool,
+    /// `on_error: fail_closed`: while unreachable, the workload does not start.
+    pub fail_closed: bool,
+    /// Why it is unreachable.
+    pub error: Option<String>,
+}
+
+impl From<sdk::MiddlewareReadiness> for MiddlewareReadiness {
+    fn from(m: sdk::MiddlewareReadiness) -> Self {
+        Self {
+            name: m.name,
+            implementation: m.implementation,
+            endpoint: m.endpoint,
+            reachable: m.reachable,
+            fail_closed: m.fail_closed,
+            error: m.error,
+        }
+    }
 }
 
 impl From<sdk::SessionInspection> for SessionInspection {
@@ -645,6 +695,7 @@ impl From<sdk::SessionInspection> for SessionInspection {
             hints: s.hints,
             last_report: s.last_report,
             last_report_at: s.last_report_at,
+            runtime_readiness: s.runtime_readiness.map(Into::into),
         }
     }
 }

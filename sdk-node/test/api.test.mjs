@@ -168,6 +168,23 @@ test('sessions: list and inspect', async () => {
   assert.equal(inspection.sandbox.id, alpha.id)
   assert.ok(inspection.components.some((c) => c.component === 'sandbox_config'))
   assert.deepEqual(inspection.pendingOperations, [])
+  // The example policy's request_logger is a remote middleware no test supervisor registers;
+  // it is fail_open, so the workload started degraded and the supervisor said so.
+  let readiness
+  for (let tries = 0; tries < 300 && !readiness; tries++) {
+    readiness = (await h.client.inspectSession('alpha')).runtimeReadiness
+    if (!readiness) await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  assert.ok(readiness, 'no runtime readiness reported')
+  assert.equal(readiness.workloadStarted, true)
+  assert.equal(readiness.middlewares.length, 1)
+  const [audit] = readiness.middlewares
+  assert.equal(audit.name, 'request_audit')
+  assert.equal(audit.implementation, 'request_logger')
+  assert.equal(audit.reachable, false)
+  assert.equal(audit.failClosed, false)
+  assert.equal(audit.endpoint ?? null, null)
+  assert.match(audit.error, /not registered/)
 })
 
 test('listOperations filters by sandbox and state', async () => {

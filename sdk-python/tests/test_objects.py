@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from conftest import POLICY, Gateway, unique
 from openshell import (
@@ -71,6 +72,19 @@ def test_sessions_and_operations(gateway: Gateway) -> None:
     assert inspection.negotiated_mode == DeliveryMode.PUSH
     assert inspection.sandbox is not None and inspection.sandbox.id == created.sandbox.id
     assert inspection.components
+
+    # The example policy's request_logger is a remote middleware no test supervisor registers;
+    # it is fail_open, so the workload started degraded and the supervisor said so.
+    deadline = time.monotonic() + 30
+    while (readiness := client.inspect_session(created.sandbox.name).runtime_readiness) is None:
+        assert time.monotonic() < deadline, "no runtime readiness reported"
+        time.sleep(0.1)
+    assert readiness.workload_started
+    [audit] = readiness.middlewares
+    assert (audit.name, audit.implementation) == ("request_audit", "request_logger")
+    assert not audit.reachable and not audit.fail_closed and audit.endpoint is None
+    assert audit.error is not None and "not registered" in audit.error
+    assert readiness.to_dict()["middlewares"][0]["name"] == "request_audit"
 
     first = created.operation
     assert first is not None

@@ -34,6 +34,7 @@ __all__ = [
     "DryRunResult",
     "FleetProgress",
     "GatewayInfo",
+    "MiddlewareReadiness",
     "Operation",
     "OperationTarget",
     "OperationTargets",
@@ -42,6 +43,7 @@ __all__ = [
     "PolicyRevision",
     "Provider",
     "ProviderWrite",
+    "RuntimeReadiness",
     "Sandbox",
     "SandboxLogEvent",
     "SandboxLogLine",
@@ -564,6 +566,45 @@ class SessionInspection:
     def last_report(self) -> str | None: ...
     @property
     def last_report_at(self) -> str | None: ...
+    @property
+    def runtime_readiness(self) -> RuntimeReadiness | None:
+        """Whether the connected supervisor started its workload, and the remote middleware it
+        needs; `None` when it reported nothing."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class RuntimeReadiness:
+    """A supervisor's word on starting its workload: it connects to every remote middleware the
+    policy requires first."""
+
+    @property
+    def workload_started(self) -> bool:
+        """False while an unreachable `fail_closed` middleware holds the workload back."""
+    @property
+    def middlewares(self) -> list[MiddlewareReadiness]: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class MiddlewareReadiness:
+    """One remote middleware a supervisor's policy requires."""
+
+    @property
+    def name(self) -> str:
+        """The policy entry's key."""
+    @property
+    def implementation(self) -> str:
+        """The implementation it names."""
+    @property
+    def endpoint(self) -> str | None:
+        """`HOST:PORT`; `None` when the implementation is not registered on the supervisor."""
+    @property
+    def reachable(self) -> bool: ...
+    @property
+    def fail_closed(self) -> bool:
+        """`on_error: fail_closed`: while unreachable, the workload does not start."""
+    @property
+    def error(self) -> str | None:
+        """Why it is unreachable."""
     def to_dict(self) -> dict[str, Any]: ...
 
 @final

@@ -304,7 +304,120 @@ impl SessionInspection {
         self.inner.last_report_at.as_deref()
     }
 
+    /// Whether the connected supervisor started its workload, and the remote middleware it
+    /// needs; `None` when it reported nothing.
+    #[getter]
+    fn runtime_readiness(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.inner
+            .runtime_readiness
+            .clone()
+            .into_view(py, &self.client)
+    }
+
     fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         to_dict(py, &self.inner)
+    }
+}
+
+/// A supervisor's word on starting its workload: it connects to every remote middleware the
+/// policy requires first.
+#[pyclass(frozen, module = "openshell")]
+pub(crate) struct RuntimeReadiness {
+    inner: openshell_sdk::RuntimeReadiness,
+}
+
+plain_view!(openshell_sdk::RuntimeReadiness => RuntimeReadiness);
+
+#[pymethods]
+impl RuntimeReadiness {
+    /// False while an unreachable `fail_closed` middleware holds the workload back.
+    #[getter]
+    fn workload_started(&self) -> bool {
+        self.inner.workload_started
+    }
+
+    #[getter]
+    fn middlewares(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let list = pyo3::types::PyList::empty(py);
+        for m in &self.inner.middlewares {
+            list.append(Py::new(py, MiddlewareReadiness { inner: m.clone() })?)?;
+        }
+        Ok(list.into_any().unbind())
+    }
+
+    fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_dict(py, &self.inner)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "RuntimeReadiness(workload_started={}, middlewares={})",
+            if self.inner.workload_started {
+                "True"
+            } else {
+                "False"
+            },
+            self.inner.middlewares.len()
+        )
+    }
+}
+
+/// One remote middleware a supervisor's policy requires.
+#[pyclass(frozen, module = "openshell")]
+pub(crate) struct MiddlewareReadiness {
+    inner: openshell_sdk::MiddlewareReadiness,
+}
+
+#[pymethods]
+impl MiddlewareReadiness {
+    /// The policy entry's key.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The implementation it names.
+    #[getter]
+    fn implementation(&self) -> &str {
+        &self.inner.implementation
+    }
+
+    /// `HOST:PORT`; `None` when the implementation is not registered on the supervisor.
+    #[getter]
+    fn endpoint(&self) -> Option<&str> {
+        self.inner.endpoint.as_deref()
+    }
+
+    #[getter]
+    fn reachable(&self) -> bool {
+        self.inner.reachable
+    }
+
+    /// `on_error: fail_closed`: while unreachable, the workload does not start.
+    #[getter]
+    fn fail_closed(&self) -> bool {
+        self.inner.fail_closed
+    }
+
+    /// Why it is unreachable.
+    #[getter]
+    fn error(&self) -> Option<&str> {
+        self.inner.error.as_deref()
+    }
+
+    fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_dict(py, &self.inner)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "MiddlewareReadiness(name={}, reachable={})",
+            quote(&self.inner.name),
+            if self.inner.reachable {
+                "True"
+            } else {
+                "False"
+            }
+        )
     }
 }
