@@ -430,11 +430,14 @@ pub fn provider(out: &Output, p: &Provider) -> String {
         ("revision", p.revision.to_string()),
         ("expires", dash(p.expires_at.as_deref())),
         ("attached sandboxes", list_or_dash(&p.attached_sandbox_ids)),
+        ("created", dash(p.created_at.as_deref())),
+        ("updated", dash(p.updated_at.as_deref())),
     ];
     finish(out.kv(rows))
 }
 
 pub fn providers(out: &Output, list: &[Provider]) -> String {
+    let now = SystemTime::now();
     out.table(
         list,
         &[
@@ -451,6 +454,8 @@ pub fn providers(out: &Output, list: &[Provider]) -> String {
                 list_or_dash(&p.credential_names)
             })
             .cut(),
+            Column::new("UPDATED", |p: &Provider| dash(p.updated_at.as_deref())).wide(),
+            Column::new("AGE", move |p: &Provider| age(p.created_at.as_deref(), now)),
         ],
     )
 }
@@ -1011,6 +1016,8 @@ mod tests {
             revision: 1,
             expires_at: None,
             attached_sandbox_ids: Vec::new(),
+            created_at: Some("2026-11-29T09:30:00.000Z".into()),
+            updated_at: None,
         };
         for color in [false, true] {
             let out = Output {

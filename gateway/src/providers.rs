@@ -387,6 +387,8 @@ mod tests {
             expires_at: None,
             value_expires_at: BTreeMap::new(),
             attached_sandbox_ids: Vec::new(),
+            created_at: 0,
+            updated_at: 0,
         };
         let names: Vec<String> = (1..=5).map(|i| format!("team/sb{i}")).collect();
         let message = attached_refusal(&provider, 7, &names);

@@ -169,6 +169,8 @@ pub fn provider(p: &ProviderRecord) -> pb::Provider {
         revision: p.revision,
         expires_at: p.expires_at.map(timestamp),
         attached_sandbox_ids: p.attached_sandbox_ids.clone(),
+        created_at: Some(timestamp(p.created_at)),
+        updated_at: Some(timestamp(p.updated_at)),
     }
 }
 

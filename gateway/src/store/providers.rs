@@ -11,11 +11,11 @@ use super::records::{ProviderRecord, u64_col};
 use super::{Store, WriteTx, now_ms};
 
 const PROVIDER_COLUMNS: &str = "id, name, workspace, provider_type, env_json, credential_names, \
-     revision, expires_at, value_expires_json";
+     revision, expires_at, value_expires_json, created_at, updated_at";
 
 /// The providers attached to a sandbox (`$1`), by name, credentials sealed.
 const ATTACHED_PROVIDERS: &str = "SELECT p.id, p.name, p.workspace, p.provider_type, p.env_json, \
-     p.credential_names, p.revision, p.expires_at, p.value_expires_json FROM attachments a \
+     p.credential_names, p.revision, p.expires_at, p.value_expires_json, p.created_at, p.updated_at FROM attachments a \
      JOIN providers p ON p.id = a.provider_id WHERE a.sandbox_id = $1 ORDER BY p.name";
 
 /// Values of a provider write; credentials are sealed before they reach SQL.
@@ -46,6 +46,8 @@ fn provider_from_row(row: &AnyRow) -> Result<ProviderRecord> {
         value_expires_at: serde_json::from_str(&expires_json)
             .map_err(|e| StoreError::Corrupt(format!("provider value expiry: {e}")))?,
         attached_sandbox_ids: Vec::new(),
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
     })
 }
 
@@ -157,7 +159,7 @@ impl Store {
     ) -> Result<Vec<(ProviderRecord, BTreeMap<String, Secret>)>> {
         let rows = sqlx::query(
             "SELECT p.id, p.name, p.workspace, p.provider_type, p.env_json, p.credential_names, \
-             p.revision, p.expires_at, p.value_expires_json, p.credentials_box FROM attachments a \
+             p.revision, p.expires_at, p.value_expires_json, p.created_at, p.updated_at, p.credentials_box FROM attachments a \
              JOIN providers p ON p.id = a.provider_id WHERE a.sandbox_id = $1 ORDER BY p.name",
         )
         .bind(sandbox_id)
@@ -312,7 +314,7 @@ impl WriteTx {
     ) -> Result<Vec<ProviderRecord>> {
         let rows = sqlx::query(
             "SELECT DISTINCT p.id, p.name, p.workspace, p.provider_type, p.env_json, \
-             p.credential_names, p.revision, p.expires_at, p.value_expires_json FROM attachments mine \
+             p.credential_names, p.revision, p.expires_at, p.value_expires_json, p.created_at, p.updated_at FROM attachments mine \
              JOIN attachments other ON other.sandbox_id = mine.sandbox_id \
              JOIN providers p ON p.id = other.provider_id \
              JOIN sandboxes s ON s.id = mine.sandbox_id \

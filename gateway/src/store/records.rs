@@ -183,6 +183,8 @@ pub struct ProviderRecord {
     /// Expiry of single credential values (ms since the epoch), by name.
     pub value_expires_at: BTreeMap<String, i64>,
     pub attached_sandbox_ids: Vec<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
 }
 
 impl ProviderRecord {

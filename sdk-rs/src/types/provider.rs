@@ -24,6 +24,11 @@ pub struct Provider {
     pub revision: u64,
     pub expires_at: Option<String>,
     pub attached_sandbox_ids: Vec<String>,
+    /// When it was created, and last written (an update or a credential refresh).
+    #[serde(default)]
+    pub created_at: Option<String>,
+    #[serde(default)]
+    pub updated_at: Option<String>,
 }
 
 impl From<pb::Provider> for Provider {
@@ -38,6 +43,8 @@ impl From<pb::Provider> for Provider {
             revision: p.revision,
             expires_at: timefmt::timestamp(p.expires_at),
             attached_sandbox_ids: p.attached_sandbox_ids,
+            created_at: timefmt::timestamp(p.created_at),
+            updated_at: timefmt::timestamp(p.updated_at),
         }
     }
 }
