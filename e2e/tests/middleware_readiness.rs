@@ -147,6 +147,27 @@ async fn a_reachable_remote_middleware_lets_the_workload_start() {
         "{}",
         text.stdout
     );
+
+    // A restarted gateway knows nothing of it: the supervisor tells the new session too.
+    let Setup {
+        gw, id, supervisor, ..
+    } = s;
+    let gw = gw.restart().await;
+    let api = gw.api().await;
+    readiness_where(
+        &api,
+        &id,
+        "the readiness reported to the new session",
+        |r| r.workload_started && r.middlewares.iter().all(|m| m.reachable),
+    )
+    .await;
+    // Still the one workload start.
+    let starts = supervisor
+        .workload_lines()
+        .iter()
+        .filter(|l| l.starts_with("started"))
+        .count();
+    assert_eq!(starts, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
