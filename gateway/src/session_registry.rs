@@ -259,3 +259,54 @@ impl SessionRegistry {
         out
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn session(session_id: &str) -> SessionInfo {
+        SessionInfo {
+            session_id: session_id.into(),
+            sandbox_id: "sb-1".into(),
+            sandbox_name: "web".into(),
+            mode: NegotiatedMode::Push,
+            mode_reason: String::new(),
+            supervisor_version: String::new(),
+            protocol_revision: 1,
+            supports_config_snapshots: true,
+            supports_config_apply: true,
+            local_policy_override: false,
+            connected_at_ms: 0,
+            last_heartbeat_ms: 0,
+            replaced_sessions: 0,
+            last_replaced_at_ms: None,
+            runtime_readiness: None,
+            closer: Arc::default(),
+        }
+    }
+
+    #[test]
+    fn readiness_is_kept_bounded_and_only_for_the_registered_session() {
+        let registry = SessionRegistry::default();
+        registry.register(session("s-2"));
+        let entry = |error: String| pb::MiddlewareReadiness {
+            name: "audit\u{1b}[2J".into(),
+            error,
+            ..Default::default()
+        };
+        let readiness = pb::RuntimeReadiness {
+            workload_started: false,
+            middlewares: (0..40).map(|_| entry("x".repeat(5000))).collect(),
+        };
+        // A replaced session's late frame changes nothing.
+        registry.set_readiness("sb-1", "s-1", readiness.clone());
+        assert_eq!(registry.get("sb-1").unwrap().runtime_readiness, None);
+        registry.set_readiness("sb-1", "s-2", readiness);
+        let kept = registry.get("sb-1").unwrap().runtime_readiness.unwrap();
+        assert_eq!(kept.middlewares.len(), MAX_READINESS_ENTRIES);
+        let first = &kept.middlewares[0];
+        assert!(!first.name.contains('\u{1b}'), "{:?}", first.name);
+        assert!(first.error.len() <= 1024, "{}", first.error.len());
+    }
+}

@@ -1,5 +1,6 @@
 //! Command line of `openshell-supervisor`. Every flag can also come from the environment
-//! (`OPENSHELL_SUPERVISOR_<FLAG>`, and `OPENSHELL_GATEWAY` for the gateway address).
+//! (`OPENSHELL_SUPERVISOR_<FLAG>`, `OPENSHELL_GATEWAY` for the gateway address and
+//! `OPENSHELL_MIDDLEWARES` for the remote middleware).
 
 use std::path::PathBuf;
 use std::time::Duration;
