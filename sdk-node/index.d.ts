@@ -54,6 +54,7 @@ export type {
   ListSandboxesOptions,
   LogOptions,
   MiddlewareReadiness,
+  CredentialExpiry,
   Operation,
   OperationState,
   OperationTarget,

@@ -181,6 +181,16 @@ export interface CreateSandboxOptions {
   policy?: string
 }
 
+/**
+ * One credential of an attached provider and when it stops being valid (its name, never
+ * its value).
+ */
+export interface CredentialExpiry {
+  name: string
+  provider: string
+  expiresAt?: string
+}
+
 /** What `deleteSandbox` resolves to. */
 export interface DeletedSandbox {
   /** The sandbox, now `DELETED`. */
@@ -431,6 +441,9 @@ export interface Provider {
   revision: number
   expiresAt?: string
   attachedSandboxIds: Array<string>
+  /** When it was created, and last written (an update or a credential refresh). */
+  createdAt?: string
+  updatedAt?: string
 }
 
 /** A provider to create. Credentials are encrypted at rest and never returned. */
@@ -586,6 +599,8 @@ export interface SessionInspection {
    * needs; absent when it reported nothing.
    */
   runtimeReadiness?: RuntimeReadiness
+  /** When each credential of the sandbox's providers expires, soonest first. */
+  credentialExpiry: Array<CredentialExpiry>
 }
 
 /** One connected supervisor session. */

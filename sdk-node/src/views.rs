@@ -335,6 +335,9 @@ pub struct Provider {
     pub revision: i64,
     pub expires_at: Option<String>,
     pub attached_sandbox_ids: Vec<String>,
+    /// When it was created, and last written (an update or a credential refresh).
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
 }
 
 impl From<sdk::Provider> for Provider {
@@ -349,6 +352,8 @@ impl From<sdk::Provider> for Provider {
             revision: js_int(p.revision),
             expires_at: p.expires_at,
             attached_sandbox_ids: p.attached_sandbox_ids,
+            created_at: p.created_at,
+            updated_at: p.updated_at,
         }
     }
 }
@@ -624,6 +629,27 @@ pub struct SessionInspection {
     /// Whether the connected supervisor started its workload, and the remote middleware it
     /// needs; absent when it reported nothing.
     pub runtime_readiness: Option<RuntimeReadiness>,
+    /// When each credential of the sandbox's providers expires, soonest first.
+    pub credential_expiry: Vec<CredentialExpiry>,
+}
+
+/// One credential of an attached provider and when it stops being valid (its name, never
+/// its value).
+#[napi(object)]
+pub struct CredentialExpiry {
+    pub name: String,
+    pub provider: String,
+    pub expires_at: Option<String>,
+}
+
+impl From<sdk::CredentialExpiry> for CredentialExpiry {
+    fn from(c: sdk::CredentialExpiry) -> Self {
+        Self {
+            name: c.name,
+            provider: c.provider,
+            expires_at: c.expires_at,
+        }
+    }
 }
 
 /// A supervisor's word on starting its workload: it connects to every remote middleware the
@@ -696,6 +722,7 @@ impl From<sdk::SessionInspection> for SessionInspection {
             last_report: s.last_report,
             last_report_at: s.last_report_at,
             runtime_readiness: s.runtime_readiness.map(Into::into),
+            credential_expiry: s.credential_expiry.into_iter().map(Into::into).collect(),
         }
     }
 }

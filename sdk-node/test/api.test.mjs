@@ -115,10 +115,20 @@ test('providers: create, attach, detach; credentials never come back', async () 
   assert.deepEqual(created.provider.env, { GITHUB_API: 'https://api.github.com' })
   assert.deepEqual(created.provider.credentialNames, ['GITHUB_TOKEN'])
   assert.equal(Date.parse(created.provider.expiresAt), expires.getTime())
+  assert.ok(Math.abs(Date.parse(created.provider.createdAt) - Date.now()) < 3_600_000)
+  assert.equal(created.provider.updatedAt, created.provider.createdAt)
   assert.ok(!JSON.stringify(created).includes('ghp_very_secret'))
+  // Its credential expires: an inspection of a sandbox attaching it says when (names only).
+  const credentialExpiry = async () => (await h.client.inspectSession('alpha')).credentialExpiry
+  assert.deepEqual(await credentialExpiry(), [])
 
   const attached = await h.client.attachProvider('alpha', 'gh')
   assert.deepEqual(attached.sandbox.providers, ['gh'])
+  const expiry = await credentialExpiry()
+  assert.equal(expiry.length, 1)
+  assert.equal(expiry[0].name, 'GITHUB_TOKEN')
+  assert.equal(expiry[0].provider, 'gh')
+  assert.equal(Date.parse(expiry[0].expiresAt), expires.getTime())
   assert.ok(attached.sandbox.attachmentEpoch > 0)
   // The gateway may track delivery of the new environment as an operation.
   if (attached.operation) {

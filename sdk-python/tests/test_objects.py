@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime, timezone
 
 from conftest import POLICY, Gateway, unique
 from openshell import (
@@ -54,9 +55,26 @@ def test_provider_create_and_attach(client: Client) -> None:
     assert provider.credential_names == ["GITHUB_TOKEN"]
     assert "ghp_very_secret" not in json.dumps(write.to_dict())
 
+    assert provider.created_at is not None and provider.updated_at == provider.created_at
+    assert client.inspect_session(created.sandbox.name).credential_expiry == []
+
     attached = client.attach_provider(created.sandbox.name, provider_name)
     assert attached.sandbox.providers == [provider_name]
     assert attached.sandbox.attachment_epoch >= 1
+
+    # A provider whose credentials expire: the inspection says when, by name only.
+    expiring = unique("exp")
+    client.create_provider(
+        expiring,
+        "github",
+        credentials={"EXPIRING_TOKEN": "ghp_short_lived"},
+        expires_at=datetime(2031, 1, 1, tzinfo=timezone.utc),
+    )
+    client.attach_provider(created.sandbox.name, expiring)
+    [expiry] = client.inspect_session(created.sandbox.name).credential_expiry
+    assert (expiry.name, expiry.provider) == ("EXPIRING_TOKEN", expiring)
+    assert expiry.expires_at is not None and expiry.expires_at.startswith("2031-01-01T00:00:00")
+    assert "ghp_short_lived" not in repr(expiry) + json.dumps(expiry.to_dict())
 
 
 def test_sessions_and_operations(gateway: Gateway) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "Client",
     "ComponentDelivery",
     "CreatedSandbox",
+    "CredentialExpiry",
     "DeletedSandbox",
     "DeliveryEvent",
     "DryRunResult",
@@ -440,6 +441,12 @@ class Provider:
     def expires_at(self) -> str | None: ...
     @property
     def attached_sandbox_ids(self) -> list[str]: ...
+    @property
+    def created_at(self) -> str | None:
+        """When it was created (RFC 3339)."""
+    @property
+    def updated_at(self) -> str | None:
+        """When it was last written: an update or a credential refresh (RFC 3339)."""
     def to_dict(self) -> dict[str, Any]: ...
 
 @final
@@ -570,6 +577,25 @@ class SessionInspection:
     def runtime_readiness(self) -> RuntimeReadiness | None:
         """Whether the connected supervisor started its workload, and the remote middleware it
         needs; `None` when it reported nothing."""
+    @property
+    def credential_expiry(self) -> list[CredentialExpiry]:
+        """When each credential of the sandbox's providers expires, soonest first."""
+    def to_dict(self) -> dict[str, Any]: ...
+
+@final
+class CredentialExpiry:
+    """One credential of an attached provider and when it stops being valid (its name,
+    never its value)."""
+
+    @property
+    def name(self) -> str:
+        """The environment variable's name."""
+    @property
+    def provider(self) -> str:
+        """The provider it comes from."""
+    @property
+    def expires_at(self) -> str | None:
+        """When it expires (RFC 3339)."""
     def to_dict(self) -> dict[str, Any]: ...
 
 @final

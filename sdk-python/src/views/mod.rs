@@ -109,6 +109,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::DeliveryEvent>()?;
     m.add_class::<session::RuntimeReadiness>()?;
     m.add_class::<session::MiddlewareReadiness>()?;
+    m.add_class::<session::CredentialExpiry>()?;
     m.add_class::<gateway::GatewayInfo>()?;
     m.add_class::<logs::SandboxLogLine>()?;
     m.add_class::<logs::SandboxLogs>()?;

@@ -61,6 +61,18 @@ impl Provider {
         self.inner.attached_sandbox_ids.clone()
     }
 
+    /// When it was created (RFC 3339).
+    #[getter]
+    fn created_at(&self) -> Option<&str> {
+        self.inner.created_at.as_deref()
+    }
+
+    /// When it was last written: an update or a credential refresh (RFC 3339).
+    #[getter]
+    fn updated_at(&self) -> Option<&str> {
+        self.inner.updated_at.as_deref()
+    }
+
     fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         to_dict(py, &self.inner)
     }

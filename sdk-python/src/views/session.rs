@@ -314,6 +314,16 @@ impl SessionInspection {
             .into_view(py, &self.client)
     }
 
+    /// When each credential of the sandbox's providers expires, soonest first.
+    #[getter]
+    fn credential_expiry(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let list = pyo3::types::PyList::empty(py);
+        for c in &self.inner.credential_expiry {
+            list.append(Py::new(py, CredentialExpiry { inner: c.clone() })?)?;
+        }
+        Ok(list.into_any().unbind())
+    }
+
     fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         to_dict(py, &self.inner)
     }
@@ -358,6 +368,47 @@ impl RuntimeReadiness {
                 "False"
             },
             self.inner.middlewares.len()
+        )
+    }
+}
+
+/// One credential of an attached provider and when it stops being valid (its name, never
+/// its value).
+#[pyclass(frozen, module = "openshell")]
+pub(crate) struct CredentialExpiry {
+    inner: openshell_sdk::CredentialExpiry,
+}
+
+#[pymethods]
+impl CredentialExpiry {
+    /// The environment variable's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The provider it comes from.
+    #[getter]
+    fn provider(&self) -> &str {
+        &self.inner.provider
+    }
+
+    /// When it expires (RFC 3339).
+    #[getter]
+    fn expires_at(&self) -> Option<&str> {
+        self.inner.expires_at.as_deref()
+    }
+
+    fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        to_dict(py, &self.inner)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "CredentialExpiry(name={}, provider={}, expires_at={})",
+            quote(&self.inner.name),
+            quote(&self.inner.provider),
+            quote_opt(self.inner.expires_at.as_deref())
         )
     }
 }
