@@ -41,22 +41,39 @@ fn blocks(markdown: &str, language: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_operator_guide_configuration_example_is_accepted() {
+fn the_operator_guide_configuration_examples_are_accepted() {
     let guide = repo_file("docs/operator-guide.md");
     let toml = blocks(&guide, "toml");
-    assert_eq!(toml.len(), 1, "one configuration example");
+    assert_eq!(
+        toml.len(),
+        2,
+        "the gateway configuration and a refresh hook"
+    );
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("gateway.toml");
-    std::fs::write(&path, &toml[0]).unwrap();
-    use clap::Parser;
-    let flags = openshell_gateway::config::Flags::parse_from([
-        "openshell-gateway",
-        "--config",
-        path.to_str().unwrap(),
-    ]);
-    let config = openshell_gateway::config::GatewayConfig::resolve(flags).unwrap();
-    assert_eq!(config.config_delivery_mode, DeliveryMode::Push);
-    assert_eq!(config.operator_tokens[0].name, "ci");
+    let configs: Vec<_> = toml
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let path = dir.path().join(format!("gateway-{i}.toml"));
+            std::fs::write(&path, text).unwrap();
+            use clap::Parser;
+            let flags = openshell_gateway::config::Flags::parse_from([
+                "openshell-gateway",
+                "--config",
+                path.to_str().unwrap(),
+            ]);
+            openshell_gateway::config::GatewayConfig::resolve(flags)
+                .unwrap_or_else(|e| panic!("example {i} is refused: {e}\n{text}"))
+        })
+        .collect();
+    assert_eq!(configs[0].config_delivery_mode, DeliveryMode::Push);
+    assert_eq!(configs[0].operator_tokens[0].name, "ci");
+    let hook = &configs[1].provider_refresh[0];
+    assert_eq!(
+        (hook.workspace.as_str(), hook.provider.as_str()),
+        ("team", "github")
+    );
+    assert_eq!(hook.lead, std::time::Duration::from_secs(300));
 }
 
 #[test]
