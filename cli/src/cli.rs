@@ -248,6 +248,48 @@ pub struct WaitArgs {
     pub idempotency_key: Option<String>,
 }
 
+/// `policy update`'s edits, in upstream's forms (see `EditSpecs`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct EditArgs {
+    /// Add or merge an endpoint: HOST:PORT[:ACCESS[:PROTOCOL[:ENFORCEMENT[:OPTIONS]]]]
+    /// (ACCESS read-only|read-write|full, PROTOCOL rest|websocket|sql, ENFORCEMENT
+    /// enforce|audit, OPTIONS websocket-credential-rewrite); repeatable.
+    #[arg(long = "add-endpoint", value_name = "SPEC")]
+    pub add_endpoints: Vec<String>,
+    /// Remove an endpoint's port: HOST:PORT; repeatable.
+    #[arg(long = "remove-endpoint", value_name = "HOST:PORT")]
+    pub remove_endpoints: Vec<String>,
+    /// Add a REST allow rule to an endpoint: HOST:PORT:METHOD:PATH_GLOB; repeatable.
+    #[arg(long = "add-allow", value_name = "RULE")]
+    pub add_allow: Vec<String>,
+    /// Add a REST deny rule to an endpoint: HOST:PORT:METHOD:PATH_GLOB; repeatable.
+    #[arg(long = "add-deny", value_name = "RULE")]
+    pub add_deny: Vec<String>,
+    /// Remove a network rule by name; repeatable.
+    #[arg(long = "remove-rule", value_name = "NAME")]
+    pub remove_rules: Vec<String>,
+    /// A binary the added endpoints are for; repeatable.
+    #[arg(long = "binary", value_name = "PATH")]
+    pub binaries: Vec<String>,
+    /// Name of the rule for one --add-endpoint (default allow_HOST_PORT).
+    #[arg(long, value_name = "NAME")]
+    pub rule_name: Option<String>,
+}
+
+impl From<EditArgs> for openshell_sdk::EditSpecs {
+    fn from(a: EditArgs) -> Self {
+        Self {
+            add_endpoints: a.add_endpoints,
+            remove_endpoints: a.remove_endpoints,
+            add_allow: a.add_allow,
+            add_deny: a.add_deny,
+            remove_rules: a.remove_rules,
+            binaries: a.binaries,
+            rule_name: a.rule_name,
+        }
+    }
+}
+
 /// Help of `--expected-revision`, shared by the policy writes.
 const EXPECTED_REVISION_HELP: &str = "Write only if the sandbox's policy (the global one with --global) is still at revision N; otherwise refuse the write (FAILED_PRECONDITION, exit code 1) and write nothing";
 
@@ -309,29 +351,8 @@ pub enum PolicyCommand {
     Update {
         #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
-        /// Add or merge an endpoint: HOST:PORT[:ACCESS[:PROTOCOL[:ENFORCEMENT[:OPTIONS]]]]
-        /// (ACCESS read-only|read-write|full, PROTOCOL rest|websocket|sql, ENFORCEMENT
-        /// enforce|audit, OPTIONS websocket-credential-rewrite); repeatable.
-        #[arg(long = "add-endpoint", value_name = "SPEC")]
-        add_endpoints: Vec<String>,
-        /// Remove an endpoint's port: HOST:PORT; repeatable.
-        #[arg(long = "remove-endpoint", value_name = "HOST:PORT")]
-        remove_endpoints: Vec<String>,
-        /// Add a REST allow rule to an endpoint: HOST:PORT:METHOD:PATH_GLOB; repeatable.
-        #[arg(long = "add-allow", value_name = "RULE")]
-        add_allow: Vec<String>,
-        /// Add a REST deny rule to an endpoint: HOST:PORT:METHOD:PATH_GLOB; repeatable.
-        #[arg(long = "add-deny", value_name = "RULE")]
-        add_deny: Vec<String>,
-        /// Remove a network rule by name; repeatable.
-        #[arg(long = "remove-rule", value_name = "NAME")]
-        remove_rules: Vec<String>,
-        /// A binary the added endpoints are for; repeatable.
-        #[arg(long = "binary", value_name = "PATH")]
-        binaries: Vec<String>,
-        /// Name of the rule for one --add-endpoint (default allow_HOST_PORT).
-        #[arg(long, value_name = "NAME")]
-        rule_name: Option<String>,
+        #[command(flatten)]
+        edits: EditArgs,
         /// Check the edits at the gateway and print what they would change; write nothing.
         #[arg(long, conflicts_with_all = ["wait", "timeout", "threshold"])]
         dry_run: bool,

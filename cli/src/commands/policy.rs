@@ -70,26 +70,12 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
         }
         PolicyCommand::Update {
             sandbox,
-            add_endpoints,
-            remove_endpoints,
-            add_allow,
-            add_deny,
-            remove_rules,
-            binaries,
-            rule_name,
+            edits,
             dry_run,
             expected_revision,
             wait,
         } => {
-            let specs = EditSpecs {
-                add_endpoints,
-                remove_endpoints,
-                add_allow,
-                add_deny,
-                remove_rules,
-                binaries,
-                rule_name,
-            };
+            let specs = EditSpecs::from(edits);
             // Checked before connecting, so a malformed flag fails without a gateway.
             let mut update =
                 UpdateConfig::new(Target::Sandbox(SandboxRef::from(sandbox))).edit_specs(&specs)?;
