@@ -260,6 +260,17 @@ pub fn policy_with_port(port: u32) -> String {
 }
 
 /// A sandbox reference by id or name in the default workspace.
+/// `InspectSession` of a sandbox (id or name in the default workspace).
+pub async fn inspect(api: &Api, sandbox: &str) -> openshell_proto::v1::SessionInspection {
+    api.clone()
+        .inspect_session(openshell_proto::v1::InspectSessionRequest {
+            sandbox: sandbox_ref(sandbox),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 pub fn sandbox_ref(id_or_name: &str) -> Option<openshell_proto::v1::SandboxRef> {
     Some(openshell_proto::v1::SandboxRef {
         id_or_name: id_or_name.into(),

@@ -9,6 +9,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use openshell_e2e::inspect;
 use openshell_e2e::process::spawn_supervisor;
 use openshell_e2e::{Api, Backend, TestGateway, TestStore, create_sandbox, eventually};
 use openshell_gateway::DeliveryMode;
@@ -103,15 +104,6 @@ async fn github_provider(api: &mut Api, sandbox_id: &str, token: &str, expires_a
     .unwrap();
 }
 
-async fn inspect(api: &mut Api, sandbox_id: &str) -> pb::SessionInspection {
-    api.inspect_session(pb::InspectSessionRequest {
-        sandbox: openshell_e2e::sandbox_ref(sandbox_id),
-    })
-    .await
-    .unwrap()
-    .into_inner()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expiring_credential_is_refreshed_for_the_sandboxes_attaching_its_provider_only() {
     let hook_dir = tempfile::tempdir().unwrap();
@@ -174,7 +166,7 @@ async fn an_expiring_credential_is_refreshed_for_the_sandboxes_attaching_its_pro
         1,
         "renewed until 2099: no second run"
     );
-    let inspection = inspect(&mut api, &attached).await;
+    let inspection = inspect(&api, &attached).await;
     let expiry = &inspection.credential_expiry;
     assert_eq!(expiry.len(), 1, "{expiry:?}");
     assert_eq!(expiry[0].name, "GITHUB_TOKEN");
@@ -232,7 +224,7 @@ async fn a_credential_that_could_not_be_refreshed_is_withheld_once_it_expires() 
     )
     .await;
     assert!(now_ms() >= expires_at, "withheld before it expired: {env}");
-    let inspection = inspect(&mut api, &id).await;
+    let inspection = inspect(&api, &id).await;
     assert!(
         inspection
             .hints

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use openshell_e2e::cli::openshell;
+use openshell_e2e::inspect;
 use openshell_e2e::process::{SupervisorProcess, free_port, spawn_supervisor};
 use openshell_e2e::{Api, TestGateway, create_sandbox, eventually};
 use openshell_gateway::DeliveryMode;
@@ -57,16 +58,6 @@ async fn wait_started(supervisor: &SupervisorProcess) {
         started(supervisor).then_some(())
     })
     .await;
-}
-
-async fn inspect(api: &Api, sandbox: &str) -> pb::SessionInspection {
-    api.clone()
-        .inspect_session(pb::InspectSessionRequest {
-            sandbox: openshell_e2e::sandbox_ref(sandbox),
-        })
-        .await
-        .unwrap()
-        .into_inner()
 }
 
 /// Waits until the connected supervisor's reported readiness satisfies `check`.

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use openshell_e2e::inspect;
 use openshell_e2e::process::spawn_supervisor;
 use openshell_e2e::{
     Api, Backend, POLICY, TestGateway, create_sandbox, eventually, metric, policy_with_port,
@@ -16,16 +17,6 @@ use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
 
 const DEADLINE: Duration = Duration::from_secs(60);
-
-async fn inspect(api: &Api, id: &str) -> pb::SessionInspection {
-    api.clone()
-        .inspect_session(pb::InspectSessionRequest {
-            sandbox: sandbox_ref(id),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-}
 
 async fn set_policy(api: &Api, id: &str, policy: String) -> Result<pb::Operation, tonic::Status> {
     api.clone()

@@ -127,13 +127,7 @@ async fn a_supervisor_that_never_prepares_its_startup_candidate_is_refused_at_th
         .operations;
     assert!(operations.is_empty(), "{operations:?}");
 
-    let inspection = api
-        .inspect_session(pb::InspectSessionRequest {
-            sandbox: sandbox_ref(&id),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let inspection = openshell_e2e::inspect(&api, &id).await;
     assert!(!inspection.connected);
     assert!(
         inspection
@@ -196,14 +190,7 @@ async fn a_supervisor_that_never_answers_its_bootstrap_is_closed_at_the_deadline
     );
     let inspection =
         openshell_e2e::eventually("the closed session to be gone", DEADLINE, || async {
-            let inspection = api
-                .clone()
-                .inspect_session(pb::InspectSessionRequest {
-                    sandbox: sandbox_ref(&id),
-                })
-                .await
-                .unwrap()
-                .into_inner();
+            let inspection = openshell_e2e::inspect(&api, &id).await;
             (!inspection.connected).then_some(inspection)
         })
         .await;
@@ -279,13 +266,7 @@ async fn a_bootstrap_that_cannot_be_built_refuses_the_session(broken: BrokenBoot
     drop(outbound);
     let failed = "openshell_config_bootstraps_total{outcome=\"build_failed\"}";
     assert_eq!(metric(&gateway, failed).await, 1.0);
-    let inspection = api
-        .inspect_session(pb::InspectSessionRequest {
-            sandbox: sandbox_ref(&id),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let inspection = openshell_e2e::inspect(&api, &id).await;
     assert!(!inspection.connected);
     assert_eq!(
         inspection.sandbox.unwrap().lifecycle,

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use openshell_e2e::inspect;
 use openshell_e2e::process::spawn_supervisor;
 use openshell_e2e::{
     Api, Backend, POLICY, TestGateway, create_sandbox, eventually, sandbox_ref, terminal_operation,
@@ -14,16 +15,6 @@ use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
 
 const DEADLINE: Duration = Duration::from_secs(30);
-
-async fn inspect(api: &Api, id: &str) -> pb::SessionInspection {
-    api.clone()
-        .inspect_session(pb::InspectSessionRequest {
-            sandbox: sandbox_ref(id),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-}
 
 async fn commit(api: &Api, id: &str, policy: String) -> pb::Operation {
     api.clone()

@@ -9,6 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use openshell_e2e::inspect;
 use openshell_e2e::process::{SupervisorProcess, spawn_supervisor};
 use openshell_e2e::{
     Api, POLICY, TestGateway, create_sandbox, eventually, metric, policy_with_port, sandbox_ref,
@@ -29,16 +30,6 @@ fn refusing_hook(marker: &Path) -> String {
         "if [ -e '{}' ]; then echo 'the startup marker is present' >&2; exit 3; fi",
         marker.display()
     )
-}
-
-async fn inspect(api: &Api, id: &str) -> pb::SessionInspection {
-    api.clone()
-        .inspect_session(pb::InspectSessionRequest {
-            sandbox: sandbox_ref(id),
-        })
-        .await
-        .unwrap()
-        .into_inner()
 }
 
 async fn lifecycle(api: &Api, id: &str) -> pb::SandboxLifecycle {
