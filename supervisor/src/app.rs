@@ -40,6 +40,8 @@ pub async fn run(args: Args) -> Result<i32, SupervisorError> {
     applier_config.on_apply = args.on_apply.clone();
     applier_config.hook_timeout = args.on_apply_timeout;
     applier_config.reload_signal = args.reload_signal;
+    applier_config.write_fault =
+        crate::WriteFault::delay_from_env().map_err(SupervisorError::Usage)?;
     let applier =
         Arc::new(
             FileApplier::new(applier_config).map_err(|source| SupervisorError::StateDir {

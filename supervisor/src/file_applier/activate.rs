@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tracing::{error, warn};
 
+use super::apply_log::{self, ApplyLogEntry, ApplyLogOutcome};
 use super::hook::{HookFailure, run_hook};
 use super::stage::{
     POLICY_FILE, PROVIDER_ENV_FILE, QUARANTINE_FILE, REVISIONS_FILE, SETTINGS_FILE, Staged,
@@ -54,6 +55,22 @@ pub async fn activate(
         Some(hook) => run_hook(hook.command, &hook.env, hook.timeout).await,
         None => Ok(()),
     };
+    let verdict = match verdict {
+        // Recorded before it is reported, and undone when it cannot be: an active
+        // generation always has its entry in the apply log.
+        Ok(()) => {
+            let entry = ApplyLogEntry::for_desired(
+                ApplyLogOutcome::Activated,
+                published.generation(),
+                desired,
+            );
+            let root = dir.root().to_path_buf();
+            blocking(move || apply_log::append(&root, &entry))
+                .await
+                .map_err(Refusal::Log)
+        }
+        Err(failure) => Err(Refusal::Hook(failure)),
+    };
     match verdict {
         Ok(()) => {
             let writer = dir.clone();
@@ -65,16 +82,29 @@ pub async fn activate(
             Ok(())
         }
         Err(failure) => {
-            let kind = failure_kind(&failure);
+            let (stage, kind) = match &failure {
+                Refusal::Hook(hook) => (ApplyStage::Hook, failure_kind(hook)),
+                // The disk again, not the content: that can pass.
+                Refusal::Log(_) => (ApplyStage::Activate, ApplyErrorKind::Transient),
+            };
             let mut reason = failure.to_string();
             let writer = dir.clone();
             if let Err(err) = blocking(move || writer.roll_back(published)).await {
                 error!(error = %err, "restoring the last-known-good configuration failed");
                 reason.push_str("; restoring the previous configuration failed too");
             }
-            Err(ApplyError::new(ApplyStage::Hook, &reason, desired).with_kind(kind))
+            Err(ApplyError::new(stage, &reason, desired).with_kind(kind))
         }
     }
+}
+
+/// Why a published generation is rolled back.
+#[derive(Debug, thiserror::Error)]
+enum Refusal {
+    #[error(transparent)]
+    Hook(HookFailure),
+    #[error("recording the activation in the apply log failed: {0}")]
+    Log(std::io::Error),
 }
 
 /// A hook that answered with a failing exit status refused the configuration. One that
@@ -105,7 +135,11 @@ pub async fn quarantine(
     let writer = dir.clone();
     let published = blocking(move || {
         let mut files = Vec::new();
+        let mut revisions = serde_json::Value::Null;
         if let Some(current) = writer.read_active()? {
+            if let Some(bytes) = current.file(REVISIONS_FILE) {
+                revisions = serde_json::from_slice(bytes).unwrap_or_default();
+            }
             for name in [
                 POLICY_FILE,
                 SETTINGS_FILE,
@@ -127,6 +161,18 @@ pub async fn quarantine(
             mode: super::stage::PUBLIC_MODE,
         });
         let published = writer.publish(&files)?;
+        // Best effort: a quarantine that is not recorded is still better than none, and the
+        // next start records the generation it finds (`apply_log::record_recovered`).
+        // The revisions of the last-known-good files it keeps, not of the refused desired
+        // configuration, which never runs.
+        let entry = ApplyLogEntry::from_revisions(
+            ApplyLogOutcome::Quarantined,
+            published.generation(),
+            &revisions,
+        );
+        if let Err(err) = apply_log::append(writer.root(), &entry) {
+            warn!(error = %err, "recording the quarantine in the apply log failed");
+        }
         if let Err(err) = writer.keep(published) {
             warn!(error = %err, "removing the previous configuration generation failed");
         }

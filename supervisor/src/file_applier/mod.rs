@@ -12,6 +12,8 @@
 //! active/revisions.json         revisions and hash of what is active (0644)
 //! active/quarantine.json        present only while quarantined: deny all network access (0644)
 //! generations/gen-N/            one complete configuration; the others are removed
+//! apply-log.jsonl               one line per activation, appended and synced before it is
+//!                               reported ([`apply_log`]); rotated to apply-log.jsonl.1
 //! ```
 //!
 //! Every activation writes a whole new generation and then switches `active` to it, so the
@@ -19,6 +21,7 @@
 //! ([`state_dir`]).
 
 pub mod activate;
+pub mod apply_log;
 pub mod hook;
 pub mod stage;
 pub mod state_dir;
@@ -90,7 +93,12 @@ impl FileApplier {
         // change directory.
         config.state_dir = std::fs::canonicalize(&config.state_dir)?;
         let dir = StateDir::new(&config.state_dir).with_fault(config.write_fault.clone());
-        log_recovered(&dir, generation);
+        let revisions = log_recovered(&dir, generation);
+        // The record only; a state directory that cannot take it now fails the next apply,
+        // which is where the supervisor says so to the gateway.
+        if let Err(err) = apply_log::record_recovered(dir.root(), generation, revisions.as_ref()) {
+            warn!(error = %err, "recording the configuration found at start in the apply log failed");
+        }
         let (reload, _) = reload_channel();
         Ok(Self {
             config,
@@ -189,8 +197,8 @@ impl FileApplier {
 }
 
 /// Says what the state directory held when this supervisor started: the configuration the
-/// workload finds until the gateway's arrives.
-fn log_recovered(dir: &StateDir, generation: u64) {
+/// workload finds until the gateway's arrives. Returns its `revisions.json`.
+fn log_recovered(dir: &StateDir, generation: u64) -> Option<serde_json::Value> {
     let revisions = match dir.read_active() {
         Ok(Some(active)) => active
             .file(REVISIONS_FILE)
@@ -198,10 +206,10 @@ fn log_recovered(dir: &StateDir, generation: u64) {
         Ok(None) => None,
         Err(err) => {
             warn!(error = %err, "reading the active configuration generation failed");
-            return;
+            return None;
         }
     };
-    match revisions {
+    match &revisions {
         Some(revisions) => info!(
             generation,
             policy_revision = %revisions["policy_revision"],
@@ -210,6 +218,7 @@ fn log_recovered(dir: &StateDir, generation: u64) {
         ),
         None => info!(generation, "state directory holds no configuration yet"),
     }
+    revisions
 }
 
 impl Applier for FileApplier {

@@ -69,6 +69,32 @@ impl WriteFault {
     }
 }
 
+/// Test hook, read only by the supervisor binary: a duration (`200ms`) slept before every
+/// step of writing the state directory. It widens the window in which a `kill -9` lands
+/// between two steps (the fault-injection suite kills supervisors there on purpose) and makes
+/// a supervisor slow to apply. Unset, nothing is slept and nothing changes.
+pub const TEST_WRITE_DELAY_ENV: &str = "OPENSHELL_SUPERVISOR_TEST_WRITE_DELAY";
+
+impl WriteFault {
+    /// The fault [`TEST_WRITE_DELAY_ENV`] asks for, `None` when it is unset or empty.
+    pub fn delay_from_env() -> Result<Option<Self>, String> {
+        let Some(raw) = std::env::var_os(TEST_WRITE_DELAY_ENV) else {
+            return Ok(None);
+        };
+        let raw = raw.to_string_lossy();
+        if raw.trim().is_empty() {
+            return Ok(None);
+        }
+        let delay = humantime::parse_duration(raw.trim()).map_err(|err| {
+            format!("{TEST_WRITE_DELAY_ENV}={raw:?} is not a duration such as 200ms: {err}")
+        })?;
+        Ok(Some(Self::new(move |_| {
+            std::thread::sleep(delay);
+            Ok(())
+        })))
+    }
+}
+
 impl fmt::Debug for WriteFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("WriteFault")
@@ -89,6 +115,13 @@ pub struct StateDir {
 pub struct Published {
     previous: Option<u64>,
     current: u64,
+}
+
+impl Published {
+    /// The number of the generation made active.
+    pub fn generation(&self) -> u64 {
+        self.current
+    }
 }
 
 /// One generation as read back from disk.

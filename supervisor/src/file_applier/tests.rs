@@ -557,3 +557,114 @@ async fn a_quarantine_that_cannot_be_written_is_reported_and_retried() {
     assert!(err.failed_closed);
     assert!(a.state_dir().active_file(QUARANTINE_FILE).exists());
 }
+
+/// Every generation that stays active has its line in the apply log, written before the apply
+/// returns; a refused one (validation, hook) has none; a quarantine records the last-known-good
+/// revisions it keeps, not the refused ones.
+#[tokio::test]
+async fn the_apply_log_records_exactly_the_configurations_that_became_active() {
+    use super::apply_log::{self, ApplyLogOutcome};
+    let dir = tempfile::tempdir().unwrap();
+    // Refuses revision 3 only.
+    let a = applier(
+        dir.path(),
+        Some("! grep -q '\"policy_revision\": 3,' \"$OPENSHELL_STATE_DIR/active/revisions.json\""),
+    );
+    a.apply(&sample(1, "e1")).await.unwrap();
+    a.apply(&sample(2, "e2")).await.unwrap();
+    a.apply(&sample(3, "e3")).await.unwrap_err();
+    let mut invalid = sample(4, "e3");
+    invalid.sandbox_config.policy = Some(version_9_policy());
+    a.apply(&invalid).await.unwrap_err();
+    let bad = with_failure_mode(invalid, "fail_closed");
+    assert!(a.apply(&bad).await.unwrap_err().failed_closed);
+
+    let log = apply_log::read(a.state_dir().root()).unwrap();
+    let seen: Vec<_> = log
+        .iter()
+        .map(|e| {
+            (
+                e.outcome,
+                e.policy_revision,
+                e.provider_env_revision.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (ApplyLogOutcome::Activated, 1, "e1"),
+            (ApplyLogOutcome::Activated, 2, "e2"),
+            (ApplyLogOutcome::Quarantined, 2, "e2"),
+        ]
+    );
+    assert_eq!(log[1].policy_hash, sample(2, "e2").revisions().policy_hash);
+    let active = a.state_dir().current().unwrap().unwrap();
+    assert_eq!(log.last().unwrap().generation, active);
+
+    // A restart finds its generation recorded and adds nothing.
+    drop(a);
+    let again = applier(dir.path(), None);
+    assert_eq!(apply_log::read(again.state_dir().root()).unwrap().len(), 3);
+}
+
+/// An activation the apply log cannot record is undone and fails as transient: the log never
+/// misses a configuration that ran.
+#[tokio::test]
+async fn an_activation_the_apply_log_cannot_record_is_rolled_back() {
+    use super::apply_log::{self, APPLY_LOG_FILE};
+    let dir = tempfile::tempdir().unwrap();
+    let a = applier(dir.path(), None);
+    a.apply(&sample(1, "e1")).await.unwrap();
+    // A directory where the log file is expected makes every append fail, even as root.
+    let log = a.state_dir().root().join(APPLY_LOG_FILE);
+    fs::rename(&log, dir.path().join("saved-log")).unwrap();
+    fs::create_dir(&log).unwrap();
+    let err = a.apply(&sample(2, "e2")).await.unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
+    assert_eq!(err.stage, ApplyStage::Activate);
+    assert!(
+        err.reason
+            .starts_with("recording the activation in the apply log failed"),
+        "{}",
+        err.reason
+    );
+    assert_eq!(read_json(&a, REVISIONS_FILE)["policy_revision"], 1);
+
+    fs::remove_dir(&log).unwrap();
+    fs::rename(dir.path().join("saved-log"), &log).unwrap();
+    a.apply(&sample(2, "e2")).await.unwrap();
+    let revisions: Vec<_> = apply_log::read(a.state_dir().root())
+        .unwrap()
+        .iter()
+        .map(|e| e.policy_revision)
+        .collect();
+    assert_eq!(revisions, [1, 2]);
+}
+
+/// A crash after the switch and before the append leaves an active generation without its
+/// line; the next start records it before anything is reported.
+#[tokio::test]
+async fn a_generation_active_at_start_without_its_line_is_recorded_as_recovered() {
+    use super::apply_log::{self, APPLY_LOG_FILE, ApplyLogOutcome};
+    let dir = tempfile::tempdir().unwrap();
+    let a = applier(dir.path(), None);
+    a.apply(&sample(1, "e1")).await.unwrap();
+    a.apply(&sample(2, "e2")).await.unwrap();
+    drop(a);
+    // Keep only the first line: the second append "never happened".
+    let path = dir.path().join(APPLY_LOG_FILE);
+    let text = fs::read_to_string(&path).unwrap();
+    fs::write(&path, format!("{}\n", text.lines().next().unwrap())).unwrap();
+
+    let again = applier(dir.path(), None);
+    let log = apply_log::read(again.state_dir().root()).unwrap();
+    assert_eq!(log.len(), 2);
+    assert_eq!(log[1].outcome, ApplyLogOutcome::Recovered);
+    assert_eq!(log[1].policy_revision, 2);
+    assert_eq!(log[1].provider_env_revision, "e2");
+    assert_eq!(
+        log[1].generation,
+        again.state_dir().current().unwrap().unwrap()
+    );
+}
