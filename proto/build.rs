@@ -3,8 +3,9 @@
 //! `protoc`. protox bundles the well-known types (`google/protobuf/*.proto`)
 //! and prost maps them to `prost_types`.
 
-const REDACTED_MESSAGES: [&str; 4] = [
+const REDACTED_MESSAGES: [&str; 5] = [
     ".openshell.v1.ProviderValueInput",
+    ".openshell.v1.CreateTokenResponse",
     ".openshell.v1.GetSandboxProviderEnvironmentResponse",
     ".openshell.v1.CreateSandboxResponse",
     ".openshell.v1.PeerNotifyConfigUpdateRequest",

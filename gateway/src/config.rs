@@ -12,6 +12,8 @@ use clap::{Parser, ValueEnum};
 use openshell_core::Secret;
 use serde::Deserialize;
 
+use crate::authz::Role;
+
 /// How configuration reaches supervisors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -227,6 +229,11 @@ pub const DEFAULT_REFRESH_CHECK: Duration = Duration::from_secs(5);
 pub struct FileToken {
     pub name: String,
     pub token: Secret,
+    /// `viewer`, `operator` or `admin`; unset: `admin`, so a configuration
+    /// written before roles existed keeps every right it had.
+    pub role: Option<String>,
+    /// Limits the token to this workspace; unset: every workspace.
+    pub workspace: Option<String>,
 }
 
 mod humantime_serde_opt {
@@ -240,11 +247,50 @@ mod humantime_serde_opt {
     }
 }
 
-/// An operator token and the principal name it stands for.
+/// An operator token and the principal it stands for.
 #[derive(Debug, Clone)]
 pub struct OperatorToken {
     pub name: String,
     pub token: Secret,
+    pub role: Role,
+    /// The only workspace the token may touch; None: every workspace.
+    pub workspace: Option<String>,
+}
+
+impl OperatorToken {
+    /// An admin token of every workspace: what a token without a role is.
+    pub fn admin(name: impl Into<String>, token: Secret) -> Self {
+        Self {
+            name: name.into(),
+            token,
+            role: Role::Admin,
+            workspace: None,
+        }
+    }
+}
+
+/// A token of the file, its role and workspace checked.
+fn file_token(index: usize, token: FileToken) -> Result<OperatorToken, ConfigError> {
+    let field = |name: &str| format!("operator_tokens[{index}].{name}");
+    let role = match token.role.as_deref() {
+        None => Role::Admin,
+        Some(text) => Role::parse(text).ok_or_else(|| {
+            ConfigError::Invalid(format!(
+                "{}: expected viewer, operator or admin, found {text:?}",
+                field("role")
+            ))
+        })?,
+    };
+    if let Some(workspace) = &token.workspace {
+        openshell_core::names::validate_name(&field("workspace"), workspace)
+            .map_err(|v| ConfigError::Invalid(v.to_string()))?;
+    }
+    Ok(OperatorToken {
+        name: token.name,
+        token: token.token,
+        role,
+        workspace: token.workspace,
+    })
 }
 
 /// The merged configuration the gateway runs with.
@@ -328,11 +374,9 @@ impl GatewayConfig {
         let operator_tokens = if flags.operator_tokens.is_empty() {
             file.operator_tokens
                 .into_iter()
-                .map(|t| OperatorToken {
-                    name: t.name,
-                    token: t.token,
-                })
-                .collect()
+                .enumerate()
+                .map(|(i, t)| file_token(i, t))
+                .collect::<Result<Vec<_>, _>>()?
         } else {
             flags
                 .operator_tokens
@@ -439,10 +483,7 @@ impl GatewayConfig {
             database_url: format!("sqlite://{}", data_dir.join("gateway.db").display()),
             data_dir: data_dir.to_path_buf(),
             config_delivery_mode: DeliveryMode::Poll,
-            operator_tokens: vec![OperatorToken {
-                name: "operator".into(),
-                token: Secret::new(token),
-            }],
+            operator_tokens: vec![OperatorToken::admin("operator", Secret::new(token))],
             tls: None,
             credential_key: None,
             log_format: LogFormat::Text,
@@ -483,10 +524,7 @@ fn parse_token_flag(raw: &str) -> Result<OperatorToken, ConfigError> {
             "operator token must be NAME=TOKEN or TOKEN, and not empty".into(),
         ));
     }
-    Ok(OperatorToken {
-        name: name.to_string(),
-        token: Secret::new(token),
-    })
+    Ok(OperatorToken::admin(name, Secret::new(token)))
 }
 
 #[cfg(test)]
@@ -525,6 +563,35 @@ mod tests {
         let cfg = GatewayConfig::resolve(flags(&[])).unwrap();
         assert_eq!(cfg.config_delivery_mode, DeliveryMode::Poll);
         assert_eq!(cfg.listen.to_string(), DEFAULT_LISTEN);
+    }
+
+    #[test]
+    fn file_tokens_take_a_role_and_workspace_and_default_to_admin() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gw.toml");
+        std::fs::write(
+            &path,
+            "[[operator_tokens]]\nname = \"root\"\ntoken = \"t1\"\n\n\
+             [[operator_tokens]]\nname = \"ci\"\ntoken = \"t2\"\nrole = \"viewer\"\nworkspace = \"team\"\n",
+        )
+        .unwrap();
+        let cfg = GatewayConfig::resolve(flags(&["--config", path.to_str().unwrap()])).unwrap();
+        assert_eq!(cfg.operator_tokens[0].role, Role::Admin);
+        assert_eq!(cfg.operator_tokens[0].workspace, None);
+        assert_eq!(cfg.operator_tokens[1].role, Role::Viewer);
+        assert_eq!(cfg.operator_tokens[1].workspace.as_deref(), Some("team"));
+        // A flag token has no role to give: admin, as before roles existed.
+        let cfg = GatewayConfig::resolve(flags(&["--operator-token", "ops=t3"])).unwrap();
+        assert_eq!(cfg.operator_tokens[0].role, Role::Admin);
+
+        std::fs::write(
+            &path,
+            "[[operator_tokens]]\nname = \"ci\"\ntoken = \"t2\"\nrole = \"root\"\n",
+        )
+        .unwrap();
+        let err = GatewayConfig::resolve(flags(&["--config", path.to_str().unwrap()])).unwrap_err();
+        assert!(err.to_string().contains("operator_tokens[0].role"), "{err}");
+        assert!(!err.to_string().contains("t2"), "{err}");
     }
 
     #[test]

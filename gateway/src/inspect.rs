@@ -33,6 +33,7 @@ pub async fn inspect(
         .store
         .list_operations(&OperationFilter {
             sandbox_id: Some(sandbox.id.clone()),
+            workspace: None,
             states: vec![OperationState::Pending, OperationState::Delivered],
             limit: 50,
             offset: 0,

@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod authz;
 pub mod config;
 pub mod config_update;
 pub mod crypto;

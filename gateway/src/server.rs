@@ -365,7 +365,7 @@ fn router(
     );
     let api = Unserved::new(Authenticated::new(
         OpenShellServer::new(api).max_decoding_message_size(MAX_MESSAGE_BYTES),
-        OperatorAuth::new(state.config.operator_tokens.clone()),
+        OperatorAuth::with_store(state.config.operator_tokens.clone(), state.store.clone()),
     ));
     let peer = GatewayPeerServer::new(PeerApi::new(peer_context(state)))
         .max_decoding_message_size(MAX_PEER_MESSAGE_BYTES);

@@ -55,6 +55,15 @@ impl fmt::Debug for v1::CreateSandboxResponse {
     }
 }
 
+impl fmt::Debug for v1::CreateTokenResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CreateTokenResponse")
+            .field("token", &self.token)
+            .field("secret", &HIDDEN)
+            .finish()
+    }
+}
+
 impl fmt::Debug for v1::PeerNotifyConfigUpdateRequest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PeerNotifyConfigUpdateRequest")
@@ -102,10 +111,15 @@ mod tests {
             supervisor_credential: secret.into(),
             ..Default::default()
         };
+        let token = v1::CreateTokenResponse {
+            secret: secret.into(),
+            ..Default::default()
+        };
         for text in [
             format!("{request:?}"),
             format!("{snapshot:#?}"),
             format!("{created:?}"),
+            format!("{token:?}"),
         ] {
             assert!(!text.contains(secret), "{text}");
         }

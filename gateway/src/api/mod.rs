@@ -2,8 +2,10 @@
 //! conversion of domain errors to gRPC status codes. The writes themselves
 //! live in `config_update`, `lifecycle` and `providers`.
 
+mod access;
 mod dry_run;
 mod operation_targets;
+mod tokens;
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -19,7 +21,8 @@ use openshell_proto::v1::open_shell_server::OpenShell;
 use tokio::sync::broadcast;
 use tonic::{Request, Response, Status};
 
-use crate::auth::caller_of;
+use crate::auth::principal_of;
+use crate::authz::Permission;
 use crate::config::GatewayConfig;
 use crate::config_update::{
     ConfigTarget, ConfigUpdate, SettingChange, commit_update, dry_run_update,
@@ -124,8 +127,13 @@ impl OpenShellApi {
     }
 
     /// What an `UpdateConfig` writes to: `global`, `workspace_scope` with
-    /// `workspace`, or the sandbox `name` (in `workspace`).
-    async fn update_target(&self, req: &pb::UpdateConfigRequest) -> Result<ConfigTarget, Status> {
+    /// `workspace`, or the sandbox `name` (in `workspace`), if the principal
+    /// may write there: the global scope needs `global.write`.
+    async fn update_target_for(
+        &self,
+        who: &crate::authz::Principal,
+        req: &pb::UpdateConfigRequest,
+    ) -> Result<ConfigTarget, Status> {
         if req.global && req.workspace_scope {
             return Err(GatewayError::invalid(
                 "workspace_scope",
@@ -134,12 +142,13 @@ impl OpenShellApi {
             .into());
         }
         if req.global {
+            who.check_global(Permission::GlobalWrite)?;
             return Ok(ConfigTarget::Global);
         }
         if req.workspace_scope {
-            return Ok(ConfigTarget::Workspace(
-                workspace_or_default(&req.workspace).to_string(),
-            ));
+            let workspace = workspace_or_default(&req.workspace);
+            who.check_in(Permission::ConfigWrite, workspace)?;
+            return Ok(ConfigTarget::Workspace(workspace.to_string()));
         }
         if req.name.is_empty() {
             return Err(GatewayError::invalid(
@@ -149,12 +158,8 @@ impl OpenShellApi {
             .into());
         }
         Ok(ConfigTarget::Sandbox(
-            lifecycle::resolve_sandbox_id(
-                &self.state.store,
-                &req.name,
-                workspace_or_default(&req.workspace),
-            )
-            .await?,
+            self.resolve_sandbox_id_for(who, Permission::ConfigWrite, &req.name, &req.workspace)
+                .await?,
         ))
     }
 
@@ -301,19 +306,6 @@ impl OpenShellApi {
             sandbox: Some(wire::sandbox(&change.sandbox)),
             operation: Some(wire::operation(&operation)),
         }))
-    }
-
-    async fn resolve_live(
-        &self,
-        sandbox: Option<&pb::SandboxRef>,
-    ) -> Result<SandboxRecord, Status> {
-        let record = self.resolve(sandbox).await?;
-        if record.lifecycle == Lifecycle::Deleted {
-            return Err(
-                GatewayError::NotFound(format!("sandbox {} was deleted", record.id)).into(),
-            );
-        }
-        Ok(record)
     }
 }
 
@@ -605,8 +597,13 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::CreateSandboxRequest>,
     ) -> Result<Response<pb::CreateSandboxResponse>, Status> {
-        let caller = caller_of(&request)?;
+        let who = principal_of(&request)?;
+        let caller = who.name.clone();
         let req = request.into_inner();
+        who.check_in(
+            Permission::SandboxWrite,
+            workspace_or_default(&req.workspace),
+        )?;
         let policy = Some(req.policy.as_str()).filter(|p| !p.is_empty());
         let created = lifecycle::create_sandbox(
             &self.state.store,
@@ -628,7 +625,14 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::GetSandboxRequest>,
     ) -> Result<Response<pb::Sandbox>, Status> {
-        let sandbox = self.resolve(request.get_ref().sandbox.as_ref()).await?;
+        let who = principal_of(&request)?;
+        let sandbox = self
+            .resolve_for(
+                &who,
+                Permission::SandboxRead,
+                request.get_ref().sandbox.as_ref(),
+            )
+            .await?;
         let views = self.sandbox_views(std::slice::from_ref(&sandbox)).await?;
         Ok(Response::new(
             views
@@ -642,10 +646,14 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::ListSandboxesRequest>,
     ) -> Result<Response<pb::ListSandboxesResponse>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
         let limit = page(req.page_size);
         let offset = offset(&req.page_token)?;
-        let workspace = Some(req.workspace.as_str()).filter(|w| !w.is_empty());
+        let workspace = who.list_scope(
+            Permission::SandboxRead,
+            Some(req.workspace.as_str()).filter(|w| !w.is_empty()),
+        )?;
         let records = self
             .state
             .store
@@ -662,9 +670,14 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::DeleteSandboxRequest>,
     ) -> Result<Response<pb::DeleteSandboxResponse>, Status> {
-        let caller = caller_of(&request)?;
+        let who = principal_of(&request)?;
+        let caller = who.name.clone();
         let sandbox = self
-            .resolve_live(request.get_ref().sandbox.as_ref())
+            .resolve_live_for(
+                &who,
+                Permission::SandboxWrite,
+                request.get_ref().sandbox.as_ref(),
+            )
             .await?;
         let (deleted, cancelled) = lifecycle::delete_sandbox(&self.state.store, &sandbox).await?;
         self.state.logs.remove(&deleted.id);
@@ -691,7 +704,10 @@ impl OpenShell for OpenShellApi {
                 .into());
             }
         };
-        let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
+        let who = principal_of(&request)?;
+        let sandbox = self
+            .resolve_live_for(&who, Permission::SandboxWrite, req.sandbox.as_ref())
+            .await?;
         let change = lifecycle::set_lifecycle(&self.state.store, &sandbox, wanted).await?;
         let updated = change.sandbox;
         if updated.lifecycle == Lifecycle::Stopped {
@@ -711,7 +727,12 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::CreateProviderRequest>,
     ) -> Result<Response<pb::ProviderWriteResponse>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
+        who.check_in(
+            Permission::ProviderWrite,
+            workspace_or_default(&req.workspace),
+        )?;
         let input = provider_input(&req.values, req.expires_at.as_ref());
         let record = providers::create_provider(
             &self.state.store,
@@ -732,13 +753,16 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::UpdateProviderRequest>,
     ) -> Result<Response<pb::ProviderWriteResponse>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
-        let existing = providers::resolve(
-            &self.state.store,
-            &req.provider,
-            workspace_or_default(&req.workspace),
-        )
-        .await?;
+        let existing = self
+            .provider_for(
+                &who,
+                Permission::ProviderWrite,
+                &req.provider,
+                workspace_or_default(&req.workspace),
+            )
+            .await?;
         let input = provider_input(&req.values, req.expires_at.as_ref());
         let change = providers::update_provider(&self.state.store, &existing, input).await?;
         self.state.announcer.publish(change.publication).await;
@@ -754,13 +778,16 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::DeleteProviderRequest>,
     ) -> Result<Response<pb::DeleteProviderResponse>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
-        let existing = providers::resolve(
-            &self.state.store,
-            &req.provider,
-            workspace_or_default(&req.workspace),
-        )
-        .await?;
+        let existing = self
+            .provider_for(
+                &who,
+                Permission::ProviderWrite,
+                &req.provider,
+                workspace_or_default(&req.workspace),
+            )
+            .await?;
         providers::delete_provider(&self.state.store, &existing).await?;
         Ok(Response::new(pb::DeleteProviderResponse {}))
     }
@@ -769,13 +796,16 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::GetProviderRequest>,
     ) -> Result<Response<pb::Provider>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
-        let record = providers::resolve(
-            &self.state.store,
-            &req.provider,
-            workspace_or_default(&req.workspace),
-        )
-        .await?;
+        let record = self
+            .provider_for(
+                &who,
+                Permission::ProviderRead,
+                &req.provider,
+                workspace_or_default(&req.workspace),
+            )
+            .await?;
         Ok(Response::new(wire::provider(&record)))
     }
 
@@ -783,8 +813,12 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::ListProvidersRequest>,
     ) -> Result<Response<pb::ListProvidersResponse>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
-        let workspace = Some(req.workspace.as_str()).filter(|w| !w.is_empty());
+        let workspace = who.list_scope(
+            Permission::ProviderRead,
+            Some(req.workspace.as_str()).filter(|w| !w.is_empty()),
+        )?;
         let records = self
             .state
             .store
@@ -800,11 +834,20 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::AttachProviderRequest>,
     ) -> Result<Response<pb::AttachmentResponse>, Status> {
-        let caller = caller_of(&request)?;
+        let who = principal_of(&request)?;
+        let caller = who.name.clone();
         let req = request.into_inner();
-        let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
-        let provider =
-            providers::resolve(&self.state.store, &req.provider, &sandbox.workspace).await?;
+        let sandbox = self
+            .resolve_live_for(&who, Permission::AttachmentWrite, req.sandbox.as_ref())
+            .await?;
+        let provider = self
+            .provider_for(
+                &who,
+                Permission::AttachmentWrite,
+                &req.provider,
+                &sandbox.workspace,
+            )
+            .await?;
         let change =
             providers::attach(&self.state.store, &sandbox, &provider, true, &caller).await?;
         self.attachment_response(change).await
@@ -814,11 +857,20 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::DetachProviderRequest>,
     ) -> Result<Response<pb::AttachmentResponse>, Status> {
-        let caller = caller_of(&request)?;
+        let who = principal_of(&request)?;
+        let caller = who.name.clone();
         let req = request.into_inner();
-        let sandbox = self.resolve_live(req.sandbox.as_ref()).await?;
-        let provider =
-            providers::resolve(&self.state.store, &req.provider, &sandbox.workspace).await?;
+        let sandbox = self
+            .resolve_live_for(&who, Permission::AttachmentWrite, req.sandbox.as_ref())
+            .await?;
+        let provider = self
+            .provider_for(
+                &who,
+                Permission::AttachmentWrite,
+                &req.provider,
+                &sandbox.workspace,
+            )
+            .await?;
         let change =
             providers::attach(&self.state.store, &sandbox, &provider, false, &caller).await?;
         self.attachment_response(change).await
@@ -828,8 +880,11 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::GetSandboxPolicyRequest>,
     ) -> Result<Response<pb::GetSandboxPolicyResponse>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
-        let sandbox = self.resolve(req.sandbox.as_ref()).await?;
+        let sandbox = self
+            .resolve_for(&who, Permission::SandboxRead, req.sandbox.as_ref())
+            .await?;
         let store = &self.state.store;
         let revision = self.stored_revision(&sandbox, req.revision).await?;
         let (global_revision, global) = store.global_policy().await.map_err(GatewayError::from)?;
@@ -848,9 +903,12 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::ListSandboxPoliciesRequest>,
     ) -> Result<Response<pb::ListSandboxPoliciesResponse>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
         refuse_global_revisions(req.global)?;
-        let sandbox = self.resolve_named(&req.name, &req.workspace).await?;
+        let sandbox = self
+            .resolve_named_for(&who, Permission::SandboxRead, &req.name, &req.workspace)
+            .await?;
         let skip = usize::try_from(req.offset).unwrap_or(usize::MAX);
         let records = self
             .state
@@ -872,9 +930,12 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::GetSandboxPolicyStatusRequest>,
     ) -> Result<Response<pb::GetSandboxPolicyStatusResponse>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
         refuse_global_revisions(req.global)?;
-        let sandbox = self.resolve_named(&req.name, &req.workspace).await?;
+        let sandbox = self
+            .resolve_named_for(&who, Permission::SandboxRead, &req.name, &req.workspace)
+            .await?;
         let store = &self.state.store;
         let record = self
             .stored_revision(&sandbox, u64::from(req.version))
@@ -903,6 +964,7 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::GetSettingsRequest>,
     ) -> Result<Response<pb::GetSettingsResponse>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
         let store = &self.state.store;
         let to_pb = |values: &BTreeMap<String, openshell_core::SettingValue>, scope: Scope| {
@@ -929,6 +991,7 @@ impl OpenShell for OpenShellApi {
             }
             Ok(pb::SettingScope::Workspace) => {
                 let workspace = workspace_or_default(&req.workspace);
+                who.check_in(Permission::SettingsRead, workspace)?;
                 if !store
                     .workspace_exists(workspace)
                     .await
@@ -950,7 +1013,9 @@ impl OpenShell for OpenShellApi {
                 }
             }
             Ok(pb::SettingScope::Sandbox) => {
-                let sandbox = self.resolve(req.sandbox.as_ref()).await?;
+                let sandbox = self
+                    .resolve_for(&who, Permission::SettingsRead, req.sandbox.as_ref())
+                    .await?;
                 let own = store
                     .settings_at(Scope::Sandbox, &sandbox.id)
                     .await
@@ -1016,9 +1081,10 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::UpdateConfigRequest>,
     ) -> Result<Response<pb::UpdateConfigResponse>, Status> {
-        let caller = caller_of(&request)?;
+        let who = principal_of(&request)?;
+        let caller = who.name.clone();
         let req = request.into_inner();
-        let target = self.update_target(&req).await?;
+        let target = self.update_target_for(&who, &req).await?;
         let setting_changes = setting_changes(&req, &target)?;
         let policy = policy_text(&req)?;
         let policy_edits = openshell_core::policy::wire::edits_from_wire(&req.merge_operations)
@@ -1130,12 +1196,8 @@ impl OpenShell for OpenShellApi {
         if id.is_empty() {
             return Err(GatewayError::invalid("id", "an operation id is required").into());
         }
-        let op = self
-            .state
-            .store
-            .get_operation(id)
-            .await
-            .map_err(GatewayError::from)?;
+        let who = principal_of(&request)?;
+        let op = self.operation_for(&who, id).await?;
         Ok(Response::new(wire::operation(&op)))
     }
 
@@ -1143,17 +1205,14 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::WaitForApplyRequest>,
     ) -> Result<Response<OperationStream>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
         if req.id.is_empty() {
             return Err(GatewayError::invalid("id", "an operation id is required").into());
         }
         let (wait, threshold) = wait_options(req.wait.as_ref())?;
         // Fail fast on an unknown id rather than with an empty stream.
-        self.state
-            .store
-            .get_operation(&req.id)
-            .await
-            .map_err(GatewayError::from)?;
+        self.operation_for(&who, &req.id).await?;
         let watch = OperationWatch::new(self.state.store.clone(), req.id, wait, threshold)
             .until_stopping(self.state.stopping.clone());
         let metrics = self.state.metrics.clone();
@@ -1194,9 +1253,14 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::ListOperationsRequest>,
     ) -> Result<Response<pb::ListOperationsResponse>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
         let sandbox_id = match &req.sandbox {
-            Some(sb) if !sb.id_or_name.is_empty() => Some(self.resolve(Some(sb)).await?.id),
+            Some(sb) if !sb.id_or_name.is_empty() => Some(
+                self.resolve_for(&who, Permission::OperationRead, Some(sb))
+                    .await?
+                    .id,
+            ),
             _ => None,
         };
         let mut states = Vec::new();
@@ -1215,6 +1279,7 @@ impl OpenShell for OpenShellApi {
             .store
             .list_operations(&OperationFilter {
                 sandbox_id,
+                workspace: who.workspace.clone(),
                 states,
                 limit,
                 offset,
@@ -1231,6 +1296,11 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::ListOperationTargetsRequest>,
     ) -> Result<Response<pb::ListOperationTargetsResponse>, Status> {
+        let who = principal_of(&request)?;
+        let id = &request.get_ref().operation_id;
+        if !id.is_empty() {
+            self.operation_for(&who, id).await?;
+        }
         let page =
             operation_targets::list(&self.state.store, &self.state.sessions, request.get_ref())
                 .await?;
@@ -1239,9 +1309,21 @@ impl OpenShell for OpenShellApi {
 
     async fn list_sessions(
         &self,
-        _request: Request<pb::ListSessionsRequest>,
+        request: Request<pb::ListSessionsRequest>,
     ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        let who = principal_of(&request)?;
         let mut sessions = self.state.sessions.list(&self.state.config.replica_id);
+        if let Some(own) = &who.workspace {
+            // A token limited to a workspace sees the sessions of its sandboxes only.
+            let mine = self
+                .state
+                .store
+                .live_sandbox_ids(Some(own))
+                .await
+                .map_err(GatewayError::from)?;
+            let mine: std::collections::HashSet<String> = mine.into_iter().collect();
+            sessions.retain(|s| mine.contains(&s.sandbox_id));
+        }
         let ids: Vec<String> = sessions.iter().map(|s| s.sandbox_id.clone()).collect();
         let progress = self
             .state
@@ -1262,7 +1344,14 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::InspectSessionRequest>,
     ) -> Result<Response<pb::SessionInspection>, Status> {
-        let sandbox = self.resolve(request.get_ref().sandbox.as_ref()).await?;
+        let who = principal_of(&request)?;
+        let sandbox = self
+            .resolve_for(
+                &who,
+                Permission::SessionRead,
+                request.get_ref().sandbox.as_ref(),
+            )
+            .await?;
         let inspection = crate::inspect::inspect(&self.state.inspect_inputs(), &sandbox).await?;
         Ok(Response::new(inspection))
     }
@@ -1293,9 +1382,12 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::GetSandboxLogsRequest>,
     ) -> Result<Response<pb::GetSandboxLogsResponse>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
         let filter = log_filter(req.since_ms, req.sources, &req.min_level, "min_level")?;
-        let sandbox = self.resolve_named(&req.sandbox_id, &req.workspace).await?;
+        let sandbox = self
+            .resolve_named_for(&who, Permission::LogsRead, &req.sandbox_id, &req.workspace)
+            .await?;
         let lines = if req.lines == 0 {
             DEFAULT_LOG_LINES
         } else {
@@ -1314,6 +1406,7 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<pb::WatchSandboxRequest>,
     ) -> Result<Response<SandboxEventStream>, Status> {
+        let who = principal_of(&request)?;
         let req = request.into_inner();
         refuse_unserved_watch(&req)?;
         let filter = log_filter(
@@ -1325,7 +1418,9 @@ impl OpenShell for OpenShellApi {
         if req.id.is_empty() {
             return Err(GatewayError::invalid("id", "a sandbox id or name is required").into());
         }
-        let sandbox = self.resolve_named(&req.id, &req.workspace).await?;
+        let sandbox = self
+            .resolve_named_for(&who, Permission::LogsRead, &req.id, &req.workspace)
+            .await?;
         let tail = if req.log_tail_lines == 0 {
             DEFAULT_LOG_TAIL
         } else {
@@ -1361,6 +1456,49 @@ impl OpenShell for OpenShellApi {
         );
         let stream = futures::StreamExt::chain(replay, follow);
         Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn create_token(
+        &self,
+        request: Request<pb::CreateTokenRequest>,
+    ) -> Result<Response<pb::CreateTokenResponse>, Status> {
+        let who = principal_of(&request)?;
+        who.check_global(Permission::TokenManage)?;
+        let state = &self.state;
+        let created = tokens::create(
+            &state.store,
+            &state.config.operator_tokens,
+            &who,
+            request.get_ref(),
+        )
+        .await?;
+        Ok(Response::new(created))
+    }
+
+    async fn list_tokens(
+        &self,
+        request: Request<pb::ListTokensRequest>,
+    ) -> Result<Response<pb::ListTokensResponse>, Status> {
+        principal_of(&request)?.check_global(Permission::TokenManage)?;
+        let listed = tokens::list(&self.state.store, &self.state.config.operator_tokens).await?;
+        Ok(Response::new(listed))
+    }
+
+    async fn revoke_token(
+        &self,
+        request: Request<pb::RevokeTokenRequest>,
+    ) -> Result<Response<pb::RevokeTokenResponse>, Status> {
+        let who = principal_of(&request)?;
+        who.check_global(Permission::TokenManage)?;
+        let state = &self.state;
+        let revoked = tokens::revoke(
+            &state.store,
+            &state.config.operator_tokens,
+            &who,
+            request.get_ref(),
+        )
+        .await?;
+        Ok(Response::new(revoked))
     }
 
     async fn connect_supervisor(

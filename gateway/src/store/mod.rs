@@ -26,6 +26,7 @@ mod reports;
 mod sandboxes;
 mod session_owners;
 mod settings;
+mod tokens;
 mod writer_thread;
 
 use std::sync::Arc;
@@ -56,6 +57,7 @@ pub use replicas::LivePeer;
 pub use reports::{LastReport, LiveTarget, PolicyProgress, ReportRow};
 pub use session_owners::{OwnerClaim, OwnerClaims, SessionOwner};
 pub use settings::{ScopedSettings, SettingWrite};
+pub use tokens::TokenRecord;
 use writer_thread::WriterThread;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");

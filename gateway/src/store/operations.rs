@@ -62,6 +62,9 @@ pub struct NewOperation {
 #[derive(Debug, Clone, Default)]
 pub struct OperationFilter {
     pub sandbox_id: Option<String>,
+    /// Only operations of this workspace: its own (workspace scope) and its
+    /// sandboxes'; global ones are left out.
+    pub workspace: Option<String>,
     pub states: Vec<OperationState>,
     pub limit: i64,
     pub offset: i64,
@@ -99,6 +102,18 @@ impl Store {
             // The states come from a closed enum, never from input text.
             states = format!(" AND state IN ({})", names.join(", "));
         }
+        // The workspace is bound as $4 only when there is one to bind.
+        let own_fleet = if filter.workspace.is_some() {
+            " AND target_kind = 'workspace' AND target = $4"
+        } else {
+            ""
+        };
+        let workspace = if filter.workspace.is_some() {
+            " AND ((target_kind = 'workspace' AND target = $4) OR (target_kind = 'sandbox' \
+             AND sandbox_id IN (SELECT id FROM sandboxes WHERE workspace = $4)))"
+        } else {
+            ""
+        };
         let mut sql = if filter.sandbox_id.is_some() {
             // Two indexed branches rather than one OR: the sandbox's own
             // operations by sandbox id, and the (few) fleet operations by
@@ -108,18 +123,20 @@ impl Store {
                  UNION ALL \
                  SELECT {OPERATION_COLUMNS} FROM operations WHERE target_kind IN ('workspace', 'global', 'provider') \
                  AND EXISTS (SELECT 1 FROM operation_targets t WHERE t.operation_id = operations.id \
-                 AND t.sandbox_id = $1){states}"
+                 AND t.sandbox_id = $1){states}{own_fleet}"
             )
         } else {
-            format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE $1 = ''{states}")
+            format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE $1 = ''{states}{workspace}")
         };
         sql.push_str(" ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3");
-        let rows = sqlx::query(AssertSqlSafe(sql))
+        let mut query = sqlx::query(AssertSqlSafe(sql))
             .bind(filter.sandbox_id.clone().unwrap_or_default())
             .bind(filter.limit)
-            .bind(filter.offset)
-            .fetch_all(self.pool())
-            .await?;
+            .bind(filter.offset);
+        if let Some(workspace) = &filter.workspace {
+            query = query.bind(workspace.clone());
+        }
+        let rows = query.fetch_all(self.pool()).await?;
         rows.iter().map(operation_from_row).collect()
     }
 
