@@ -102,6 +102,9 @@ pub enum Command {
     /// Save, select and describe gateways.
     #[command(subcommand)]
     Gateway(GatewayCommand),
+    /// Create, list and revoke operator tokens (admin tokens of every workspace only).
+    #[command(subcommand, alias = "tokens")]
+    Token(TokenCommand),
     /// Show which gateway commands use, where its address and token come
     /// from, and whether it answers; exits 1 when it does not.
     Status,
@@ -604,6 +607,44 @@ pub enum SessionsCommand {
     Inspect {
         #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
+    },
+}
+
+/// What an operator token may do; each role has the rights of the one before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TokenRoleArg {
+    /// Reads, and follows operations, sessions and logs.
+    Viewer,
+    /// Also writes sandboxes, sandbox and workspace configuration, providers and attachments.
+    Operator,
+    /// Also writes the global policy and settings, and manages tokens.
+    Admin,
+}
+
+/// Operator tokens the gateway keeps (hashed) in its store, beside the ones
+/// of its configuration. A token's name is the caller recorded on the
+/// operations it makes.
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print its secret: the only time it is shown.
+    Create {
+        /// Token name (a DNS label).
+        name: String,
+        /// What the token may do.
+        #[arg(long, value_enum)]
+        role: TokenRoleArg,
+        /// Limit the token to this workspace's sandboxes, settings and providers.
+        #[arg(long, value_name = "W")]
+        workspace: Option<String>,
+    },
+    /// List tokens: name, role, workspace, where it comes from; never a secret.
+    #[command(alias = "ls")]
+    List,
+    /// Revoke a token created with `token create`; its next call is refused.
+    #[command(alias = "rm")]
+    Revoke {
+        /// Token name.
+        name: String,
     },
 }
 

@@ -40,6 +40,10 @@ const RENAMED = {
   wait_for_apply_final: 'waitForApply', // the final operation
 }
 
+// Core calls the Node SDK leaves out: token administration is the CLI's
+// (`openshell token`) and the Rust SDK's only.
+const NOT_EXPOSED = new Set(['create_token', 'list_tokens', 'revoke_token'])
+
 function coreCalls() {
   const src = path.join(SDK_DIR, '..', 'sdk-rs', 'src')
   const files = [path.join(src, 'client.rs'), path.join(src, 'wait.rs')]
@@ -59,6 +63,7 @@ test('every call of the Rust core is a Client method', () => {
   const calls = coreCalls()
   assert.ok(calls.has('update_config') && calls.has('get_provider'), [...calls].join(' '))
   for (const name of calls) {
+    if (NOT_EXPOSED.has(name)) continue
     const js = RENAMED[name] ?? camel(name)
     const owner = name === 'connect' ? Client : Client.prototype
     assert.equal(typeof owner[js], 'function', `Client lacks ${js} (core: ${name})`)

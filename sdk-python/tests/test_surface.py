@@ -31,6 +31,10 @@ RENAMED = {
     "connect": None,  # the constructor: Client(endpoint, token, ...)
     "wait_for_apply": "wait_for_apply",  # the stream: on_progress gets each update
     "wait_for_apply_final": "wait_for_apply",  # the final operation, WaitTimeout on a deadline
+    # Token administration is the CLI's (`openshell token`) and the Rust SDK's only.
+    "create_token": None,
+    "list_tokens": None,
+    "revoke_token": None,
 }
 
 

@@ -10,6 +10,7 @@ mod provider;
 mod sandbox;
 mod sessions;
 mod settings;
+mod token;
 
 use std::io::{self, IsTerminal, Read};
 
@@ -32,6 +33,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Operations(cmd) => operations::run(&ctx, cmd).await,
         Command::Sessions(cmd) => sessions::run(&ctx, cmd).await,
         Command::Gateway(cmd) => gateway::run(&ctx, cmd).await,
+        Command::Token(cmd) => token::run(&ctx, cmd).await,
         Command::Status => doctor::status(&ctx).await,
         Command::Doctor => doctor::doctor(&ctx).await,
         Command::Logs(args) => logs::run(&ctx, args).await,

@@ -8,3 +8,4 @@ mod operation;
 pub(crate) mod provider;
 mod sandbox;
 mod session;
+mod token;

@@ -221,6 +221,19 @@ view_enum! {
     }
 }
 
+view_enum! {
+    /// What an operator token may do; each role has the rights of the one before it.
+    TokenRole("token role") => pb::TokenRole, unknown = Unspecified {
+        Unspecified = Unspecified => "UNSPECIFIED",
+        /// Reads and follows operations, sessions and logs.
+        Viewer = Viewer => "VIEWER",
+        /// Also writes sandboxes, their and workspaces' configuration, providers and attachments.
+        Operator = Operator => "OPERATOR",
+        /// Also writes the global policy and settings and manages tokens.
+        Admin = Admin => "ADMIN",
+    }
+}
+
 /// How `UpdateConfig` returns. The wire's UNSPECIFIED means commit-only, so
 /// this enum has no such variant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

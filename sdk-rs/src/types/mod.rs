@@ -14,10 +14,11 @@ mod provider;
 mod sandbox;
 mod session;
 mod settings;
+mod token;
 
 pub use enums::{
     ApplyOutcome, CONTRACT_ENUMS, DeliveryMode, OperationState, ParseEnumError, PolicySource,
-    SandboxLifecycle, SettingScope, TargetKind, UpdateMode,
+    SandboxLifecycle, SettingScope, TargetKind, TokenRole, UpdateMode,
 };
 pub use gateway::GatewayInfo;
 pub use logs::{LogQuery, SandboxLogEvent, SandboxLogLine, SandboxLogs};
@@ -35,6 +36,7 @@ pub use session::{
     SessionInspection, SessionSummary,
 };
 pub use settings::{ScopeSettings, Setting, SettingDefinition, SettingValue};
+pub use token::{CreatedToken, TokenInfo, TokenSecret};
 
 /// The wire uses empty strings for "not set"; views say so with `None`.
 pub(crate) fn non_empty(value: String) -> Option<String> {
