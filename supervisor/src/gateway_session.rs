@@ -8,8 +8,8 @@ use openshell_proto::v1::gateway_message::Payload as Inbound;
 use openshell_proto::v1::startup_config_prepared::Result as Prepared;
 use openshell_proto::v1::supervisor_message::Payload as Outbound;
 use openshell_proto::v1::{
-    GatewayHeartbeat, GatewayMessage, SessionAccepted, StartupConfigPrepared, SupervisorHeartbeat,
-    SupervisorMessage,
+    GatewayHeartbeat, GatewayMessage, SessionAccepted, StartupConfigCandidate,
+    StartupConfigPrepared, SupervisorHeartbeat, SupervisorMessage,
 };
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -193,30 +193,7 @@ impl SessionRunner {
                     });
                 }
                 Inbound::StartupCandidate(candidate) => {
-                    // Preparing means checking the candidate can run here: this
-                    // supervisor's own validation must accept it before the workload starts.
-                    let result = match openshell_core::policy::parse_and_validate(&candidate.policy)
-                    {
-                        Ok(_) => {
-                            debug!(origin = %candidate.origin, "startup candidate accepted unchanged");
-                            Prepared::Unchanged(true)
-                        }
-                        Err(err) => {
-                            let reason = crate::sanitize::sanitize_reason(
-                                &err.to_string(),
-                                std::iter::empty(),
-                            );
-                            warn!(origin = %candidate.origin, %reason, "startup candidate refused");
-                            Prepared::Failure(reason)
-                        }
-                    };
-                    send(
-                        tx,
-                        Outbound::StartupPrepared(StartupConfigPrepared {
-                            result: Some(result),
-                        }),
-                    )
-                    .await?;
+                    send(tx, Outbound::StartupPrepared(prepare_candidate(&candidate))).await?;
                 }
                 Inbound::Heartbeat(_) => {}
                 Inbound::ConfigUpdate(_) => {
@@ -391,6 +368,25 @@ impl SessionRunner {
         send(tx, Outbound::RuntimeReadiness(current.to_pb())).await?;
         *sent = Some(current);
         Ok(())
+    }
+}
+
+/// Prepares a startup candidate: checking it can run here, so this supervisor's own
+/// validation must accept it before the workload starts.
+pub(crate) fn prepare_candidate(candidate: &StartupConfigCandidate) -> StartupConfigPrepared {
+    let result = match openshell_core::policy::parse_and_validate(&candidate.policy) {
+        Ok(_) => {
+            debug!(origin = %candidate.origin, "startup candidate accepted unchanged");
+            Prepared::Unchanged(true)
+        }
+        Err(err) => {
+            let reason = crate::sanitize::sanitize_reason(&err.to_string(), std::iter::empty());
+            warn!(origin = %candidate.origin, %reason, "startup candidate refused");
+            Prepared::Failure(reason)
+        }
+    };
+    StartupConfigPrepared {
+        result: Some(result),
     }
 }
 

@@ -38,6 +38,7 @@ pub mod logs;
 pub mod memory_applier;
 pub mod middleware;
 pub mod reload;
+pub mod replay;
 pub mod sanitize;
 pub mod signals;
 pub mod standalone;
@@ -65,6 +66,7 @@ pub use identity::Identity;
 pub use local_policy::LocalPolicy;
 pub use memory_applier::MemoryApplier;
 pub use reload::ReloadSignal;
+pub use replay::PushReplay;
 pub use status::{SessionState, SupervisorStatus};
 pub use supervisor::{Supervisor, SupervisorOptions, run_session};
 
