@@ -19,7 +19,6 @@ mod follow;
 mod gateways;
 mod outcome;
 mod output;
-mod parse;
 mod progress;
 mod secret_file;
 mod views;
@@ -27,6 +26,7 @@ mod views;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
+use openshell_cli::parse;
 use openshell_sdk::SdkError;
 
 use crate::cli::Cli;
