@@ -62,6 +62,8 @@ impl fmt::Display for SandboxRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.workspace {
             Some(ws) => write!(f, "{ws}/{}", self.id_or_name),
+            // Only a leading `/` keeps such a name from reading back as `WORKSPACE/NAME`.
+            None if self.id_or_name.contains('/') => write!(f, "/{}", self.id_or_name),
             None => f.write_str(&self.id_or_name),
         }
     }
@@ -182,6 +184,28 @@ mod tests {
         assert_eq!(SandboxRef::from("demo"), SandboxRef::new("demo"));
         assert_eq!(SandboxRef::from("/demo"), SandboxRef::new("demo"));
         assert_eq!(SandboxRef::from("team/demo").to_string(), "team/demo");
+    }
+
+    /// Found by the `cli_parsers` fuzz target: `/a/b` names `a/b` in the default workspace,
+    /// and printed as `a/b` it read back as `b` in workspace `a`.
+    #[test]
+    fn a_printed_reference_reads_back_as_the_same_reference() {
+        for text in [
+            "/demoknndn\0\0/\0\0\0\0o\0",
+            "/a/b",
+            "a/b/c",
+            "ws/",
+            "/",
+            "",
+        ] {
+            let reference = SandboxRef::from(text);
+            assert_eq!(
+                SandboxRef::from(reference.to_string()),
+                reference,
+                "{text:?}"
+            );
+        }
+        assert_eq!(SandboxRef::from("/a/b").to_string(), "/a/b");
     }
 
     #[test]
