@@ -332,22 +332,7 @@ fn router(
     state: &GatewayState,
     tls: Option<ServerTlsConfig>,
 ) -> Result<tonic::transport::server::Router, StartError> {
-    let supervisor = SupervisorApi::new(SessionContext {
-        store: state.store.clone(),
-        config: state.config.clone(),
-        sessions: state.sessions.clone(),
-        metrics: state.metrics.clone(),
-        publisher: state.publisher.clone(),
-        permits: state.permits.clone(),
-        tuning: state.tuning.clone(),
-        activity: state.activity.clone(),
-        reports: state.reports.clone(),
-        owner_claims: state.owner_claims.clone(),
-        session_tasks: state.session_tasks.clone(),
-        served: Arc::default(),
-        stopping: state.stopping.clone(),
-        logs: state.logs.clone(),
-    });
+    let supervisor = SupervisorApi::new(session_context(state));
     let api = OpenShellApi::new(
         ApiContext {
             store: state.store.clone(),
@@ -374,6 +359,39 @@ fn router(
         builder = builder.tls_config(tls)?;
     }
     Ok(builder.add_service(api).add_service(peer))
+}
+
+fn session_context(state: &GatewayState) -> SessionContext {
+    SessionContext {
+        store: state.store.clone(),
+        config: state.config.clone(),
+        sessions: state.sessions.clone(),
+        metrics: state.metrics.clone(),
+        publisher: state.publisher.clone(),
+        permits: state.permits.clone(),
+        tuning: state.tuning.clone(),
+        activity: state.activity.clone(),
+        reports: state.reports.clone(),
+        owner_claims: state.owner_claims.clone(),
+        session_tasks: state.session_tasks.clone(),
+        served: Arc::default(),
+        stopping: state.stopping.clone(),
+        logs: state.logs.clone(),
+    }
+}
+
+/// The supervisor-facing calls of a replica over `store`, wired as [`start`] wires them but
+/// with no listener, so `ConnectSupervisor` sessions can be driven in process
+/// ([`SupervisorApi::session_from_wire`]): the fuzz targets of `fuzz/` do, with frames from
+/// arbitrary bytes. Its background tasks (report resolution, owner claims) are spawned on the
+/// current tokio runtime, which must exist.
+pub fn supervisor_api(
+    store: Store,
+    config: GatewayConfig,
+    stopping: tokio::sync::watch::Receiver<bool>,
+) -> SupervisorApi {
+    let state = assemble(store, config, None, stopping);
+    SupervisorApi::new(session_context(&state))
 }
 
 fn peer_context(state: &GatewayState) -> PeerContext {

@@ -10,6 +10,8 @@ pub mod context;
 pub mod identity;
 pub mod legacy;
 pub mod negotiate;
+#[cfg(test)]
+mod tests;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -18,6 +20,8 @@ use futures::{Stream, StreamExt};
 use openshell_core::settings::{self, Scope};
 use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
+use tonic::codec::Codec;
+use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::metrics::{DroppedByLabel, RpcLabel, StatusLabel};
@@ -97,6 +101,30 @@ impl SupervisorApi {
         let (metadata, _, inbound) = request.into_parts();
         let outbound = connect_supervisor::spawn(self.state.clone(), metadata, inbound);
         Response::new(Box::pin(outbound.map(Ok)))
+    }
+
+    /// Runs one `ConnectSupervisor` session in process and returns every frame the gateway
+    /// sent until it ended. `body` is the request body as the wire carries it:
+    /// length-prefixed gRPC frames of `SupervisorMessage`, decoded with the server's message
+    /// limit, so a malformed frame ends the session as a stream error, as over the network.
+    /// `metadata` holds what the request headers would (the supervisor credential).
+    pub async fn session_from_wire(
+        &self,
+        metadata: MetadataMap,
+        body: prost::bytes::Bytes,
+    ) -> Vec<pb::GatewayMessage> {
+        let decoder =
+            tonic_prost::ProstCodec::<pb::SupervisorMessage, pb::SupervisorMessage>::new()
+                .decoder();
+        let inbound = Streaming::new_request(
+            decoder,
+            http_body_util::Full::new(body),
+            None,
+            Some(crate::limits::MAX_MESSAGE_BYTES),
+        );
+        connect_supervisor::spawn(self.state.clone(), metadata, inbound)
+            .collect()
+            .await
     }
 
     pub async fn get_sandbox_config(
