@@ -8,6 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod chaos;
 pub mod cli;
 pub mod process;
 

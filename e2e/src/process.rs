@@ -142,6 +142,18 @@ pub fn spawn_supervisor(
     dir: &std::path::Path,
     extra: &[&str],
 ) -> SupervisorProcess {
+    spawn_supervisor_with(gateway, sandbox_id, credential, dir, extra, &[])
+}
+
+/// [`spawn_supervisor`] with extra environment for the supervisor (a test hook).
+pub fn spawn_supervisor_with(
+    gateway: &str,
+    sandbox_id: &str,
+    credential: &str,
+    dir: &std::path::Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> SupervisorProcess {
     std::fs::create_dir_all(dir).unwrap();
     let credential_file = dir.join("credential");
     std::fs::write(&credential_file, credential).unwrap();
@@ -171,6 +183,7 @@ pub fn spawn_supervisor(
         .arg("-c")
         .arg(SAMPLE_WORKLOAD)
         .env("WORKLOAD_OUT", &workload_out)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::from(file));
     let child = cmd.spawn().unwrap();

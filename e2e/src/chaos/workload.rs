@@ -1,0 +1,505 @@
+//! The seeded random workload and the history it records.
+//!
+//! One writer issues writes one at a time (so "the last committed write to a target" is
+//! well defined): sandbox policies (some with a port the supervisors refuse), sandbox,
+//! workspace and global settings, provider value changes, attachments and detachments. Each
+//! write carries its own idempotency key where the API takes one and is retried with it while
+//! the answer is a transport failure or UNAVAILABLE, as a careful client does, until it gets a
+//! definite answer or the run ends. An observer polls every operation the writer got back and
+//! records each state it sees, for the checker's state-machine check.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use openshell_proto::v1 as pb;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tonic::Code;
+
+use super::{PROVIDER, PROVIDER_VALUE, Prng, REFUSED_PORTS};
+use crate::{Api, policy_with_port, raw_setting, sandbox_ref, to_global, to_sandbox, to_workspace};
+
+/// The setting each scope's writes change: a string at sandbox and workspace scope, an int
+/// at global scope, each write a value of its own so the final value names the write.
+pub const SANDBOX_SETTING: &str = "environment_label";
+pub const WORKSPACE_SETTING: &str = "environment_label";
+pub const GLOBAL_SETTING: &str = "log_rate_limit_per_second";
+
+/// What a write asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteKind {
+    /// A sandbox policy with its first port set to `port`; `refused` when the supervisors'
+    /// hook refuses it.
+    Policy {
+        sandbox: String,
+        port: u32,
+        refused: bool,
+    },
+    SandboxSetting {
+        sandbox: String,
+        value: String,
+    },
+    WorkspaceSetting {
+        value: String,
+    },
+    GlobalSetting {
+        value: i64,
+    },
+    ProviderValue {
+        value: String,
+    },
+    Attachment {
+        sandbox: String,
+        attach: bool,
+    },
+}
+
+/// How a write ended, from the client's side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The gateway said it committed (possibly on a retry that replayed the first attempt).
+    Committed {
+        operation: Option<Box<pb::Operation>>,
+        /// The sandbox policy revision and hash after a policy write.
+        policy_revision: u64,
+        policy_hash: String,
+    },
+    /// The gateway gave a definite refusal: nothing of it may be visible.
+    Refused { code: Code, message: String },
+    /// No definite answer before the run ended: it may or may not have committed.
+    Unknown { last_error: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct WriteRecord {
+    pub seq: u64,
+    /// The idempotency key sent (empty where the API takes none).
+    pub key: String,
+    pub kind: WriteKind,
+    pub outcome: Outcome,
+    /// Attempts made, 1 when the first answer was definite.
+    pub attempts: u32,
+    pub at: Instant,
+}
+
+/// Everything the workload saw.
+#[derive(Debug, Default)]
+pub struct History {
+    pub writes: Vec<WriteRecord>,
+    /// Operation id → every state the observer saw, in order, without repeats.
+    pub operation_states: HashMap<String, Vec<pb::OperationState>>,
+    /// Faults the scenario injected, with when.
+    pub faults: Vec<(Instant, String)>,
+    /// When the last fault healed.
+    pub healed_at: Option<Instant>,
+    /// What a scenario found wrong on the spot (a state directory seen right after a crash).
+    pub violations: Vec<String>,
+}
+
+pub type SharedHistory = Arc<Mutex<History>>;
+
+impl History {
+    pub fn fault(history: &SharedHistory, what: impl Into<String>) {
+        history
+            .lock()
+            .unwrap()
+            .faults
+            .push((Instant::now(), what.into()));
+    }
+
+    pub fn healed(history: &SharedHistory) {
+        history.lock().unwrap().healed_at = Some(Instant::now());
+    }
+
+    fn observe(&mut self, id: &str, state: pb::OperationState) {
+        let seen = self.operation_states.entry(id.to_string()).or_default();
+        if seen.last() != Some(&state) {
+            seen.push(state);
+        }
+    }
+}
+
+/// What the workload writes to.
+#[derive(Debug, Clone)]
+pub struct Targets {
+    pub sandboxes: Vec<String>,
+    pub seed: u64,
+}
+
+/// The running writer and observer.
+pub struct Workload {
+    stop: watch::Sender<bool>,
+    writer: JoinHandle<()>,
+    observer: JoinHandle<()>,
+    pub history: SharedHistory,
+}
+
+impl Workload {
+    /// Starts writing through `api` (a lazily reconnecting client).
+    pub fn start(api: Api, targets: Targets, rng: Prng, history: SharedHistory) -> Self {
+        let (stop, stopped) = watch::channel(false);
+        let writer = tokio::spawn(write_loop(
+            api.clone(),
+            targets,
+            rng,
+            history.clone(),
+            stopped.clone(),
+        ));
+        let observer = tokio::spawn(observe_loop(api, history.clone(), stopped));
+        Self {
+            stop,
+            writer,
+            observer,
+            history,
+        }
+    }
+
+    /// Stops writing; a write in progress finishes (or gives up) first.
+    pub async fn stop(self) -> SharedHistory {
+        self.stop.send(true).ok();
+        self.writer.await.unwrap();
+        self.observer.await.unwrap();
+        self.history
+    }
+}
+
+async fn write_loop(
+    mut api: Api,
+    targets: Targets,
+    mut rng: Prng,
+    history: SharedHistory,
+    stopped: watch::Receiver<bool>,
+) {
+    let mut seq = 0u64;
+    loop {
+        if *stopped.borrow() {
+            break;
+        }
+        seq += 1;
+        let kind = choose(&mut rng, &targets, seq);
+        let key =
+            key_of(&kind).map_or_else(String::new, |()| format!("chaos-{}-{seq}", targets.seed));
+        let (outcome, attempts) = write(&mut api, &kind, &key, &stopped).await;
+        let record = WriteRecord {
+            seq,
+            key,
+            kind,
+            outcome,
+            attempts,
+            at: Instant::now(),
+        };
+        {
+            let mut h = history.lock().unwrap();
+            // The write's answer is the first state seen of its operation.
+            if let Outcome::Committed {
+                operation: Some(op),
+                ..
+            } = &record.outcome
+            {
+                h.observe(&op.id, crate::state(op));
+            }
+            h.writes.push(record);
+        }
+        tokio::time::sleep(Duration::from_millis(rng.below(40))).await;
+    }
+}
+
+/// Makes one write of the scenario's own choosing (say, a fanout right before a fault) the
+/// way the writer makes its writes, and records it.
+pub async fn write_recorded(
+    api: &mut Api,
+    kind: WriteKind,
+    key: String,
+    history: &SharedHistory,
+) -> Outcome {
+    let (_never, stopped) = watch::channel(false);
+    let (outcome, attempts) = write(api, &kind, &key, &stopped).await;
+    let mut h = history.lock().unwrap();
+    if let Outcome::Committed {
+        operation: Some(op),
+        ..
+    } = &outcome
+    {
+        h.observe(&op.id, crate::state(op));
+    }
+    let seq = u64::try_from(h.writes.len()).unwrap_or(0) + 1_000_000;
+    h.writes.push(WriteRecord {
+        seq,
+        key,
+        kind,
+        outcome: outcome.clone(),
+        attempts,
+        at: Instant::now(),
+    });
+    outcome
+}
+
+fn choose(rng: &mut Prng, targets: &Targets, seq: u64) -> WriteKind {
+    let sandbox = targets.sandboxes[rng.index(targets.sandboxes.len())].clone();
+    match rng.below(100) {
+        0..35 => {
+            let refused = rng.chance(10);
+            let port = if refused {
+                REFUSED_PORTS.start + u32::try_from(rng.below(100)).unwrap_or(0)
+            } else {
+                10_000 + u32::try_from(rng.below(50_000)).unwrap_or(0)
+            };
+            WriteKind::Policy {
+                sandbox,
+                port,
+                refused,
+            }
+        }
+        35..60 => WriteKind::SandboxSetting {
+            sandbox,
+            value: format!("sb-{seq}"),
+        },
+        60..70 => WriteKind::WorkspaceSetting {
+            value: format!("ws-{seq}"),
+        },
+        70..80 => WriteKind::GlobalSetting {
+            value: 1000 + i64::try_from(seq).unwrap_or(0),
+        },
+        80..88 => WriteKind::ProviderValue {
+            value: format!("pv-{seq}"),
+        },
+        _ => WriteKind::Attachment {
+            sandbox,
+            attach: rng.chance(60),
+        },
+    }
+}
+
+/// Codes after which the write may or may not have happened, or that say "try again": the
+/// write is retried with its key.
+fn retryable(code: Code) -> bool {
+    matches!(
+        code,
+        Code::Unavailable
+            | Code::Unknown
+            | Code::DeadlineExceeded
+            | Code::Cancelled
+            | Code::ResourceExhausted
+            | Code::Aborted
+            | Code::Internal
+    )
+}
+
+/// Makes one write, retrying with its key until a definite answer, or until the run stops
+/// and a last grace period passed.
+async fn write(
+    api: &mut Api,
+    kind: &WriteKind,
+    key: &str,
+    stopped: &watch::Receiver<bool>,
+) -> (Outcome, u32) {
+    let mut attempts = 0;
+    let mut stopped_at: Option<Instant> = None;
+    loop {
+        attempts += 1;
+        let answer = send(api, kind, key).await;
+        match answer {
+            Ok(outcome) => return (outcome, attempts),
+            Err(status) if retryable(status.code()) => {
+                let stopping = *stopped.borrow();
+                if stopping {
+                    let since = *stopped_at.get_or_insert_with(Instant::now);
+                    if since.elapsed() > Duration::from_secs(30) {
+                        return (
+                            Outcome::Unknown {
+                                last_error: format!("{:?}: {}", status.code(), status.message()),
+                            },
+                            attempts,
+                        );
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            // A write without a key that was retried may have committed on an earlier
+            // attempt: a refusal now ("already attached") says nothing about that one.
+            Err(status) if attempts > 1 && key_of(kind).is_none() => {
+                return (
+                    Outcome::Unknown {
+                        last_error: format!(
+                            "refused on a retry ({:?}: {})",
+                            status.code(),
+                            status.message()
+                        ),
+                    },
+                    attempts,
+                );
+            }
+            Err(status) => {
+                return (
+                    Outcome::Refused {
+                        code: status.code(),
+                        message: status.message().to_string(),
+                    },
+                    attempts,
+                );
+            }
+        }
+    }
+}
+
+/// Whether the write's API takes an idempotency key (`Some(())`), which makes a retry a replay.
+fn key_of(kind: &WriteKind) -> Option<()> {
+    match kind {
+        WriteKind::ProviderValue { .. } | WriteKind::Attachment { .. } => None,
+        _ => Some(()),
+    }
+}
+
+async fn send(api: &mut Api, kind: &WriteKind, key: &str) -> Result<Outcome, tonic::Status> {
+    let committed = |operation: Option<pb::Operation>| Outcome::Committed {
+        operation: operation.map(Box::new),
+        policy_revision: 0,
+        policy_hash: String::new(),
+    };
+    match kind {
+        WriteKind::Policy { sandbox, port, .. } => {
+            let response = api
+                .update_config(pb::UpdateConfigRequest {
+                    policy_text: policy_with_port(*port),
+                    idempotency_key: key.into(),
+                    ..to_sandbox(sandbox)
+                })
+                .await?
+                .into_inner();
+            Ok(Outcome::Committed {
+                operation: response.operation.map(Box::new),
+                policy_revision: u64::from(response.version),
+                policy_hash: response.policy_hash,
+            })
+        }
+        WriteKind::SandboxSetting { sandbox, value } => {
+            let response = api
+                .update_config(pb::UpdateConfigRequest {
+                    settings: vec![raw_setting(SANDBOX_SETTING, value)],
+                    idempotency_key: key.into(),
+                    ..to_sandbox(sandbox)
+                })
+                .await?
+                .into_inner();
+            Ok(committed(response.operation))
+        }
+        WriteKind::WorkspaceSetting { value } => {
+            let response = api
+                .update_config(pb::UpdateConfigRequest {
+                    settings: vec![raw_setting(WORKSPACE_SETTING, value)],
+                    idempotency_key: key.into(),
+                    ..to_workspace("default")
+                })
+                .await?
+                .into_inner();
+            Ok(committed(response.operation))
+        }
+        WriteKind::GlobalSetting { value } => {
+            let response = api
+                .update_config(pb::UpdateConfigRequest {
+                    settings: vec![raw_setting(GLOBAL_SETTING, &value.to_string())],
+                    idempotency_key: key.into(),
+                    ..to_global()
+                })
+                .await?
+                .into_inner();
+            Ok(committed(response.operation))
+        }
+        WriteKind::ProviderValue { value } => {
+            let response = api
+                .update_provider(pb::UpdateProviderRequest {
+                    provider: PROVIDER.into(),
+                    values: vec![provider_value(value)],
+                    ..Default::default()
+                })
+                .await?
+                .into_inner();
+            Ok(committed(response.operation))
+        }
+        WriteKind::Attachment { sandbox, attach } => {
+            let response = if *attach {
+                api.attach_provider(pb::AttachProviderRequest {
+                    sandbox: sandbox_ref(sandbox),
+                    provider: PROVIDER.into(),
+                })
+                .await?
+            } else {
+                api.detach_provider(pb::DetachProviderRequest {
+                    sandbox: sandbox_ref(sandbox),
+                    provider: PROVIDER.into(),
+                })
+                .await?
+            };
+            Ok(committed(response.into_inner().operation))
+        }
+    }
+}
+
+/// The provider's one value, non-secret so the checker can read it back.
+pub fn provider_value(value: &str) -> pb::ProviderValueInput {
+    pb::ProviderValueInput {
+        name: PROVIDER_VALUE.into(),
+        value: value.into(),
+        class: pb::ValueClass::NonSecret as i32,
+        expires_at: None,
+    }
+}
+
+/// Creates the run's provider with a first value.
+pub async fn create_provider(api: &mut Api) {
+    api.create_provider(pb::CreateProviderRequest {
+        name: PROVIDER.into(),
+        r#type: "generic".into(),
+        values: vec![provider_value("pv-0")],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+}
+
+async fn observe_loop(mut api: Api, history: SharedHistory, stopped: watch::Receiver<bool>) {
+    loop {
+        if *stopped.borrow() {
+            break;
+        }
+        observe_once(&mut api, &history).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Reads every operation not yet seen terminal once, recording its state.
+pub async fn observe_once(api: &mut Api, history: &SharedHistory) {
+    let open: Vec<String> = {
+        let h = history.lock().unwrap();
+        let mut ids: Vec<String> = h
+            .writes
+            .iter()
+            .filter_map(|w| match &w.outcome {
+                Outcome::Committed {
+                    operation: Some(op),
+                    ..
+                } => Some(op.id.clone()),
+                _ => None,
+            })
+            .filter(|id| {
+                !h.operation_states
+                    .get(id)
+                    .and_then(|s| s.last())
+                    .is_some_and(|s| s.is_terminal())
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    };
+    for id in open {
+        if let Ok(op) = api
+            .get_operation(pb::GetOperationRequest { id: id.clone() })
+            .await
+        {
+            let state = crate::state(op.get_ref());
+            history.lock().unwrap().observe(&id, state);
+        }
+    }
+}
