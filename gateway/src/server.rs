@@ -458,6 +458,9 @@ async fn housekeeping(store: Store, config: Arc<GatewayConfig>) {
 }
 
 #[cfg(test)]
+mod wire_tests;
+
+#[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;

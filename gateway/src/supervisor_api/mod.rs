@@ -10,8 +10,6 @@ pub mod context;
 pub mod identity;
 pub mod legacy;
 pub mod negotiate;
-#[cfg(test)]
-mod tests;
 
 use std::pin::Pin;
 use std::sync::Arc;

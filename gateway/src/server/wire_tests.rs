@@ -1,4 +1,4 @@
-//! Sessions driven in process from wire bytes (`server::supervisor_api` and
+//! Sessions driven in process from wire bytes ([`supervisor_api`] and
 //! `SupervisorApi::session_from_wire`), the seam the `gateway_session` fuzz target uses.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -8,10 +8,11 @@ use pb::gateway_message::Payload as Out;
 use prost::Message;
 use tonic::metadata::MetadataMap;
 
-use super::SupervisorApi;
+use super::supervisor_api;
 use crate::config::{DeliveryMode, GatewayConfig};
 use crate::crypto::hash_credential;
 use crate::store::sqlite_for_tests;
+use crate::supervisor_api::SupervisorApi;
 
 const SANDBOX_ID: &str = "sb-00000000-0000-7000-8000-000000000001";
 const CREDENTIAL: &str = "wire-test-credential";
@@ -27,7 +28,7 @@ async fn api(dir: &std::path::Path) -> (SupervisorApi, tokio::sync::watch::Sende
     let mut config = GatewayConfig::for_data_dir(dir, "operator-token");
     config.config_delivery_mode = DeliveryMode::Push;
     let (stop, stopping) = tokio::sync::watch::channel(false);
-    (crate::server::supervisor_api(store, config, stopping), stop)
+    (supervisor_api(store, config, stopping), stop)
 }
 
 fn credential() -> MetadataMap {
