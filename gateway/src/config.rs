@@ -96,6 +96,13 @@ pub struct Flags {
     /// How long terminal operations are kept, e.g. `30d`.
     #[arg(long, env = "OPENSHELL_OPERATION_RETENTION", value_parser = humantime::parse_duration)]
     pub operation_retention: Option<Duration>,
+    /// Server-side waits one operator token may hold open on this replica at once
+    /// (`UpdateConfig` with WAIT_FOR_APPLY, `WaitForApply` streams); more are refused.
+    #[arg(long, env = "OPENSHELL_MAX_WAITS_PER_TOKEN")]
+    pub max_waits_per_token: Option<usize>,
+    /// Supervisor sessions this replica holds at once; more are refused and retry.
+    #[arg(long, env = "OPENSHELL_MAX_SESSIONS")]
+    pub max_sessions: Option<usize>,
     /// Address of the Prometheus `/metrics` listener (`off` disables it).
     #[arg(long, env = "OPENSHELL_METRICS_LISTEN")]
     pub metrics_listen: Option<String>,
@@ -130,6 +137,8 @@ pub struct FileConfig {
     pub replica_id: Option<String>,
     #[serde(default, with = "humantime_serde_opt")]
     pub idempotency_retention: Option<Duration>,
+    pub max_waits_per_token: Option<usize>,
+    pub max_sessions: Option<usize>,
     pub metrics_listen: Option<String>,
     #[serde(default, with = "humantime_serde_opt")]
     pub heartbeat_interval: Option<Duration>,
@@ -309,6 +318,10 @@ pub struct GatewayConfig {
     pub idempotency_retention: Duration,
     /// Terminal operations older than this are removed.
     pub operation_retention: Duration,
+    /// Server-side waits one operator token may hold open on this replica at once.
+    pub max_waits_per_token: usize,
+    /// Supervisor sessions this replica holds at once.
+    pub max_sessions: usize,
     /// Address of the Prometheus `/metrics` listener; None disables it.
     pub metrics_listen: Option<SocketAddr>,
     /// Heartbeat interval of supervisor sessions.
@@ -352,6 +365,13 @@ pub enum ConfigError {
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7070";
 pub const DEFAULT_OPERATION_RETENTION: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const DEFAULT_DB_POOL_SIZE: u32 = 8;
+/// A CI job or a person follows a few writes at a time; a script that opens
+/// waits without end is cut off here before it holds a replica's memory and
+/// store re-reads.
+pub const DEFAULT_MAX_WAITS_PER_TOKEN: usize = 32;
+/// Twice the 10k sessions a replica is sized for (operator guide, Capacity):
+/// about 400 MiB of idle push sessions, a bound well short of running out.
+pub const DEFAULT_MAX_SESSIONS: usize = 20_000;
 pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9464";
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3600);
@@ -432,7 +452,25 @@ impl GatewayConfig {
                 "peer_address {address:?} must be a URL such as http://10.0.0.5:7070"
             )));
         }
+        let max_waits_per_token = flags
+            .max_waits_per_token
+            .or(file.max_waits_per_token)
+            .unwrap_or(DEFAULT_MAX_WAITS_PER_TOKEN);
+        let max_sessions = flags
+            .max_sessions
+            .or(file.max_sessions)
+            .unwrap_or(DEFAULT_MAX_SESSIONS);
+        if max_waits_per_token == 0 || max_sessions == 0 {
+            let field = if max_sessions == 0 {
+                "max_sessions"
+            } else {
+                "max_waits_per_token"
+            };
+            return Err(ConfigError::Invalid(format!("{field} must be at least 1")));
+        }
         Ok(Self {
+            max_waits_per_token,
+            max_sessions,
             peer_secret,
             peer_address,
             provider_refresh,
@@ -490,6 +528,8 @@ impl GatewayConfig {
             log: "info".into(),
             replica_id: "gw-test".into(),
             idempotency_retention: DEFAULT_IDEMPOTENCY_RETENTION,
+            max_waits_per_token: DEFAULT_MAX_WAITS_PER_TOKEN,
+            max_sessions: DEFAULT_MAX_SESSIONS,
             metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             delivery: crate::delivery::DeliveryTuning::default(),
@@ -592,6 +632,22 @@ mod tests {
         let err = GatewayConfig::resolve(flags(&["--config", path.to_str().unwrap()])).unwrap_err();
         assert!(err.to_string().contains("operator_tokens[0].role"), "{err}");
         assert!(!err.to_string().contains("t2"), "{err}");
+    }
+
+    #[test]
+    fn wait_and_session_limits_are_read_and_must_allow_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gw.toml");
+        std::fs::write(&path, "max_waits_per_token = 5\n").unwrap();
+        let cfg = GatewayConfig::resolve(flags(&["--config", path.to_str().unwrap()])).unwrap();
+        assert_eq!(cfg.max_waits_per_token, 5);
+        let cfg = GatewayConfig::resolve(flags(&[])).unwrap();
+        assert_eq!(cfg.max_waits_per_token, DEFAULT_MAX_WAITS_PER_TOKEN);
+        let err = GatewayConfig::resolve(flags(&["--max-waits-per-token", "0"])).unwrap_err();
+        assert!(err.to_string().contains("max_waits_per_token"), "{err}");
+        let err = GatewayConfig::resolve(flags(&["--max-sessions", "0"])).unwrap_err();
+        assert!(err.to_string().contains("max_sessions"), "{err}");
+        assert_eq!(cfg.max_sessions, DEFAULT_MAX_SESSIONS);
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub mod state;
 pub mod store;
 pub mod supervisor_api;
 pub mod unserved;
+pub mod wait_limits;
 pub mod wire;
 
 pub use config::{DeliveryMode, GatewayConfig};

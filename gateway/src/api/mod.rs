@@ -73,6 +73,11 @@ pub struct ApiContext {
 pub struct OpenShellApi {
     state: Arc<ApiContext>,
     supervisor: SupervisorApi,
+    /// Server-side waits each token holds open (`max_waits_per_token`).
+    waits: Arc<crate::wait_limits::WaitLimiter>,
+    /// Places for supervisor sessions on this replica (`max_sessions`); a
+    /// session's stream holds one until it ends.
+    session_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl ApiContext {
@@ -89,9 +94,13 @@ impl ApiContext {
 
 impl OpenShellApi {
     pub fn new(state: ApiContext, supervisor: SupervisorApi) -> Self {
+        let waits = crate::wait_limits::WaitLimiter::new(state.config.max_waits_per_token);
+        let session_slots = Arc::new(tokio::sync::Semaphore::new(state.config.max_sessions));
         Self {
             state: Arc::new(state),
             supervisor,
+            waits,
+            session_slots,
         }
     }
 
@@ -1091,6 +1100,10 @@ impl OpenShell for OpenShellApi {
             .map_err(|e| GatewayError::from_violations(e.violations))?;
         let mode = pb::UpdateMode::try_from(req.mode).unwrap_or(pb::UpdateMode::Unspecified);
         let (wait, threshold) = wait_options(req.wait.as_ref())?;
+        // Refused before anything is written: a refused call leaves no operation behind.
+        let _wait_permit = (mode == pb::UpdateMode::WaitForApply && !req.validate_only)
+            .then(|| self.waits.try_acquire(&caller))
+            .transpose()?;
         let delete_setting = req.delete_setting;
         let update = ConfigUpdate {
             target,
@@ -1213,12 +1226,15 @@ impl OpenShell for OpenShellApi {
         let (wait, threshold) = wait_options(req.wait.as_ref())?;
         // Fail fast on an unknown id rather than with an empty stream.
         self.operation_for(&who, &req.id).await?;
+        // Held by the stream: its place is free when the stream ends or the client hangs up.
+        let permit = self.waits.try_acquire(&who.name)?;
         let watch = OperationWatch::new(self.state.store.clone(), req.id, wait, threshold)
             .until_stopping(self.state.stopping.clone());
         let metrics = self.state.metrics.clone();
         let waiting = std::time::Instant::now();
         let stream = futures::stream::unfold((watch, false), move |(mut watch, told)| {
             let metrics = metrics.clone();
+            let _held = &permit;
             async move {
                 if told {
                     return None;
@@ -1505,7 +1521,30 @@ impl OpenShell for OpenShellApi {
         &self,
         request: Request<tonic::Streaming<pb::SupervisorMessage>>,
     ) -> Result<Response<GatewayStream>, Status> {
-        Ok(self.supervisor.connect_supervisor(request))
+        // Refused before the session starts: the supervisor retries with its backoff, and
+        // with several replicas' addresses it reaches another one.
+        let Ok(slot) = self.session_slots.clone().try_acquire_owned() else {
+            tracing::warn!(
+                max_sessions = self.state.config.max_sessions,
+                "a supervisor session was refused: this replica holds its most sessions"
+            );
+            return Err(Status::resource_exhausted(format!(
+                "this replica holds {} supervisor sessions, its limit (max_sessions); retry \
+                 later or connect to another replica",
+                self.state.config.max_sessions
+            )));
+        };
+        Ok(self
+            .supervisor
+            .connect_supervisor(request)
+            .map(|stream| -> GatewayStream {
+                // The slot is given back when the session's stream is dropped: it ended,
+                // or the supervisor hung up.
+                Box::pin(futures::StreamExt::map(stream, move |item| {
+                    let _held = &slot;
+                    item
+                }))
+            }))
     }
 
     async fn get_sandbox_config(
