@@ -80,7 +80,11 @@ seed() {
             done
             ;;
         *)
-            OPENSHELL_FUZZ_SEEDS="$dir" "$bin_dir/$target" -runs=0 >/dev/null
+            # The target writes its seeds and exits before libFuzzer starts (fuzz/src/seeds.rs).
+            if ! OPENSHELL_FUZZ_SEEDS="$dir" "$bin_dir/$target" -runs=0 >/dev/null 2>&1; then
+                echo "$target could not write its seeds into $dir" >&2
+                exit 1
+            fi
             ;;
     esac
 }
