@@ -358,13 +358,16 @@ impl LogShipper {
         let _ = self.push_all(&masks).await;
     }
 
-    /// Pushes until the buffer is empty; a failed push puts its lines back.
+    /// Pushes the lines buffered when it starts; a failed push puts its lines back. Lines
+    /// logged meanwhile wait for the next flush, so that a flush always ends.
     async fn push_all(&self, masks: &Masks) -> Result<(), String> {
+        let mut left = self.buffer.len();
         loop {
-            let (lines, dropped) = self.buffer.take(MAX_BATCH_LINES);
+            let (lines, dropped) = self.buffer.take(MAX_BATCH_LINES.min(left));
             if lines.is_empty() && dropped == 0 {
                 return Ok(());
             }
+            left -= lines.len();
             let request = pb::PushSandboxLogsRequest {
                 sandbox_id: self.sandbox_id.clone(),
                 logs: lines
