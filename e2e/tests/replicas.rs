@@ -678,3 +678,67 @@ async fn every_kind_of_write_reaches_the_other_replicas_session_by_its_intent() 
         "no hint was sent"
     );
 }
+
+/// A supervisor given both replicas' addresses keeps its sandbox supplied when the replica
+/// holding its session stops: it reconnects to the other, where the next write applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_supervisor_given_every_replica_moves_to_another_when_its_replica_stops() {
+    let (first, second) = two_replicas().await;
+    let mut api = first.api().await;
+    let (id, credential) = create_sandbox(&mut api, "web", POLICY).await;
+    let dir = first.store.dir.path().join("web");
+    let both = format!("{},{}", first.endpoint(), second.endpoint());
+    let supervisor = spawn_supervisor(&both, &id, &credential, &dir, &[]);
+    let owner = eventually("a replica to hold the session", DEADLINE, || async {
+        first.state().store.session_owner(&id).await.ok()?
+    })
+    .await;
+
+    let (stopped, survivor) = if owner.replica_id == "replica-a" {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    let TestGateway {
+        handle,
+        store: _kept,
+    } = stopped;
+    handle.shutdown().await;
+
+    let mut api = survivor.api().await;
+    let survivor_id = survivor.state().config.replica_id.clone();
+    let applied = wait_for_apply(&mut api, policy_write(&id, 8555)).await;
+    assert_eq!(state(&applied), pb::OperationState::Applied, "{applied:?}");
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("8555")
+    );
+    eventually("the survivor to own the session", DEADLINE, || async {
+        let owner = survivor.state().store.session_owner(&id).await.ok()??;
+        (owner.replica_id == survivor_id).then_some(())
+    })
+    .await;
+}
+
+/// An address that never answers, listed first, does not keep a supervisor from the
+/// gateway listed after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_address_in_the_list_does_not_keep_a_supervisor_from_the_live_one() {
+    let gw = replica(Backend::Sqlite, "replica-a").await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "web", POLICY).await;
+    let dead = format!("http://127.0.0.1:{}", openshell_e2e::process::free_port());
+    let list = format!("{dead},{}", gw.endpoint());
+    let dir = gw.store.dir.path().join("web");
+    let supervisor = spawn_supervisor(&list, &id, &credential, &dir, &[]);
+    let applied = wait_for_apply(&mut api, policy_write(&id, 8556)).await;
+    assert_eq!(state(&applied), pb::OperationState::Applied, "{applied:?}");
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("8556")
+    );
+}

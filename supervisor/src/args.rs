@@ -27,7 +27,8 @@ pub enum LogFormat {
     openshell-supervisor --gateway http://gw:7070 --sandbox team/web --credential-file /run/cred -- my-app\n  \
     openshell-supervisor --standalone --policy-file policy.yaml -- my-app")]
 pub struct Args {
-    /// Gateway URL (http:// or https://).
+    /// Gateway URL (http:// or https://), or the URLs of several replicas separated by
+    /// commas: calls go to one that is up, and a lost session reconnects to another.
     #[arg(
         long,
         env = "OPENSHELL_GATEWAY",

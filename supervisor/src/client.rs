@@ -23,13 +23,55 @@ pub type GatewayClient = OpenShellClient<InterceptedService<Channel, Bearer>>;
 /// Snapshots are bounded (policy 256 KiB plus settings and provider values); leave headroom.
 pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
-/// A lazily connecting channel to `url`. An `https` URL needs `ca_pem`: no system roots are
-/// built into this binary.
+/// A lazily connecting channel to the gateway at `url`, or to any of several replicas when
+/// `url` lists them comma-separated (`http://a:7070,http://b:7070`). With several, each call
+/// goes to a replica that is up: a call to one that is down fails, the caller retries with
+/// its backoff as always, and the retry goes to another. An `https` URL needs `ca_pem`: no
+/// system roots are built into this binary.
 pub fn lazy_channel(
     url: &str,
     ca_pem: Option<&[u8]>,
     connect_timeout: Duration,
 ) -> Result<Channel, SupervisorError> {
+    let addresses = gateway_addresses(url)?;
+    let mut endpoints = addresses
+        .iter()
+        .map(|address| endpoint(address, ca_pem, connect_timeout))
+        .collect::<Result<Vec<_>, _>>()?;
+    match endpoints.len() {
+        1 => Ok(endpoints.remove(0).connect_lazy()),
+        _ => Ok(Channel::balance_list(endpoints.into_iter())),
+    }
+}
+
+/// The addresses of a `--gateway` value: one, or several comma-separated, none empty and
+/// none repeated.
+pub fn gateway_addresses(value: &str) -> Result<Vec<&str>, SupervisorError> {
+    let addresses: Vec<&str> = value.split(',').map(str::trim).collect();
+    let bad = |reason: String| SupervisorError::GatewayAddress {
+        url: value.to_string(),
+        reason,
+    };
+    if let Some(position) = addresses.iter().position(|a| a.is_empty()) {
+        return Err(bad(format!(
+            "address {} of the list is empty; expected URLs separated by commas, e.g. \
+             http://gw-a:7070,http://gw-b:7070",
+            position + 1
+        )));
+    }
+    for (i, address) in addresses.iter().enumerate() {
+        if addresses[..i].contains(address) {
+            return Err(bad(format!("{address} is listed twice")));
+        }
+    }
+    Ok(addresses)
+}
+
+fn endpoint(
+    url: &str,
+    ca_pem: Option<&[u8]>,
+    connect_timeout: Duration,
+) -> Result<Endpoint, SupervisorError> {
     let bad = |reason: String| SupervisorError::GatewayAddress {
         url: url.to_string(),
         reason,
@@ -60,7 +102,7 @@ pub fn lazy_channel(
         }
         (false, None) => {}
     }
-    Ok(endpoint.connect_lazy())
+    Ok(endpoint)
 }
 
 /// A client on `channel` whose every call carries `identity`'s credential. Fails only when
@@ -126,6 +168,30 @@ mod tests {
             let printed = format!("{:?} {request:?}", request.metadata());
             assert!(!printed.contains(CREDENTIAL), "{printed}");
         }
+    }
+
+    #[test]
+    fn a_gateway_list_names_each_replica_once() {
+        assert_eq!(
+            gateway_addresses("http://a:1, http://b:2").unwrap(),
+            ["http://a:1", "http://b:2"]
+        );
+        assert_eq!(gateway_addresses("http://a:1").unwrap(), ["http://a:1"]);
+        let empty = gateway_addresses("http://a:1,,http://b:2").unwrap_err();
+        assert!(
+            empty.to_string().contains("address 2 of the list is empty"),
+            "{empty}"
+        );
+        let twice = gateway_addresses("http://a:1,http://a:1").unwrap_err();
+        assert!(twice.to_string().contains("listed twice"), "{twice}");
+    }
+
+    #[tokio::test]
+    async fn each_address_of_a_list_is_checked() {
+        let err = lazy_channel("http://a:1,https://b:2", None, Duration::from_secs(1)).unwrap_err();
+        assert!(err.to_string().contains("https://b:2"), "{err}");
+        assert!(err.to_string().contains("--ca-file"), "{err}");
+        assert!(lazy_channel("http://a:1,http://b:2", None, Duration::from_secs(1)).is_ok());
     }
 
     #[tokio::test]
