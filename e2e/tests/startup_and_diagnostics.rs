@@ -388,3 +388,107 @@ async fn expired_idempotency_keys_are_released_and_old_operations_removed() {
         assert_eq!(err.code(), tonic::Code::NotFound);
     }
 }
+
+/// A policy that validation refuses: a wildcard host needs a label before the TLD.
+const INVALID_POLICY: &str = "version: 1\nnetwork_policies:\n  x:\n    endpoints:\n      - host: '*.com'\n        port: 443\n";
+
+/// A gateway in push mode that waits `wait` for an invalid startup policy to be fixed.
+async fn gateway_waiting(wait: Duration) -> TestGateway {
+    TestGateway::start_with(
+        openshell_e2e::TestStore::new(Backend::Sqlite).await,
+        DeliveryMode::Push,
+        |config| config.delivery.invalid_startup_policy_wait = wait,
+    )
+    .await
+}
+
+/// The refusal `sessions inspect` shows for `id`, once it contains `needle`.
+async fn refusal_eventually(api: &Api, id: &str, needle: &str) -> String {
+    let hints = hints_eventually(api, id, needle).await;
+    hints.into_iter().find(|h| h.contains(needle)).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_image_policy_waits_for_an_operator_to_set_a_valid_one() {
+    let gw = gateway_waiting(Duration::from_secs(600)).await;
+    let mut api = gw.api().await;
+    let dir = gw.store.dir.path().to_path_buf();
+    let bad = dir.join("bad-policy.yaml");
+    std::fs::write(&bad, INVALID_POLICY).unwrap();
+    let (id, credential) = create_sandbox(&mut api, "fixable", "").await;
+    let mut supervisor = spawn_supervisor(
+        &gw.endpoint(),
+        &id,
+        &credential,
+        &dir.join("fixable"),
+        &["--image-policy", bad.to_str().unwrap()],
+    );
+    let refusal = refusal_eventually(&api, &id, "set a valid policy with").await;
+    assert!(refusal.contains("host"), "{refusal}");
+    assert!(
+        refusal.contains(&format!("openshell policy set {id} --policy FILE")),
+        "{refusal}"
+    );
+    assert!(supervisor.workload_lines().is_empty());
+
+    // The operator's policy is what the next attempt offers, and the start goes on.
+    let op = commit(&api, &id, POLICY.replacen("port: 443", "port: 7443", 1)).await;
+    let op = terminal_operation(&api, &op.id).await;
+    assert_eq!(op.state, pb::OperationState::Applied as i32, "{op:?}");
+    eventually("the workload to start", DEADLINE, || async {
+        (!supervisor.workload_lines().is_empty()).then_some(())
+    })
+    .await;
+    assert!(
+        supervisor
+            .active_file("policy.json")
+            .unwrap()
+            .contains("7443")
+    );
+    assert!(supervisor.is_running());
+    let inspection = inspect(&api, &id).await;
+    assert!(inspection.connected, "{inspection:?}");
+    assert!(
+        !inspection.hints.iter().any(|h| h.contains("refused")),
+        "{:?}",
+        inspection.hints
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_image_policy_left_unfixed_ends_the_start_after_the_wait() {
+    let gw = gateway_waiting(Duration::from_secs(3)).await;
+    let mut api = gw.api().await;
+    let dir = gw.store.dir.path().to_path_buf();
+    let bad = dir.join("bad-policy.yaml");
+    std::fs::write(&bad, INVALID_POLICY).unwrap();
+    let (id, credential) = create_sandbox(&mut api, "unfixed", "").await;
+    let mut supervisor = spawn_supervisor(
+        &gw.endpoint(),
+        &id,
+        &credential,
+        &dir.join("unfixed"),
+        &["--image-policy", bad.to_str().unwrap()],
+    );
+    refusal_eventually(&api, &id, "set a valid policy with").await;
+    let refusal = refusal_eventually(&api, &id, "no valid policy was set within 3s").await;
+    assert!(refusal.contains("this start fails"), "{refusal}");
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while supervisor.is_running() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the supervisor kept running: {}",
+            supervisor.guard.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(supervisor.workload_lines().is_empty());
+    assert!(supervisor.active_file("policy.json").is_none());
+    let log = supervisor.guard.log_text();
+    assert!(log.contains("no valid policy was set within 3s"), "{log}");
+    assert!(!inspect(&api, &id).await.connected);
+    assert_eq!(
+        gw.state().store.policy_revision_count(&id).await.unwrap(),
+        0
+    );
+}

@@ -126,6 +126,9 @@ pub struct SessionRegistry {
     /// Why each sandbox's last session was refused here, and when (ms), until
     /// one is accepted: `sessions inspect` says why a sandbox is not connected.
     refusals: Arc<Mutex<HashMap<String, (i64, String)>>>,
+    /// Since when each sandbox's first start has been refused for an invalid startup policy,
+    /// until a session is accepted: the wait for an operator to fix it is bounded.
+    invalid_startup_policy: Arc<Mutex<HashMap<String, tokio::time::Instant>>>,
 }
 
 /// Refusals kept at most; past this, the oldest are forgotten first.
@@ -151,6 +154,10 @@ impl SessionRegistry {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&info.sandbox_id);
+        self.invalid_startup_policy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&info.sandbox_id);
         map.insert(info.sandbox_id.clone(), info);
         old
     }
@@ -168,6 +175,27 @@ impl SessionRegistry {
             }
         }
         refusals.insert(sandbox_id.to_string(), (now_ms(), reason.to_string()));
+    }
+
+    /// When this replica first refused `sandbox_id`'s start for an invalid startup policy,
+    /// counting from now if it has not before; forgotten once a session is accepted.
+    pub fn invalid_startup_policy_since(&self, sandbox_id: &str) -> tokio::time::Instant {
+        let mut since = self
+            .invalid_startup_policy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if since.len() >= MAX_REFUSALS_KEPT && !since.contains_key(sandbox_id) {
+            let oldest = since
+                .iter()
+                .min_by_key(|(_, at)| **at)
+                .map(|(id, _)| id.clone());
+            if let Some(oldest) = oldest {
+                since.remove(&oldest);
+            }
+        }
+        *since
+            .entry(sandbox_id.to_string())
+            .or_insert_with(tokio::time::Instant::now)
     }
 
     /// Why the sandbox's last session was refused here, and when (ms), unless

@@ -23,6 +23,10 @@ pub struct DeliveryTuning {
     pub bootstrap_result_timeout: Duration,
     /// How long a supervisor has to prepare the startup candidate of an image policy.
     pub startup_prepare_deadline: Duration,
+    /// How long a first start refused for an invalid startup policy (the image's, or one the
+    /// supervisor prepared) is retried while an operator may set a valid one; after this the
+    /// refusal is permanent and the supervisor stops.
+    pub invalid_startup_policy_wait: Duration,
     /// How often a replica on PostgreSQL replays the other replicas' fanout
     /// intents (`peers/replay.rs`).
     pub intent_replay_interval: Duration,
@@ -44,6 +48,7 @@ impl Default for DeliveryTuning {
             backoff_max: Duration::from_secs(30),
             bootstrap_result_timeout: Duration::from_secs(45),
             startup_prepare_deadline: Duration::from_secs(45),
+            invalid_startup_policy_wait: Duration::from_secs(5 * 60),
             intent_replay_interval: Duration::from_secs(2),
             wait_recheck_interval: crate::store::DEFAULT_WAIT_RECHECK,
         }

@@ -537,13 +537,14 @@ async fn startup_exchange(
         }
         Some(pb::startup_config_prepared::Result::PreparedPolicy(policy)) => Some(policy),
         Some(pb::startup_config_prepared::Result::Failure(reason)) => {
-            return Err(Refusal {
-                reason: format!(
+            return Err(invalid_startup_policy(
+                state,
+                sandbox,
+                format!(
                     "startup preparation failed on the supervisor: {}",
                     sanitize_error(&reason)
                 ),
-                permanent: false,
-            });
+            ));
         }
         None => {
             return Err(Refusal {
@@ -571,12 +572,21 @@ async fn startup_exchange(
             state.activity.write_place(),
         )
         .await
-        .map_err(|e| Refusal {
-            reason: format!(
-                "the startup policy was rejected: {}",
-                sanitize_error(tonic::Status::from(e).message())
-            ),
-            permanent: false,
+        .map_err(|e| {
+            let status = tonic::Status::from(e);
+            let reason = sanitize_error(status.message());
+            if status.code() == tonic::Code::InvalidArgument {
+                invalid_startup_policy(
+                    state,
+                    sandbox,
+                    format!("the startup policy was rejected: {reason}"),
+                )
+            } else {
+                Refusal {
+                    reason: format!("the startup policy could not be stored: {reason}"),
+                    permanent: false,
+                }
+            }
         })?;
         tracing::info!(
             sandbox = %sandbox.id,
@@ -587,6 +597,40 @@ async fn startup_exchange(
         );
     }
     Ok(())
+}
+
+/// The refusal of a first start whose policy is invalid (the supervisor could not prepare it,
+/// or the gateway would not commit what it prepared). It is refused for a while as something
+/// an operator can fix (`policy set` stores a valid policy, which the next attempt offers
+/// instead), then for good, so that a supervisor does not retry a broken image forever.
+fn invalid_startup_policy(
+    state: &SessionContext,
+    sandbox: &SandboxRecord,
+    reason: String,
+) -> Refusal {
+    let wait = state.tuning.invalid_startup_policy_wait;
+    let waited = state
+        .sessions
+        .invalid_startup_policy_since(&sandbox.id)
+        .elapsed();
+    let fix = format!("`openshell policy set {} --policy FILE`", sandbox.id);
+    match wait.checked_sub(waited).filter(|left| !left.is_zero()) {
+        Some(left) => Refusal {
+            reason: format!(
+                "{reason}; set a valid policy with {fix} within {} or this start fails",
+                humantime::format_duration(Duration::from_secs(left.as_secs().max(1)))
+            ),
+            permanent: false,
+        },
+        None => Refusal {
+            reason: format!(
+                "{reason}; no valid policy was set within {} of the first refusal, so this start fails: set one with {fix}, then start \
+                 the sandbox's supervisor again",
+                humantime::format_duration(wait)
+            ),
+            permanent: true,
+        },
+    }
 }
 
 struct BootstrapFrames {
