@@ -80,6 +80,7 @@ pub async fn fresh_postgres_database() -> String {
     let admin = postgres_admin_url();
     let name = format!("openshell_test_{}", uuid::Uuid::now_v7().simple());
     let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
+    drop_old_test_databases(&mut conn).await;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
         .execute(&mut conn)
         .await
@@ -93,6 +94,40 @@ pub async fn fresh_postgres_database() -> String {
         .rsplit_once('/')
         .map_or(base.clone(), |(b, _)| b.to_string());
     format!("{base}/{name}{query}")
+}
+
+/// Test databases are never dropped by the test that made them (a test may fail or be
+/// killed half-way), so each new one drops those made more than three hours ago: no test
+/// runs that long, and a server that kept them all would take minutes to recover after a
+/// crash. The name's UUIDv7 carries its creation time.
+async fn drop_old_test_databases(conn: &mut sqlx::PgConnection) {
+    const PREFIX: &str = "openshell_test_";
+    const MAX_AGE_MS: u128 = 3 * 60 * 60 * 1000;
+    let Ok(names) = sqlx::query_scalar::<_, String>(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'openshell\\_test\\_%'",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    else {
+        return;
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    for name in names {
+        let created_ms = name
+            .strip_prefix(PREFIX)
+            .and_then(|uuid| uuid.get(..12))
+            .and_then(|hex| u128::from_str_radix(hex, 16).ok());
+        if created_ms.is_some_and(|created| now_ms.saturating_sub(created) > MAX_AGE_MS) {
+            // Another test may be dropping it at the same moment: losing that race is fine.
+            let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {name}"
+            )))
+            .execute(&mut *conn)
+            .await;
+        }
+    }
 }
 
 /// Authenticated raw gRPC client.

@@ -408,22 +408,66 @@ pub async fn build_bootstrap(
     store: &Store,
     sandbox_id: &str,
 ) -> Result<(Built, Built), BootstrapError> {
-    const MAX_REBUILDS: usize = 3;
-    for _ in 0..=MAX_REBUILDS {
+    let (config, pending, env) = consistent_pair(|| async {
         // Only compared, never sent: no fingerprint, no upstream form.
         let read = store.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground);
         let (config, _) = sandbox_config_from(store, sandbox_id, read).await?;
         let env = build_provider_environment(store, sandbox_id).await?;
         let read = store.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground);
         let (again, pending) = sandbox_config_from(store, sandbox_id, read).await?;
-        let consistent = config.provider_env_fingerprint == env.provider_env_fingerprint
-            && again.provider_env_fingerprint == env.provider_env_fingerprint
-            && again.policy_hash == config.policy_hash;
-        if consistent {
-            return Ok((
-                sandbox_config_built(again, pending),
-                provider_environment_built(env),
-            ));
+        Ok(Attempt {
+            first: config,
+            env,
+            again,
+            pending,
+        })
+    })
+    .await?;
+    Ok((
+        sandbox_config_built(config, pending),
+        provider_environment_built(env),
+    ))
+}
+
+/// Rebuilds after the first attempt whose halves disagree.
+const MAX_BOOTSTRAP_REBUILDS: usize = 3;
+
+/// One try at a bootstrap: the config read before and after the environment.
+struct Attempt {
+    first: pb::SandboxConfigSnapshot,
+    env: pb::GetSandboxProviderEnvironmentResponse,
+    again: pb::SandboxConfigSnapshot,
+    /// Whether a sandbox operation was pending when `again` was read.
+    pending: bool,
+}
+
+impl Attempt {
+    fn consistent(&self) -> bool {
+        self.first.provider_env_fingerprint == self.env.provider_env_fingerprint
+            && self.again.provider_env_fingerprint == self.env.provider_env_fingerprint
+            && self.again.policy_hash == self.first.policy_hash
+    }
+}
+
+/// The first of `1 + MAX_BOOTSTRAP_REBUILDS` attempts whose halves agree.
+async fn consistent_pair<F, Fut>(
+    mut attempt: F,
+) -> Result<
+    (
+        pb::SandboxConfigSnapshot,
+        bool,
+        pb::GetSandboxProviderEnvironmentResponse,
+    ),
+    BootstrapError,
+>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Attempt>>,
+{
+    for _ in 0..=MAX_BOOTSTRAP_REBUILDS {
+        let tried = attempt().await?;
+        if tried.consistent() {
+            return Ok((tried.again, tried.pending, tried.env));
         }
     }
     Err(BootstrapError::Inconsistent)
@@ -480,6 +524,52 @@ impl SnapshotSource for StoreSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn attempt(env_fingerprint: &str, again_fingerprint: &str) -> Attempt {
+        let config = |fingerprint: &str| pb::SandboxConfigSnapshot {
+            provider_env_fingerprint: fingerprint.into(),
+            policy_hash: "h1".into(),
+            ..Default::default()
+        };
+        Attempt {
+            first: config("e1-a"),
+            env: pb::GetSandboxProviderEnvironmentResponse {
+                provider_env_fingerprint: env_fingerprint.into(),
+                ..Default::default()
+            },
+            again: config(again_fingerprint),
+            pending: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn halves_that_never_agree_are_given_up_after_three_rebuilds() {
+        let mut tries = 0;
+        let outcome = consistent_pair(|| {
+            tries += 1;
+            async { Ok(attempt("e1-a", "e1-b")) }
+        })
+        .await;
+        assert!(matches!(outcome, Err(BootstrapError::Inconsistent)));
+        assert_eq!(tries, 1 + MAX_BOOTSTRAP_REBUILDS);
+    }
+
+    #[tokio::test]
+    async fn halves_that_agree_on_the_last_rebuild_are_used() {
+        let mut tries = 0;
+        let outcome = consistent_pair(|| {
+            tries += 1;
+            let agreed = tries == 1 + MAX_BOOTSTRAP_REBUILDS;
+            async move { Ok(attempt("e1-a", if agreed { "e1-a" } else { "e1-c" })) }
+        })
+        .await;
+        let (config, _, env) = outcome.unwrap();
+        assert_eq!(
+            config.provider_env_fingerprint,
+            env.provider_env_fingerprint
+        );
+        assert_eq!(tries, 4);
+    }
 
     #[test]
     fn the_fingerprint_ignores_build_time_only_and_names_the_config_revision() {
