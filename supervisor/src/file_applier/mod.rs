@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::sync::Mutex;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use self::activate::{Hook, activate, quarantine, state_env};
 use self::stage::{POLICY_FILE, PolicyMemo, REVISIONS_FILE, stage};
@@ -93,6 +93,7 @@ impl FileApplier {
         // change directory.
         config.state_dir = std::fs::canonicalize(&config.state_dir)?;
         let dir = StateDir::new(&config.state_dir).with_fault(config.write_fault.clone());
+        let generation = set_aside_if_damaged(&dir, generation)?;
         let revisions = log_recovered(&dir, generation);
         // The record only; a state directory that cannot take it now fails the next apply,
         // which is where the supervisor says so to the gateway.
@@ -194,6 +195,60 @@ impl FileApplier {
             }
         }
     }
+}
+
+/// What is wrong with a generation's files, if anything: a file that is not the JSON this
+/// supervisor writes, or a policy whose hash is not the one `revisions.json` names. Only the
+/// files present are judged (an empty generation is whole).
+fn damage(generation: &state_dir::Generation) -> Option<String> {
+    let mut json = std::collections::BTreeMap::new();
+    for name in generation.names() {
+        let Some(bytes) = generation.file(name) else {
+            continue;
+        };
+        match serde_json::from_slice::<serde_json::Value>(bytes) {
+            Ok(value) if value.is_object() => {
+                json.insert(name.to_string(), value);
+            }
+            Ok(_) => return Some(format!("{name} is not a JSON object")),
+            Err(err) => return Some(format!("{name} is not JSON ({err})")),
+        }
+    }
+    if let (Some(policy), Some(revisions)) =
+        (generation.file(POLICY_FILE), json.get(REVISIONS_FILE))
+    {
+        let text = String::from_utf8_lossy(policy);
+        let hash = openshell_core::policy::hash_of_canonical_json(text.trim_end_matches('\n'));
+        if revisions["policy_hash"].as_str() != Some(hash.as_str()) {
+            return Some(format!(
+                "{POLICY_FILE} does not have the hash {REVISIONS_FILE} names"
+            ));
+        }
+    }
+    None
+}
+
+/// A damaged active generation (a file cut short, emptied or overwritten behind the
+/// supervisor's back) is never served, reported or carried into a quarantine: an empty
+/// generation takes its place until the gateway's configuration arrives. Returns the number
+/// of the generation active afterwards.
+fn set_aside_if_damaged(dir: &StateDir, generation: u64) -> std::io::Result<u64> {
+    let Some(active) = dir.read_active()? else {
+        return Ok(generation);
+    };
+    let Some(why) = damage(&active) else {
+        return Ok(generation);
+    };
+    error!(
+        generation,
+        damage = %why,
+        "the active configuration in the state directory is damaged: it is set aside and \
+         the gateway's configuration replaces it"
+    );
+    let empty = dir.publish(&[])?;
+    let number = empty.generation();
+    dir.keep(empty)?;
+    Ok(number)
 }
 
 /// Says what the state directory held when this supervisor started: the configuration the

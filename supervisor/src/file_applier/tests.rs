@@ -668,3 +668,52 @@ async fn a_generation_active_at_start_without_its_line_is_recorded_as_recovered(
         again.state_dir().current().unwrap().unwrap()
     );
 }
+
+/// A file of the active generation damaged while the supervisor was down (cut short,
+/// emptied, overwritten, or a policy that no longer has its hash) is found at start and set
+/// aside: nothing of it is served, recorded in the apply log, or carried into a quarantine.
+#[tokio::test]
+async fn a_damaged_active_configuration_is_set_aside_at_start() {
+    use super::apply_log;
+    let damages: [(&str, &[u8]); 5] = [
+        (PROVIDER_ENV_FILE, b"{\"provider_env_rev"),
+        (SETTINGS_FILE, b""),
+        (REVISIONS_FILE, b"\x00\xffgarbage"),
+        (POLICY_FILE, b"{\"version\":1,\"other\":2}\n"),
+        (POLICY_FILE, b"[]"),
+    ];
+    for (file, bytes) in damages {
+        let dir = tempfile::tempdir().unwrap();
+        let a = applier(dir.path(), None);
+        a.apply(&sample(1, "e1")).await.unwrap();
+        drop(a);
+        fs::write(dir.path().join("active").join(file), bytes).unwrap();
+
+        let again = applier(dir.path(), None);
+        let left: Vec<_> = fs::read_dir(again.state_dir().active_dir())
+            .unwrap()
+            .collect();
+        assert!(left.is_empty(), "{file}: {left:?}");
+        assert_eq!(
+            apply_log::read(again.state_dir().root()).unwrap().len(),
+            1,
+            "{file}: nothing recorded for the damaged generation"
+        );
+        // A failing apply now quarantines with nothing damaged underneath.
+        let mut bad = with_failure_mode(sample(2, "e1"), "fail_closed");
+        bad.sandbox_config.policy = Some(version_9_policy());
+        assert!(again.apply(&bad).await.unwrap_err().failed_closed);
+        assert!(!again.state_dir().active_file(file).exists() || file == QUARANTINE_FILE);
+        // The gateway's configuration replaces it.
+        again.apply(&sample(3, "e1")).await.unwrap();
+        assert_eq!(read_json(&again, REVISIONS_FILE)["policy_revision"], 3);
+    }
+
+    // A whole generation is kept as it is.
+    let dir = tempfile::tempdir().unwrap();
+    let a = applier(dir.path(), None);
+    a.apply(&sample(1, "e1")).await.unwrap();
+    drop(a);
+    let again = applier(dir.path(), None);
+    assert_eq!(read_json(&again, REVISIONS_FILE)["policy_revision"], 1);
+}
