@@ -97,3 +97,58 @@ async fn chaos_supervisor_sigkill_mid_apply_sqlite() {
 async fn chaos_supervisor_sigkill_mid_apply_postgres() {
     supervisor_sigkill_mid_apply(Backend::Postgres, 7).await;
 }
+
+/// (9) Truncated and corrupted state files: a supervisor is stopped, one file of its active
+/// configuration damaged (cut in half, emptied, or overwritten with garbage), and it is
+/// started again. It must not run on or report the damaged configuration: it is replaced
+/// from the gateway, whole (the checker's convergence includes the whole-generation check).
+async fn corrupted_state_files(backend: Backend, seed: u64) {
+    let config = ChaosConfig::from_env(seed, Duration::from_secs(10), 6);
+    let mut run = Run::start(backend, config.clone(), &[]).await;
+    run.start_workload();
+    let endpoint = run.gateway.endpoint();
+    let end = Instant::now() + config.duration;
+    let files = [
+        "policy.json",
+        "settings.json",
+        "provider-env.json",
+        "revisions.json",
+    ];
+    while Instant::now() < end {
+        tokio::time::sleep(
+            run.rng
+                .between(Duration::from_millis(300), Duration::from_secs(1)),
+        )
+        .await;
+        let victim = run.rng.index(run.fleet.members.len());
+        let file = files[run.rng.index(files.len())];
+        let damage = run.rng.index(3);
+        let member = &mut run.fleet.members[victim];
+        member.stop_supervisor();
+        let path = member.state_dir().join("active").join(file);
+        let Ok(bytes) = std::fs::read(&path) else {
+            // Nothing applied yet: nothing to damage.
+            member.start_supervisor(&endpoint);
+            continue;
+        };
+        let damaged: Vec<u8> = match damage {
+            0 => bytes[..bytes.len() / 2].to_vec(),
+            1 => Vec::new(),
+            _ => b"\x00\xffnot json at all{{{".to_vec(),
+        };
+        std::fs::write(&path, damaged).unwrap();
+        member.start_supervisor(&endpoint);
+        run.fault(format!("damaged {file} of supervisor {victim} ({damage})"));
+    }
+    run.finish("corrupted-state-files").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_corrupted_state_files_sqlite() {
+    corrupted_state_files(Backend::Sqlite, 9).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_corrupted_state_files_postgres() {
+    corrupted_state_files(Backend::Postgres, 10).await;
+}

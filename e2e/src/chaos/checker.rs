@@ -633,6 +633,9 @@ fn difference(state_dir: &Path, want: &SandboxView, store: &StoreView) -> Option
             ));
         }
     }
+    if let Err(mix) = whole_generation(state_dir) {
+        diffs.push(mix);
+    }
     let attached = want.sandbox.providers.iter().any(|p| p == PROVIDER);
     let value = env["values"][PROVIDER_VALUE]["value"].as_str();
     let expected = attached

@@ -377,6 +377,20 @@ pub struct Run {
     workload: Option<workload::Workload>,
     backend: crate::Backend,
     fanouts: u32,
+    /// File systems the scenario mounted, unmounted when the run is dropped.
+    mounts: Vec<PathBuf>,
+}
+
+impl Drop for Run {
+    /// Supervisors first: they hold files open on the mounts.
+    fn drop(&mut self) {
+        for member in &mut self.fleet.members {
+            member.stop_supervisor();
+        }
+        for mount in self.mounts.drain(..) {
+            let _ = std::process::Command::new("umount").arg(&mount).status();
+        }
+    }
 }
 
 impl Run {
@@ -413,6 +427,7 @@ impl Run {
             workload: None,
             backend,
             fanouts: 0,
+            mounts: Vec::new(),
         }
     }
 
@@ -453,6 +468,69 @@ impl Run {
         })
     }
 
+    /// Moves member `index`'s state directory onto a tmpfs of `size` (`1m`) of its own, so the
+    /// scenario can fill it or make it read-only; the supervisor restarts on the empty state
+    /// directory and bootstraps from the gateway. `Err` when this process may not mount (not
+    /// root, no CAP_SYS_ADMIN), with the reason.
+    pub fn mount_state_dir(&mut self, index: usize, size: &str) -> Result<PathBuf, String> {
+        let endpoint = self.gateway.endpoint();
+        let member = &mut self.fleet.members[index];
+        member.stop_supervisor();
+        let dir = member.state_dir();
+        std::fs::remove_dir_all(&dir).ok();
+        std::fs::create_dir_all(&dir).unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .map_err(|err| format!("mount could not be run: {err}"))?;
+        if !status.status.success() {
+            member.start_supervisor(&endpoint);
+            return Err(format!(
+                "mount -t tmpfs failed: {}",
+                String::from_utf8_lossy(&status.stderr).trim()
+            ));
+        }
+        self.mounts.push(dir.clone());
+        member.start_supervisor(&endpoint);
+        Ok(dir)
+    }
+
+    /// Writes an accepted policy to every sandbox whose last policy write is one the hook
+    /// refuses. A supervisor that starts while its sandbox's latest policy is refused has its
+    /// bootstrap fail and its session refused until a policy it accepts arrives (a known
+    /// limitation, docs/reliability.md), so without this the run's end would depend on
+    /// whether a restart happened to land there.
+    async fn end_on_accepted_policies(&mut self) {
+        let mut last: std::collections::HashMap<String, bool> = Default::default();
+        for w in &self.history.lock().unwrap().writes {
+            if let workload::WriteKind::Policy {
+                sandbox, refused, ..
+            } = &w.kind
+                && !matches!(w.outcome, workload::Outcome::Refused { .. })
+            {
+                last.insert(sandbox.clone(), *refused);
+            }
+        }
+        let mut api = self.api();
+        let mut refused: Vec<String> = last
+            .into_iter()
+            .filter_map(|(sandbox, refused)| refused.then_some(sandbox))
+            .collect();
+        refused.sort();
+        for (n, sandbox) in refused.into_iter().enumerate() {
+            let port = 9000 + u32::try_from(n).unwrap_or(0);
+            let key = format!("chaos-{}-final-{n}", self.config.seed);
+            let kind = workload::WriteKind::Policy {
+                sandbox,
+                port,
+                refused: false,
+            };
+            workload::write_recorded(&mut api, kind, key, &self.history).await;
+        }
+    }
+
     /// Records what a scenario found wrong on the spot; [`Run::finish`] fails with it.
     pub fn violation(&self, what: impl Into<String>) {
         self.history.lock().unwrap().violations.push(what.into());
@@ -469,6 +547,7 @@ impl Run {
         if let Some(workload) = self.workload.take() {
             workload.stop().await;
         }
+        self.end_on_accepted_policies().await;
         workload::History::healed(&self.history);
         let views: Vec<checker::SupervisorView> = self
             .fleet
@@ -541,8 +620,8 @@ impl Run {
             panic!(
                 "chaos {scenario} (seed {}) found {} violation(s) (everything is kept in {}):\n{}\n{}\n{logs}",
                 self.config.seed,
-                kept.display(),
                 report.violations.len(),
+                kept.display(),
                 report.violations.join("\n"),
                 self.gateway.logs()
             );
