@@ -152,3 +152,94 @@ async fn chaos_corrupted_state_files_sqlite() {
 async fn chaos_corrupted_state_files_postgres() {
     corrupted_state_files(Backend::Postgres, 10).await;
 }
+
+/// Fills the file system at `dir` with a filler file until it reports ENOSPC.
+fn fill(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let chunk = vec![0u8; 16 * 1024];
+    while file.write_all(&chunk).is_ok() {}
+    // What a partial chunk left: byte by byte to the last one.
+    while file.write_all(&[0]).is_ok() {}
+    path
+}
+
+fn remount(dir: &std::path::Path, option: &str) {
+    let status = std::process::Command::new("mount")
+        .args(["-o", &format!("remount,{option}")])
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "remount,{option} of {}", dir.display());
+}
+
+/// (7) A supervisor's state directory full (a small tmpfs filled to ENOSPC) or read-only
+/// (remounted so): its applies fail with the reason and are retried, its last-known-good
+/// stays whole, it does not crash; once space returns it converges. Needs to mount a tmpfs
+/// (root or CAP_SYS_ADMIN); without, the scenario says so and checks nothing.
+async fn state_dir_full_or_read_only(backend: Backend, seed: u64) {
+    let config = ChaosConfig::from_env(seed, Duration::from_secs(10), 4);
+    let mut run = Run::start(backend, config.clone(), &[]).await;
+    let victim = 0;
+    let dir = match run.mount_state_dir(victim, "2m") {
+        Ok(dir) => dir,
+        Err(why) => {
+            eprintln!("SKIPPED state-dir-full: this test process cannot mount a tmpfs ({why})");
+            return;
+        }
+    };
+    run.fleet
+        .wait_connected(&run.api(), Duration::from_secs(60))
+        .await;
+    run.start_workload();
+    let end = Instant::now() + config.duration;
+    while Instant::now() < end {
+        tokio::time::sleep(
+            run.rng
+                .between(Duration::from_millis(500), Duration::from_secs(1)),
+        )
+        .await;
+        let read_only = run.rng.chance(50);
+        let filler = if read_only {
+            run.fault("state directory read-only");
+            remount(&dir, "ro");
+            None
+        } else {
+            run.fault("state directory full");
+            Some(fill(&dir))
+        };
+        tokio::time::sleep(
+            run.rng
+                .between(Duration::from_secs(1), Duration::from_secs(3)),
+        )
+        .await;
+        let member = &mut run.fleet.members[victim];
+        let running = member.supervisor.as_mut().is_some_and(|s| s.is_running());
+        let state_dir = member.state_dir();
+        let id = member.id.clone();
+        if !running {
+            run.violation(format!(
+                "the supervisor of {id} exited with its state directory full"
+            ));
+        }
+        if let Err(mix) = whole_generation(&state_dir) {
+            run.violation(format!("with the state directory of {id} full: {mix}"));
+        }
+        match filler {
+            Some(filler) => std::fs::remove_file(filler).unwrap(),
+            None => remount(&dir, "rw"),
+        }
+    }
+    run.finish("state-dir-full").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_state_dir_full_sqlite() {
+    state_dir_full_or_read_only(Backend::Sqlite, 11).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_state_dir_full_postgres() {
+    state_dir_full_or_read_only(Backend::Postgres, 12).await;
+}
