@@ -104,6 +104,8 @@ pub struct SessionDelivery {
     notify: Notify,
     closed: AtomicBool,
     sequence: AtomicU64,
+    /// The first delivery id of the session; ids below it were never sent.
+    first_sequence: u64,
     /// False for shadow push: snapshots are sent but never acknowledged.
     expects_acks: bool,
 }
@@ -125,6 +127,7 @@ impl SessionDelivery {
             notify: Notify::new(),
             closed: AtomicBool::new(false),
             sequence: AtomicU64::new(first_sequence),
+            first_sequence,
         }
     }
 
@@ -186,6 +189,11 @@ impl SessionDelivery {
         let mut pending = inner.mark;
         pending.merge(inner.taken);
         pending.components().count()
+    }
+
+    /// Whether `delivery_id` is one this session has handed out.
+    pub fn was_sent(&self, delivery_id: u64) -> bool {
+        (self.first_sequence..self.sequence.load(Ordering::SeqCst)).contains(&delivery_id)
     }
 
     /// The next per-session sequence number (also used as delivery id).

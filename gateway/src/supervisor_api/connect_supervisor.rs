@@ -859,6 +859,11 @@ impl LiveSession<'_> {
             tracing::debug!(sandbox = %self.sandbox_id, "config result on a session without push ignored");
             return;
         };
+        if !delivery.was_sent(result.delivery_id) {
+            // Nothing this session sent: its report would speak for no configuration.
+            tracing::warn!(sandbox = %self.sandbox_id, delivery_id = result.delivery_id, "result for a delivery this session never sent ignored");
+            return;
+        }
         let status = pb::ConfigApplyStatus::try_from(result.status)
             .unwrap_or(pb::ConfigApplyStatus::Unspecified);
         let component = match pb::ConfigComponent::try_from(result.component) {
@@ -912,7 +917,10 @@ impl LiveSession<'_> {
             tokio::select! {
                 _ = ticker.tick() => {
                     if last_heard.elapsed() > silence_limit {
-                        tracing::warn!(sandbox = %self.sandbox_id, "supervisor went silent; closing its session");
+                        let reason = format!(
+                            "no frame from the supervisor within {silence_limit:?} ({MISSED_HEARTBEATS} heartbeat intervals of {heartbeat_interval:?}); the session was closed"
+                        );
+                        Box::pin(self.close_with(reason)).await;
                         return;
                     }
                     if self.tx.send(heartbeat()).await.is_err() {
@@ -966,7 +974,10 @@ impl LiveSession<'_> {
                             }
                         }
                         Some(Err(status)) => {
-                            tracing::debug!(sandbox = %self.sandbox_id, error = %status.message(), "session stream error");
+                            // A frame over the size limit, or one that does not decode: the
+                            // supervisor learns which before the session ends.
+                            let reason = format!("the session's stream failed: {}", status.message());
+                            Box::pin(self.close_with(reason)).await;
                             return;
                         }
                         None => return,
