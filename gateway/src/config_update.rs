@@ -209,13 +209,20 @@ impl ConfigUpdate {
                 "a workspace has no policy revision to compare; send 0",
             ));
         }
-        if let Some(key) = &self.idempotency_key
-            && (key.is_empty() || key.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS)
-        {
-            violations.push(Violation {
-                field: "idempotency_key".into(),
-                message: format!("must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters"),
-            });
+        if let Some(key) = &self.idempotency_key {
+            if key.is_empty() || key.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS {
+                violations.push(Violation {
+                    field: "idempotency_key".into(),
+                    message: format!("must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters"),
+                });
+            } else if key.chars().any(char::is_control) {
+                // Keys are shown back by `operations get`; an escape sequence would drive the
+                // reader's terminal.
+                violations.push(Violation::new(
+                    "idempotency_key",
+                    "must not contain control characters",
+                ));
+            }
         }
         if has_policy && matches!(self.target, ConfigTarget::Workspace(_)) {
             violations.push(Violation {

@@ -347,6 +347,19 @@ fn next_token(offset: i64, limit: i64, returned: usize) -> String {
     }
 }
 
+/// The request's mode; a number outside the enum is refused rather than read as unset.
+fn update_mode(raw: i32) -> Result<pb::UpdateMode, Status> {
+    pb::UpdateMode::try_from(raw).map_err(|_| {
+        GatewayError::invalid(
+            "mode",
+            format!(
+                "unknown mode {raw}; expected COMMIT_ONLY or WAIT_FOR_APPLY, or leave it unset"
+            ),
+        )
+        .into()
+    })
+}
+
 fn wait_options(wait: Option<&pb::WaitOptions>) -> Result<(Duration, f64), Status> {
     let timeout = match wait.and_then(|w| w.timeout.as_ref()) {
         Some(d) => {
@@ -1098,7 +1111,7 @@ impl OpenShell for OpenShellApi {
         let policy = policy_text(&req)?;
         let policy_edits = openshell_core::policy::wire::edits_from_wire(&req.merge_operations)
             .map_err(|e| GatewayError::from_violations(e.violations))?;
-        let mode = pb::UpdateMode::try_from(req.mode).unwrap_or(pb::UpdateMode::Unspecified);
+        let mode = update_mode(req.mode)?;
         let (wait, threshold) = wait_options(req.wait.as_ref())?;
         // Refused before anything is written: a refused call leaves no operation behind.
         let _wait_permit = (mode == pb::UpdateMode::WaitForApply && !req.validate_only)
