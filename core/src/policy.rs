@@ -197,12 +197,23 @@ pub fn parse_policy(text: &str) -> Result<SandboxPolicy, PolicyError> {
             Err(json_err) => Err(PolicyError::Syntax(
                 serde_norway::from_str::<SandboxPolicy>(text)
                     .err()
-                    .map_or_else(|| json_err.to_string(), |e| e.to_string()),
+                    .map_or_else(|| json_err.to_string(), |e| yaml_error(&e)),
             )),
         };
     }
     serde_norway::from_str::<SandboxPolicy>(text)
-        .map_err(|err| PolicyError::Syntax(err.to_string()))
+        .map_err(|err| PolicyError::Syntax(yaml_error(&err)))
+}
+
+/// A YAML error's text; the parser's refusal of an alias bomb names no cause, so it is told here.
+fn yaml_error(err: &serde_norway::Error) -> String {
+    let text = err.to_string();
+    if text.contains("repetition limit exceeded") {
+        return "its aliases (`*name`) expand to far more values than the document holds (an alias \
+                bomb); write the values out instead"
+            .into();
+    }
+    text
 }
 
 /// A document of only comments, `---`/`...` markers and at most a null scalar: YAML reads it as

@@ -292,8 +292,19 @@ pub fn lookup(key: &str) -> Option<&'static SettingDef> {
     REGISTRY.iter().find(|def| def.key == key)
 }
 
+/// Most characters of a setting key a message repeats: the key is the caller's, and an unknown
+/// one may be any size; the path must leave room for what is wrong with it.
+const MAX_QUOTED_KEY_CHARS: usize = 64;
+
 fn field(key: &str) -> String {
-    format!("settings.{key}")
+    match key.char_indices().nth(MAX_QUOTED_KEY_CHARS) {
+        Some((cut, _)) => format!(
+            "settings.{}… ({} characters)",
+            &key[..cut],
+            key.chars().count()
+        ),
+        None => format!("settings.{key}"),
+    }
 }
 
 /// Finds the key and checks it may be set at `scope`.
@@ -813,5 +824,16 @@ mod tests {
             serde_json::to_string(&e).unwrap(),
             r#"{"key":"log_level","value":"info","source":null}"#
         );
+    }
+
+    #[test]
+    fn a_huge_unknown_key_is_quoted_in_part() {
+        let key = "k".repeat(100_000);
+        let v = parse_setting(&key, "x", Scope::Sandbox).unwrap_err();
+        assert_eq!(
+            v.field,
+            format!("settings.{}… (100000 characters)", "k".repeat(64))
+        );
+        assert!(v.message.starts_with("unknown setting key"), "{v}");
     }
 }

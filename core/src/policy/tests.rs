@@ -1004,3 +1004,17 @@ fn overlap_checks_are_bounded_and_report_each_endpoint_once() {
     assert_eq!(v.len(), 49, "{v:?}");
     assert!(v[0].message.contains("network_policies.p.endpoints[0]"));
 }
+
+#[test]
+fn an_alias_bomb_is_refused_by_name() {
+    let mut doc = String::from(
+        "version: 1\nnetwork_middlewares:\n  m:\n    middleware: request_logger\n    config:\n      a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n",
+    );
+    for i in 1..10 {
+        let aliases = vec![format!("*a{}", i - 1); 10].join(", ");
+        doc.push_str(&format!("      a{i}: &a{i} [{aliases}]\n"));
+    }
+    let err = parse_policy(&doc).unwrap_err();
+    assert!(matches!(err, PolicyError::Syntax(_)), "{err}");
+    assert!(err.to_string().contains("alias bomb"), "{err}");
+}
