@@ -130,6 +130,27 @@ async fn drop_old_test_databases(conn: &mut sqlx::PgConnection) {
     }
 }
 
+/// `GET /metrics` of a gateway process's metrics listener on `port`, over plain HTTP/1.0:
+/// the exposition text.
+pub fn scrape_metrics(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
+        "{head}"
+    );
+    body.to_string()
+}
+
 /// Authenticated raw gRPC client.
 pub type Api = OpenShellClient<InterceptedService<Channel, BearerToken>>;
 

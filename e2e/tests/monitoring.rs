@@ -11,12 +11,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use openshell_e2e::process::{free_port, spawn_gateway, spawn_supervisor};
-use openshell_e2e::{TOKEN, eventually};
+use openshell_e2e::{TOKEN, eventually, scrape_metrics};
 use openshell_sdk::{
     ClientOptions, OperationState, ProviderSpec, Target, UpdateConfig, UpdateMode,
 };
@@ -25,25 +24,6 @@ const POLICY: &str = include_str!("../../examples/policy.yaml");
 
 fn monitoring_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/monitoring")
-}
-
-/// `GET /metrics` over plain HTTP/1.0: the exposition text.
-fn scrape(port: u16) -> String {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    assert!(
-        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
-        "{head}"
-    );
-    body.to_string()
 }
 
 /// The series names a query may use for each family the text declares:
@@ -160,7 +140,7 @@ async fn every_metric_the_rules_and_dashboard_name_is_exported_with_the_stores_v
     let gateway = spawn_gateway(&args, &[], dir.path().join("gateway.log"), port);
 
     // Nothing pending, nothing expiring: both gauges read 0.
-    let idle = scrape(metrics_port);
+    let idle = scrape_metrics(metrics_port);
     assert_eq!(
         value(&idle, "openshell_operations_pending"),
         Some(0.0),
@@ -227,7 +207,7 @@ async fn every_metric_the_rules_and_dashboard_name_is_exported_with_the_stores_v
         "the legacy session and its polls",
         Duration::from_secs(60),
         || async {
-            let text = scrape(metrics_port);
+            let text = scrape_metrics(metrics_port);
             (value(
                 &text,
                 "openshell_supervisor_protocol_legacy_sessions_connected",
@@ -259,7 +239,7 @@ async fn every_metric_the_rules_and_dashboard_name_is_exported_with_the_stores_v
         .await
         .unwrap();
 
-    let mut text = scrape(metrics_port);
+    let mut text = scrape_metrics(metrics_port);
     let waiting = client
         .list_operations(
             None,
@@ -342,7 +322,7 @@ async fn every_metric_the_rules_and_dashboard_name_is_exported_with_the_stores_v
             break (missing, exported);
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-        text = scrape(metrics_port);
+        text = scrape_metrics(metrics_port);
     };
     assert!(
         missing.is_empty(),
