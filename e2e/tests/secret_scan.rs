@@ -249,12 +249,12 @@ async fn a_day_of_work_leaves_no_secret_behind(backend: Backend) {
     let leaks: Vec<String> = texts
         .iter()
         .flat_map(|(place, bytes)| {
-            secrets.iter().filter_map(move |(what, secret)| {
-                bytes
-                    .windows(secret.len())
-                    .any(|w| w == secret.as_bytes())
-                    .then(|| format!("{what} in {place}"))
-            })
+            secrets
+                .iter()
+                .filter(move |(_, secret)| {
+                    bytes.windows(secret.len()).any(|w| w == secret.as_bytes())
+                })
+                .map(move |(what, _)| format!("{what} in {place}"))
         })
         .collect();
     assert!(leaks.is_empty(), "secrets found:\n{}", leaks.join("\n"));
