@@ -30,8 +30,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 
 const DEADLINE: Duration = Duration::from_secs(30);
-/// Short, so that a silent session is closed within a second of the test.
-const HEARTBEAT: Duration = Duration::from_millis(200);
+/// Short, so that a silent session is closed within seconds; long enough (3 s of silence)
+/// that a stalled test machine does not close the sessions that are meant to stay open.
+const HEARTBEAT: Duration = Duration::from_secs(1);
 const REGENERATE: &str = "OPENSHELL_REGENERATE_DOCS=1 cargo nextest run -p openshell-e2e --test bad_inputs -E 'test(the_catalog_document_is_current)'";
 const DOC_PATH: &str = "docs/bad-inputs.md";
 
