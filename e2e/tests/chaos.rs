@@ -243,3 +243,50 @@ async fn chaos_state_dir_full_sqlite() {
 async fn chaos_state_dir_full_postgres() {
     state_dir_full_or_read_only(Backend::Postgres, 12).await;
 }
+
+/// (10) Two supervisors started with the same sandbox credential, each with a state
+/// directory of its own, while the workload writes and one of them is now and then killed and
+/// started again. The gateway keeps one session per sandbox: a newer session replaces the
+/// open one, which reconnects later and replaces it in turn. Checked: every operation of the
+/// sandbox resolves once along a legal path, each APPLIED is in one of the two apply logs,
+/// nothing is lost, and both supervisors end on the store's configuration.
+async fn shared_credential(backend: Backend, seed: u64) {
+    let config = ChaosConfig::from_env(seed, Duration::from_secs(10), 3);
+    let mut run = Run::start(backend, config.clone(), &[]).await;
+    let endpoint = run.gateway.endpoint();
+    let first = &run.fleet.members[0];
+    let mut twin = openshell_e2e::chaos::Member {
+        id: first.id.clone(),
+        name: first.name.clone(),
+        credential: first.credential.clone(),
+        dir: first.dir.with_file_name(format!("{}-twin", first.name)),
+        supervisor: None,
+        env: Vec::new(),
+    };
+    twin.start_supervisor(&endpoint);
+    run.fleet.members.push(twin);
+    run.start_workload();
+    let end = Instant::now() + config.duration;
+    let twins = [0, run.fleet.members.len() - 1];
+    while Instant::now() < end {
+        tokio::time::sleep(
+            run.rng
+                .between(Duration::from_millis(500), Duration::from_secs(2)),
+        )
+        .await;
+        let victim = twins[run.rng.index(2)];
+        run.fault(format!("restart of twin supervisor {victim}"));
+        run.fleet.members[victim].start_supervisor(&endpoint);
+    }
+    run.finish("shared-credential").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_shared_credential_sqlite() {
+    shared_credential(Backend::Sqlite, 13).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_shared_credential_postgres() {
+    shared_credential(Backend::Postgres, 14).await;
+}

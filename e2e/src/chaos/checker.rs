@@ -139,13 +139,14 @@ pub async fn check(
         }
     }
 
-    let logs: HashMap<String, Vec<ApplyLogEntry>> = supervisors
-        .iter()
-        .map(|s| {
-            let entries = apply_log::read(&s.state_dir).unwrap_or_default();
-            (s.sandbox_id.clone(), entries)
-        })
-        .collect();
+    // By sandbox: two supervisors sharing one sandbox's credential both count.
+    let mut logs: HashMap<String, Vec<ApplyLogEntry>> = HashMap::new();
+    for s in supervisors {
+        let entries = apply_log::read(&s.state_dir).unwrap_or_default();
+        logs.entry(s.sandbox_id.clone())
+            .or_default()
+            .extend(entries);
+    }
     report.apply_log_entries = logs.values().map(Vec::len).sum();
 
     check_applied_is_true(&h, &logs, &store, &mut report);
