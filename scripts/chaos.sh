@@ -6,9 +6,9 @@
 #
 # Runs every scenario of e2e/tests/chaos.rs (or the one NAME names:
 # gateway_sigkill, supervisor_sigkill_mid_apply, corrupted_state_files,
-# state_dir_full, shared_credential) on both stores, one after the other, each
-# injecting faults for the duration, and prints the figures of every run and
-# their totals. A run that finds a violation fails, keeps its stores, state
+# state_dir_full, shared_credential, random) on both stores, one after the
+# other, each injecting faults for the duration, and prints the figures of every
+# run and their totals. A run that finds a violation fails, keeps its stores, state
 # directories and logs, and names where they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -290,3 +290,70 @@ async fn chaos_shared_credential_sqlite() {
 async fn chaos_shared_credential_postgres() {
     shared_credential(Backend::Postgres, 14).await;
 }
+
+/// The random mode: each round picks one fault of the catalog by the seed (a gateway
+/// SIGKILL, a supervisor SIGKILL mid-apply, a damaged state file) and lands it at a random
+/// moment of the workload. CI runs a few seeds; `scripts/chaos.sh --scenario random` runs it
+/// long.
+async fn random_faults(backend: Backend, seed: u64) {
+    let config = ChaosConfig::from_env(seed, Duration::from_secs(10), 8);
+    let env = [(TEST_WRITE_DELAY_ENV.to_string(), "20ms".to_string())];
+    let mut run = Run::start(backend, config.clone(), &env).await;
+    run.start_workload();
+    let endpoint = run.gateway.endpoint();
+    let end = Instant::now() + config.duration;
+    while Instant::now() < end {
+        tokio::time::sleep(
+            run.rng
+                .between(Duration::from_millis(200), Duration::from_secs(1)),
+        )
+        .await;
+        let victim = run.rng.index(run.fleet.members.len());
+        match run.rng.below(3) {
+            0 => {
+                run.fault("SIGKILL gateway");
+                run.gateway.kill();
+                tokio::time::sleep(run.rng.between(Duration::ZERO, Duration::from_millis(800)))
+                    .await;
+                run.gateway.restart();
+            }
+            1 => {
+                run.fault(format!("SIGKILL supervisor {victim}"));
+                let member = &mut run.fleet.members[victim];
+                member.stop_supervisor();
+                let checked = whole_generation(&member.state_dir());
+                let id = member.id.clone();
+                member.start_supervisor(&endpoint);
+                if let Err(mix) = checked {
+                    run.violation(format!("after a SIGKILL of the supervisor of {id}: {mix}"));
+                }
+            }
+            _ => {
+                run.fault(format!("damaged revisions.json of supervisor {victim}"));
+                let member = &mut run.fleet.members[victim];
+                member.stop_supervisor();
+                let path = member.state_dir().join("active/revisions.json");
+                if let Ok(bytes) = std::fs::read(&path) {
+                    std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
+                }
+                member.start_supervisor(&endpoint);
+            }
+        }
+    }
+    run.finish("random").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_random_seed_21_sqlite() {
+    random_faults(Backend::Sqlite, 21).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_random_seed_22_postgres() {
+    random_faults(Backend::Postgres, 22).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_random_seed_23_sqlite() {
+    random_faults(Backend::Sqlite, 23).await;
+}
