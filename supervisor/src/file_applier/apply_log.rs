@@ -12,9 +12,11 @@
 //!    apply fails as transient, so an active generation always has its entry;
 //! 3. only then is the apply reported to the gateway.
 //!
-//! A crash between 1 and 2 leaves an active generation without an entry: the next start
-//! records it as `recovered` ([`record_recovered`]) before anything is reported. A crash in
-//! the middle of an append leaves a torn last line, which [`read`] skips.
+//! A crash between 1 and 2 leaves an active generation without an entry, one the hook may
+//! not have accepted yet: the next start makes the last recorded generation active again
+//! (`FileApplier::new`). A state directory from before the apply log has its active
+//! generation recorded as `recovered` ([`record_recovered`]). A crash in the middle of an
+//! append leaves a torn last line, which [`read`] skips.
 //!
 //! The log is kept small: past [`MAX_LOG_BYTES`] it is renamed to `apply-log.jsonl.1`
 //! (replacing the previous one) and a new one starts.
@@ -41,7 +43,7 @@ pub enum ApplyLogOutcome {
     Activated,
     /// The last-known-good configuration again, with the deny-all quarantine marker.
     Quarantined,
-    /// Found active at start without an entry: a crash came between the switch and the append.
+    /// Found active at the first start with an apply log: the state directory is from before it.
     Recovered,
 }
 

@@ -88,6 +88,8 @@ impl FileApplier {
     /// Creates the state directory, or brings it back to one whole generation after a crash
     /// (see [`StateDir::prepare`]).
     pub fn new(mut config: FileApplierConfig) -> std::io::Result<Self> {
+        // Before `prepare`, which removes every generation but the active one.
+        roll_back_unrecorded(&StateDir::new(&config.state_dir))?;
         let generation = StateDir::new(&config.state_dir).prepare()?;
         // Absolute, because the hook and the workload get it in their environment and may
         // change directory.
@@ -193,6 +195,50 @@ impl FileApplier {
                 );
                 err
             }
+        }
+    }
+}
+
+/// An active generation without its apply log line is an activation that never finished:
+/// the supervisor stopped while the on-apply hook was judging it (the hook sees it as the
+/// active configuration) or before recording it. The hook never accepted it, so it must not
+/// stay in effect: the last generation the log names becomes active again (it is still on
+/// disk, as it is removed only once the new one is accepted and recorded), or an empty one
+/// when there is none; the gateway delivers the configuration again and the hook judges it
+/// then. A state directory without an apply log (from before it existed) is left as it is.
+fn roll_back_unrecorded(dir: &StateDir) -> std::io::Result<()> {
+    let root = dir.root();
+    if !root.join(apply_log::APPLY_LOG_FILE).exists()
+        && !root.join(apply_log::ROTATED_APPLY_LOG_FILE).exists()
+    {
+        return Ok(());
+    }
+    // A link `prepare` cannot read either is its to report.
+    let Ok(Some(active)) = dir.current() else {
+        return Ok(());
+    };
+    let last = apply_log::read(root)?.last().map(|entry| entry.generation);
+    if last == Some(active) {
+        return Ok(());
+    }
+    match last {
+        Some(last) if dir.has_generation(last) => {
+            warn!(
+                generation = active,
+                restored = last,
+                "the active configuration was never recorded as applied (the supervisor \
+                 stopped while the on-apply hook judged it): the last recorded one is active again"
+            );
+            dir.switch_to(last)
+        }
+        _ => {
+            warn!(
+                generation = active,
+                "the active configuration was never recorded as applied and no recorded one is \
+                 left: it is set aside until the gateway's configuration arrives"
+            );
+            let empty = dir.publish(&[])?;
+            dir.keep(empty)
         }
     }
 }

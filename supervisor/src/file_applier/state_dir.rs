@@ -196,6 +196,11 @@ impl StateDir {
         self.root.join(GENERATIONS)
     }
 
+    /// True when generation `number` is on disk.
+    pub fn has_generation(&self, number: u64) -> bool {
+        self.generation_path(number).is_dir()
+    }
+
     fn generation_path(&self, number: u64) -> PathBuf {
         self.generations_dir().join(generation_name(number))
     }
@@ -419,7 +424,7 @@ impl StateDir {
     /// switch happened for every reader, so a failing sync after it is logged, not returned:
     /// [`StateDir::keep`] syncs again before it removes the generation a lost rename would
     /// bring back.
-    fn switch_to(&self, number: u64) -> io::Result<()> {
+    pub(crate) fn switch_to(&self, number: u64) -> io::Result<()> {
         let temp = self.root.join(ACTIVE_TEMP);
         remove_file_if_present(&temp)?;
         self.step(WriteStep::Link)?;

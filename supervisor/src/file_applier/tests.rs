@@ -369,9 +369,12 @@ async fn crash_during_second_activation(
         &format!("step {k}, workload paths after restart"),
     );
     assert_eq!(after, workload_after, "step {k}");
-    assert_eq!(
-        before, after,
-        "step {k}: the restart changed the configuration"
+    // A new generation the crash left active before its apply log line (the hook had not
+    // accepted it yet, or it was not recorded) is rolled back at the restart; nothing else
+    // changes.
+    assert!(
+        before == after || (before == "new" && after == "old"),
+        "step {k}: the restart changed the configuration from {before} to {after}"
     );
     let generations: Vec<_> = fs::read_dir(root.join("generations")).unwrap().collect();
     assert_eq!(generations.len(), 1, "step {k}: leftovers {generations:?}");
@@ -642,36 +645,31 @@ async fn an_activation_the_apply_log_cannot_record_is_rolled_back() {
     assert_eq!(revisions, [1, 2]);
 }
 
-/// A crash after the switch and before the append leaves an active generation without its
-/// line; the next start records it before anything is reported.
+/// A state directory from before the apply log: its active configuration is recorded as
+/// `recovered` at the first start, before anything is reported.
 #[tokio::test]
-async fn a_generation_active_at_start_without_its_line_is_recorded_as_recovered() {
+async fn a_state_dir_from_before_the_apply_log_is_recorded_as_recovered() {
     use super::apply_log::{self, APPLY_LOG_FILE, ApplyLogOutcome};
     let dir = tempfile::tempdir().unwrap();
     let a = applier(dir.path(), None);
     a.apply(&sample(1, "e1")).await.unwrap();
     a.apply(&sample(2, "e2")).await.unwrap();
     drop(a);
-    // Keep only the first line: the second append "never happened".
-    let path = dir.path().join(APPLY_LOG_FILE);
-    let text = fs::read_to_string(&path).unwrap();
-    fs::write(&path, format!("{}\n", text.lines().next().unwrap())).unwrap();
+    fs::remove_file(dir.path().join(APPLY_LOG_FILE)).unwrap();
 
     let again = applier(dir.path(), None);
     let log = apply_log::read(again.state_dir().root()).unwrap();
-    assert_eq!(log.len(), 2);
-    assert_eq!(log[1].outcome, ApplyLogOutcome::Recovered);
-    assert_eq!(log[1].policy_revision, 2);
-    assert_eq!(log[1].provider_env_revision, "e2");
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].outcome, ApplyLogOutcome::Recovered);
+    assert_eq!(log[0].policy_revision, 2);
+    assert_eq!(log[0].provider_env_revision, "e2");
     assert_eq!(
-        log[1].generation,
+        log[0].generation,
         again.state_dir().current().unwrap().unwrap()
     );
+    assert_eq!(read_json(&again, REVISIONS_FILE)["policy_revision"], 2);
 }
 
-/// A file of the active generation damaged while the supervisor was down (cut short,
-/// emptied, overwritten, or a policy that no longer has its hash) is found at start and set
-/// aside: nothing of it is served, recorded in the apply log, or carried into a quarantine.
 #[tokio::test]
 async fn a_damaged_active_configuration_is_set_aside_at_start() {
     use super::apply_log;
@@ -713,6 +711,51 @@ async fn a_damaged_active_configuration_is_set_aside_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let a = applier(dir.path(), None);
     a.apply(&sample(1, "e1")).await.unwrap();
+    drop(a);
+    let again = applier(dir.path(), None);
+    assert_eq!(read_json(&again, REVISIONS_FILE)["policy_revision"], 1);
+}
+
+/// A generation made active for the on-apply hook to judge, and never recorded because the
+/// supervisor stopped first, is not in effect after a restart: the last recorded one is.
+#[tokio::test]
+async fn an_activation_stopped_while_the_hook_judged_it_is_rolled_back_at_start() {
+    use super::apply_log;
+    let dir = tempfile::tempdir().unwrap();
+    let a = applier(dir.path(), None);
+    a.apply(&sample(1, "e1")).await.unwrap();
+    // What a kill during the hook leaves: generation 2 published, not kept, not recorded.
+    let mut staged = stage::stage(&sample(2, "e2"), &mut stage::PolicyMemo::default()).unwrap();
+    let published = a.state_dir().publish(&staged.files).unwrap();
+    staged.files.clear();
+    // Neither kept nor rolled back: the crash came first.
+    let _unjudged = published;
+    assert_eq!(read_json(&a, REVISIONS_FILE)["policy_revision"], 2);
+    drop(a);
+
+    let again = applier(dir.path(), None);
+    assert_eq!(read_json(&again, REVISIONS_FILE)["policy_revision"], 1);
+    let log = apply_log::read(again.state_dir().root()).unwrap();
+    assert_eq!(log.len(), 1, "nothing recorded for the unjudged generation");
+    assert_eq!(
+        log[0].generation,
+        again.state_dir().current().unwrap().unwrap()
+    );
+
+    // The very first activation stopped the same way leaves nothing in effect.
+    let dir = tempfile::tempdir().unwrap();
+    let a = applier(dir.path(), None);
+    a.apply(&sample(1, "e1")).await.unwrap();
+    fs::write(dir.path().join(apply_log::APPLY_LOG_FILE), b"").unwrap();
+    drop(a);
+    let again = applier(dir.path(), None);
+    assert!(!again.state_dir().active_file(REVISIONS_FILE).exists());
+
+    // A state directory from before the apply log keeps its configuration.
+    let dir = tempfile::tempdir().unwrap();
+    let a = applier(dir.path(), None);
+    a.apply(&sample(1, "e1")).await.unwrap();
+    fs::remove_file(dir.path().join(apply_log::APPLY_LOG_FILE)).unwrap();
     drop(a);
     let again = applier(dir.path(), None);
     assert_eq!(read_json(&again, REVISIONS_FILE)["policy_revision"], 1);
