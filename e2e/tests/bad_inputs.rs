@@ -1095,7 +1095,7 @@ fn supervisor_cases() -> Vec<Case> {
                 true,
                 vec![hello_frame("sb-other")],
             ),
-            expect: Expect::Ignored,
+            expect: rejected(&["protocol error", "a second SupervisorHello"]),
         },
         Case {
             group: "supervisor protocol",
@@ -1179,7 +1179,7 @@ fn supervisor_cases() -> Vec<Case> {
                     })),
                 }],
             ),
-            expect: Expect::Ignored,
+            expect: rejected(&["protocol error", "outside the startup exchange"]),
         },
         Case {
             group: "supervisor protocol",
@@ -1902,8 +1902,9 @@ fn render() -> String {
          a real gateway over gRPC; this page is generated from its table.\n\n\
          A refused supervisor session is a `ConnectSupervisor` call that returns `Ok` with a \
          `SessionRejected` frame carrying the reason, then ends. A frame the protocol tolerates \
-         (a second hello, an ack for a delivery the session never sent) is ignored and the session \
-         keeps heartbeating. The policy rules are core's rejected corpus \
+         (an ack for a delivery the session never sent, a result nobody asked for) is ignored and \
+         the session keeps heartbeating; a frame no supervisor sends (a second hello, a startup \
+         frame after acceptance) ends the session with a protocol error. The policy rules are core's rejected corpus \
          (`core/tests/corpus/rejected`), one document per validation rule, each refused at the \
          field paths listed in `rejected.tsv`.\n\n",
     );

@@ -718,6 +718,14 @@ impl LiveSession<'_> {
     }
 
     /// Ends the session with a reason the supervisor can log.
+    /// Ends the session for a frame no supervisor sends at this point: a peer that speaks the
+    /// protocol wrongly is told so, and its inspection shows why it is not connected.
+    async fn end_for_protocol_error(&self, what: &str) {
+        let reason = format!("protocol error: {what}");
+        self.state.sessions.record_refusal(self.sandbox_id, &reason);
+        self.close_with(reason).await;
+    }
+
     async fn close_with(&self, reason: String) {
         tracing::warn!(sandbox = %self.sandbox_id, %reason, "closing session");
         let _ = self
@@ -962,10 +970,18 @@ impl LiveSession<'_> {
                                     self.on_config_result(result);
                                 }
                                 Some(pb::supervisor_message::Payload::Hello(_)) => {
-                                    tracing::warn!(sandbox = %self.sandbox_id, "second hello on a session ignored");
+                                    Box::pin(self.end_for_protocol_error(
+                                        "a second SupervisorHello on one session; a supervisor starts a new session instead",
+                                    ))
+                                    .await;
+                                    return;
                                 }
                                 Some(pb::supervisor_message::Payload::StartupPrepared(_)) => {
-                                    tracing::warn!(sandbox = %self.sandbox_id, "startup frame outside the startup exchange ignored");
+                                    Box::pin(self.end_for_protocol_error(
+                                        "StartupConfigPrepared outside the startup exchange; it only answers a StartupConfigCandidate, before SessionAccepted",
+                                    ))
+                                    .await;
+                                    return;
                                 }
                                 Some(pb::supervisor_message::Payload::RuntimeReadiness(readiness)) => {
                                     tracing::debug!(sandbox = %self.sandbox_id, workload_started = readiness.workload_started, "runtime readiness reported");
