@@ -134,7 +134,17 @@ async fn drop_old_test_databases(conn: &mut sqlx::PgConnection) {
 /// the exposition text.
 pub fn scrape_metrics(port: u16) -> String {
     use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    // The metrics listener may bind a moment after the API port a spawn waits for.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut stream = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(stream) => break stream,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("the metrics listener on port {port} never answered: {e}"),
+        }
+    };
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
