@@ -134,6 +134,21 @@ pub struct SessionRegistry {
 /// Refusals kept at most; past this, the oldest are forgotten first.
 const MAX_REFUSALS_KEPT: usize = 10_000;
 
+/// Before `sandbox_id` is added to a per-sandbox memory of refusals, forgets its oldest entry
+/// (by `age`) if the memory is full, so that sandboxes that never connect cannot grow it.
+fn make_room<V, T: Ord>(map: &mut HashMap<String, V>, sandbox_id: &str, age: impl Fn(&V) -> T) {
+    if map.len() < MAX_REFUSALS_KEPT || map.contains_key(sandbox_id) {
+        return;
+    }
+    let oldest = map
+        .iter()
+        .min_by_key(|(_, value)| age(value))
+        .map(|(id, _)| id.clone());
+    if let Some(oldest) = oldest {
+        map.remove(&oldest);
+    }
+}
+
 impl SessionRegistry {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionInfo>> {
         // A panic while holding the lock leaves a plain map behind; keep going.
@@ -165,15 +180,7 @@ impl SessionRegistry {
     /// Remembers why a session of `sandbox_id` was refused.
     pub fn record_refusal(&self, sandbox_id: &str, reason: &str) {
         let mut refusals = self.refusals.lock().unwrap_or_else(PoisonError::into_inner);
-        if refusals.len() >= MAX_REFUSALS_KEPT && !refusals.contains_key(sandbox_id) {
-            let oldest = refusals
-                .iter()
-                .min_by_key(|(_, (at, _))| *at)
-                .map(|(id, _)| id.clone());
-            if let Some(oldest) = oldest {
-                refusals.remove(&oldest);
-            }
-        }
+        make_room(&mut refusals, sandbox_id, |(at, _)| *at);
         refusals.insert(sandbox_id.to_string(), (now_ms(), reason.to_string()));
     }
 
@@ -184,15 +191,7 @@ impl SessionRegistry {
             .invalid_startup_policy
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if since.len() >= MAX_REFUSALS_KEPT && !since.contains_key(sandbox_id) {
-            let oldest = since
-                .iter()
-                .min_by_key(|(_, at)| **at)
-                .map(|(id, _)| id.clone());
-            if let Some(oldest) = oldest {
-                since.remove(&oldest);
-            }
-        }
+        make_room(&mut since, sandbox_id, |at| *at);
         *since
             .entry(sandbox_id.to_string())
             .or_insert_with(tokio::time::Instant::now)
@@ -292,6 +291,22 @@ impl SessionRegistry {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_refusal_memory_forgets_its_oldest_entry_first() {
+        let mut map: HashMap<String, u64> = (0..MAX_REFUSALS_KEPT as u64)
+            .map(|age| (format!("sb-{age}"), age))
+            .collect();
+        make_room(&mut map, "sb-5", |at| *at);
+        assert_eq!(
+            map.len(),
+            MAX_REFUSALS_KEPT,
+            "a known sandbox makes no room"
+        );
+        make_room(&mut map, "sb-new", |at| *at);
+        assert_eq!(map.len(), MAX_REFUSALS_KEPT - 1);
+        assert!(!map.contains_key("sb-0") && map.contains_key("sb-1"));
+    }
 
     fn session(session_id: &str) -> SessionInfo {
         SessionInfo {
