@@ -65,7 +65,7 @@ filter="test(/^chaos_/)"
 
 cargo build -p openshell-gateway -p openshell-supervisor --bins --locked
 status=0
-cargo nextest run -p openshell-e2e --test chaos --locked --profile chaos --no-capture \
+cargo nextest run -p openshell-e2e --test chaos --locked --profile chaos --no-capture --run-ignored all \
     --test-threads 1 \
     --no-fail-fast -E "$filter" || status=$?
 
