@@ -4,9 +4,9 @@
 #   scripts/chaos.sh --seed N --duration 10m [--scenario NAME] [--backend sqlite|postgres]
 #                    [--supervisors N] [--report FILE]
 #
-# Runs every scenario of e2e/tests/chaos.rs (or the one NAME names:
-# gateway_sigkill, supervisor_sigkill_mid_apply, corrupted_state_files,
-# state_dir_full, shared_credential, random) on both stores, one after the
+# Runs every scenario of e2e/tests/chaos*.rs (or the one NAME names, as in
+# `chaos_NAME_sqlite`: gateway_sigkill, supervisor_sigkill_mid_apply,
+# corrupted_state_files, state_dir_full, shared_credential, random, ...) on both stores, one after the
 # other, each injecting faults for the duration, and prints the figures of every
 # run and their totals. A run that finds a violation fails, keeps its stores, state
 # directories and logs, and names where they are.
@@ -59,13 +59,13 @@ export OPENSHELL_CHAOS_REPORT="$report"
 OPENSHELL_TEST_POSTGRES_URL="$(bash scripts/postgres.sh)"
 export OPENSHELL_TEST_POSTGRES_URL
 
-filter="test(/^chaos_/)"
+filter="binary(/^chaos/) & test(/^chaos_/)"
 [ -z "$scenario" ] || filter="$filter & test(/chaos_${scenario}_/)"
 [ -z "$backend" ] || filter="$filter & test(/_${backend}\$/)"
 
 cargo build -p openshell-gateway -p openshell-supervisor --bins --locked
 status=0
-cargo nextest run -p openshell-e2e --test chaos --locked --profile chaos --no-capture --run-ignored all \
+cargo nextest run -p openshell-e2e --locked --profile chaos --no-capture --run-ignored all \
     --test-threads 1 \
     --no-fail-fast -E "$filter" || status=$?
 

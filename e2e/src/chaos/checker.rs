@@ -652,16 +652,40 @@ fn difference(state_dir: &Path, want: &SandboxView, store: &StoreView) -> Option
 
 /// Checks that the state directory's active generation is one whole configuration: the
 /// policy's hash, the settings' revisions and the provider environment's revision are the
-/// ones `revisions.json` names. Reads every file from the generation `active` resolves to
-/// once, as a careful reader does.
+/// ones `revisions.json` names.
+///
+/// The supervisor may be switching generations while this reads (it removes the previous
+/// one right after a switch), so a reading is trusted only when `active` pointed at the same
+/// generation before and after it, and a failing one is read again a few times: a real mix
+/// stays on disk until the next apply, a reader overtaken by a switch does not.
 pub fn whole_generation(state_dir: &Path) -> Result<(), String> {
+    const READINGS: usize = 10;
     let active = state_dir.join("active");
-    let target = match std::fs::read_link(&active) {
-        Ok(target) => state_dir.join(target),
+    let resolve = || match std::fs::read_link(&active) {
+        Ok(target) => Ok(Some(target)),
         // Never started far enough to have one.
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(err) => return Err(format!("{}: {err}", active.display())),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(format!("{}: {err}", active.display())),
     };
+    let mut last = Ok(());
+    for _ in 0..READINGS {
+        let Some(before) = resolve()? else {
+            return Ok(());
+        };
+        let verdict = read_generation(&state_dir.join(&before));
+        let stable = resolve()?.is_some_and(|after| after == before);
+        match verdict {
+            Ok(()) if stable => return Ok(()),
+            Err(err) if stable => last = Err(err),
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    last
+}
+
+/// One reading of generation `target`, every file read once.
+fn read_generation(target: &Path) -> Result<(), String> {
     let read = |name: &str| std::fs::read(target.join(name)).ok();
     let Some(revisions) = read("revisions.json") else {
         // An empty generation (nothing applied yet) holds no file at all.
