@@ -188,13 +188,21 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         })
     });
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    let serves_tls = tls.is_some();
     let router = router(&state, tls)?;
     let server = tokio::spawn(async move {
-        router
-            .serve_with_incoming_shutdown(accepted_without_nagle(listener), async {
-                let _ = shutdown_rx.await;
-            })
-            .await
+        let shutdown = async {
+            let _ = shutdown_rx.await;
+        };
+        if serves_tls {
+            router
+                .serve_with_incoming_shutdown(plaintext::tls_only(listener), shutdown)
+                .await
+        } else {
+            router
+                .serve_with_incoming_shutdown(accepted_without_nagle(listener), shutdown)
+                .await
+        }
     });
     let housekeeping = tokio::spawn(housekeeping(state.store.clone(), state.config.clone()));
     let credential_refresh = tokio::spawn(crate::provider_refresh::run(
@@ -456,6 +464,8 @@ async fn housekeeping(store: Store, config: Arc<GatewayConfig>) {
         }
     }
 }
+
+mod plaintext;
 
 #[cfg(test)]
 mod wire_tests;
