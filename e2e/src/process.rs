@@ -176,7 +176,9 @@ pub fn spawn_supervisor_with(
         .arg("--heartbeat-interval")
         .arg("500ms")
         .arg("--log")
-        .arg("debug")
+        // The transport crates' debug lines would bury the supervisor's own in a failure's
+        // log tail.
+        .arg("debug,h2=info,hyper=info,hyper_util=info,tower=info,tonic=info")
         .args(extra)
         .arg("--")
         .arg("sh")
