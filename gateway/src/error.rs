@@ -175,6 +175,15 @@ fn store_status(err: StoreError) -> tonic::Status {
             format!("database_url: {m}"),
             &[Violation::new("database_url", m)],
         ),
+        // Said apart from an outage: retrying soon will not help, freeing space will, and
+        // the database rolled the write back.
+        err @ StoreError::Database(_) if err.is_disk_full() => {
+            tracing::error!(error = %err, "store out of disk space");
+            tonic::Status::resource_exhausted(
+                "the gateway's store is out of disk space: the write was not made; retry once \
+                 space is freed",
+            )
+        }
         StoreError::Database(e) => {
             tracing::error!(error = %e, "store error");
             tonic::Status::unavailable("the gateway's store is unavailable; retry later")
@@ -290,6 +299,37 @@ mod tests {
             status.message(),
             "the gateway's store is unavailable; retry later"
         );
+    }
+
+    /// A write the database refused for want of space (SQLite's page limit makes the same
+    /// SQLITE_FULL a full disk does) is RESOURCE_EXHAUSTED naming the full disk and saying the
+    /// write was not made, without the driver's text; an outage stays UNAVAILABLE.
+    #[tokio::test]
+    async fn a_full_disk_is_resource_exhausted_saying_the_write_was_not_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_for_tests(dir.path()).await;
+        let mut tx = store.begin_write().await.unwrap();
+        let full = sqlx::raw_sql(
+            "CREATE TABLE filler (x BLOB); PRAGMA max_page_count = 1; \
+             INSERT INTO filler VALUES (zeroblob(1000000));",
+        )
+        .execute(tx.conn())
+        .await
+        .unwrap_err();
+        let err = StoreError::Database(full);
+        assert!(err.is_disk_full(), "{err:?}");
+        let status = tonic::Status::from(GatewayError::from(err));
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(
+            status.message(),
+            "the gateway's store is out of disk space: the write was not made; retry once space \
+             is freed"
+        );
+        drop(tx);
+
+        store.close().await;
+        let closed = store.get_sandbox("sb-1").await.unwrap_err();
+        assert!(!closed.is_disk_full(), "{closed:?}");
     }
 
     #[test]

@@ -46,6 +46,36 @@ impl StoreError {
             _ => false,
         }
     }
+
+    /// True when the database refused a write for want of disk space: SQLite's
+    /// `SQLITE_FULL` (its unix file layer reports ENOSPC so), PostgreSQL's `disk_full`
+    /// (SQLSTATE 53100), or a bare I/O error that says so. The write was rolled back, so the
+    /// client may be told it was not made.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Self::Database(e) => is_disk_full(e),
+            _ => false,
+        }
+    }
+}
+
+fn is_disk_full(e: &sqlx::Error) -> bool {
+    /// SQLite's primary result code; extended codes keep it in the low byte.
+    const SQLITE_FULL: u32 = 13;
+    const POSTGRES_DISK_FULL: &str = "53100";
+    match e {
+        // Both backends report their code as digits: which one spoke decides how to read it.
+        sqlx::Error::Database(db)
+            if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() =>
+        {
+            db.code()
+                .and_then(|code| code.parse::<u32>().ok())
+                .is_some_and(|code| code & 0xff == SQLITE_FULL)
+        }
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| code == POSTGRES_DISK_FULL),
+        sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::StorageFull,
+        _ => false,
+    }
 }
 
 pub(super) fn is_unique_violation(e: &sqlx::Error) -> bool {
