@@ -125,6 +125,60 @@ mod tests {
         assert!(!StoreError::NotFound("operation op-2 not found".into()).is_unique_violation());
     }
 
+    /// Runs `sql` in a write transaction on a writer whose database may not grow (SQLite's
+    /// page limit fails a write as a full disk does) and returns its error.
+    async fn fails_full(store: &crate::store::Store, sql: &'static str) -> StoreError {
+        let mut tx = store.begin_write().await.unwrap();
+        sqlx::raw_sql("PRAGMA max_page_count = 1")
+            .execute(tx.conn())
+            .await
+            .unwrap();
+        let err = StoreError::Database(sqlx::raw_sql(sql).execute(tx.conn()).await.unwrap_err());
+        assert!(err.is_disk_full(), "{err:?}");
+        err
+    }
+
+    /// Probe (the gateway's disk-full chaos scenario): after a full disk failed a write that
+    /// SQLite rolled back by itself and then a statement of the next one, every later write
+    /// was acknowledged as committed and never became visible, because the writer's
+    /// connection stayed inside a transaction nothing ended. A write after a full disk is
+    /// made, or refused.
+    #[tokio::test]
+    async fn writes_after_a_full_disk_are_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_for_tests(dir.path()).await;
+        let mut tx = store.begin_write().await.unwrap();
+        sqlx::raw_sql(
+            "CREATE TABLE filler (x BLOB); \
+             CREATE TABLE filler_rows (x BLOB NOT NULL UNIQUE);",
+        )
+        .execute(tx.conn())
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        // SQLite rolls the whole transaction back on this one.
+        fails_full(&store, "INSERT INTO filler VALUES (zeroblob(1000000));").await;
+        // This one, a multi-row statement that may abort, only rolls itself back.
+        fails_full(
+            &store,
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50) \
+             INSERT INTO filler_rows SELECT randomblob(100000) FROM n;",
+        )
+        .await;
+        let mut tx = store.begin_write().await.unwrap();
+        sqlx::raw_sql("PRAGMA max_page_count = 1000000")
+            .execute(tx.conn())
+            .await
+            .unwrap();
+        tx.ensure_workspace("default").await.unwrap();
+        tx.insert_sandbox("sb-after", "after", "default", "hash")
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let seen = store.get_sandbox("sb-after").await.unwrap();
+        assert_eq!(seen.name, "after");
+    }
+
     /// The start-up error names the setting as it did when the store built a bad-input error.
     #[tokio::test]
     async fn an_unknown_url_scheme_names_database_url() {

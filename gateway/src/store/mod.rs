@@ -479,6 +479,23 @@ async fn connect(
                 Ok(())
             })
         })
+        .after_release(move |conn, _meta| {
+            Box::pin(async move {
+                if backend != Backend::Sqlite || !writer {
+                    return Ok(true);
+                }
+                // SQLite rolls a transaction back by itself on some errors (a full disk among
+                // them); the driver's ROLLBACK then fails and leaves its count of open
+                // transactions one too high, so its next BEGIN is a SAVEPOINT. If a statement
+                // of that transaction fails too, its rollback to the savepoint leaves SQLite's
+                // own transaction open, and every later commit only releases a savepoint
+                // inside it: acknowledged, never made. A connection that comes back still
+                // counted in a transaction is closed instead; the next write opens a fresh
+                // one. The ping runs after the rollback the dropped transaction queued.
+                sqlx::Connection::ping(&mut *conn).await?;
+                Ok(!sqlx::Connection::is_in_transaction(&*conn))
+            })
+        })
         .connect(url)
         .await?;
     Ok(pool)
