@@ -248,10 +248,11 @@ async fn chaos_state_dir_full_postgres() {
 
 /// (10) Two supervisors started with the same sandbox credential, each with a state
 /// directory of its own, while the workload writes and one of them is now and then killed and
-/// started again. The gateway keeps one session per sandbox: a newer session replaces the
-/// open one, which reconnects later and replaces it in turn. Checked: every operation of the
-/// sandbox resolves once along a legal path, each APPLIED is in one of the two apply logs,
-/// nothing is lost, and both supervisors end on the store's configuration.
+/// started again. One process owns the sandbox's session: the other is refused with a reason it
+/// logs, and retries, so it takes the sandbox only when the owner is gone. Checked: at the end
+/// one twin holds the session and the other logs its refusal; every operation of the sandbox
+/// resolves once along a legal path, each APPLIED is in one of the two apply logs, nothing is
+/// lost, and the owner ends on the store's configuration.
 async fn shared_credential(backend: Backend, seed: u64) {
     let config = ChaosConfig::from_env(seed, Duration::from_secs(10), 3);
     let mut run = Run::start(backend, config.clone(), &[]).await;
@@ -280,6 +281,41 @@ async fn shared_credential(backend: Backend, seed: u64) {
         run.fault(format!("restart of twin supervisor {victim}"));
         run.fleet.members[victim].start_supervisor(&endpoint);
     }
+    let api = run.api();
+    let sandbox = run.fleet.members[0].id.clone();
+    let holder = openshell_e2e::eventually(
+        "one twin to hold the session",
+        Duration::from_secs(60),
+        || {
+            let api = api.clone();
+            let sandbox = sandbox.clone();
+            let members = &run.fleet.members;
+            async move {
+                let session = openshell_e2e::inspect(&api, &sandbox).await.session_id;
+                let accepted = format!("session_id={session}");
+                twins.into_iter().find(|&t| {
+                    !session.is_empty() && members[t].logged("session accepted", &accepted)
+                })
+            }
+        },
+    )
+    .await;
+    let refused = twins[usize::from(holder == twins[0])];
+    openshell_e2e::eventually(
+        "the other twin to log its refusal",
+        Duration::from_secs(60),
+        || async {
+            run.fleet.members[refused]
+                .logged(
+                    "gateway rejected the session",
+                    "two supervisors are using the same sandbox credential",
+                )
+                .then_some(())
+        },
+    )
+    .await;
+    // The refused twin keeps its last-known-good; only the owner must converge.
+    run.fleet.members[refused].stop_supervisor();
     run.finish("shared-credential").await;
 }
 

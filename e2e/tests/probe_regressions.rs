@@ -91,10 +91,11 @@ async fn a_deeply_nested_policy_is_refused_and_changes_nothing() {
     assert_eq!(op.policy_revision, before.policy_revision + 1);
 }
 
-/// Defect 2: a second supervisor with the same credential closes the first session with a
-/// reason it logs; once the second is gone, the first takes the sandbox back and applies.
+/// Defect 2: two supervisors with one credential leave no zombie. The process holding the
+/// sandbox's session keeps it; the second is refused with a reason it logs and `sessions
+/// inspect` shows, and retries; once the first is gone, the second takes the sandbox and applies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_second_supervisor_with_the_same_credential_leaves_no_zombie() {
+async fn a_second_supervisor_with_the_same_credential_is_refused_and_leaves_no_zombie() {
     let dir = tempfile::tempdir().unwrap();
     let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
     let mut api = gw.api().await;
@@ -107,10 +108,10 @@ async fn a_second_supervisor_with_the_same_credential_leaves_no_zombie() {
     .await;
     let second = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir.path().join("b"), &[]);
     eventually(
-        "the first supervisor to log why it was closed",
+        "the second supervisor to log its refusal",
         DEADLINE,
         || async {
-            first
+            second
                 .guard
                 .log_text()
                 .contains("two supervisors are using the same sandbox credential")
@@ -118,25 +119,51 @@ async fn a_second_supervisor_with_the_same_credential_leaves_no_zombie() {
         },
     )
     .await;
-    assert!(metric(&gw, "openshell_supervisor_sessions_replaced_total").await >= 1.0);
-    let hints = eventually("inspect to tell of the replacement", DEADLINE, || async {
-        let i = inspect(&api, &id).await;
-        (i.session_id != first_session && i.hints.iter().any(|h| h.contains("replaced")))
-            .then_some(i.hints)
-    })
-    .await;
-    assert!(hints.iter().any(|h| h.contains("credential")), "{hints:?}");
-    second.kill();
+    assert!(metric(&gw, "openshell_supervisor_duplicate_sessions_refused_total").await >= 1.0);
+    assert_eq!(
+        metric(&gw, "openshell_supervisor_sessions_replaced_total").await,
+        0.0,
+        "the first session was not replaced"
+    );
+    let i = inspect(&api, &id).await;
+    assert_eq!(i.session_id, first_session, "the first keeps the sandbox");
+    assert!(
+        i.hints
+            .iter()
+            .any(|h| h.contains("refused another") && h.contains("credential")),
+        "{:?}",
+        i.hints
+    );
+    assert!(
+        !first.guard.log_text().contains("replaced this one"),
+        "the first was never told to close"
+    );
+    // The holder still gets and applies what is written.
     let op = set_policy(&api, &id, policy_with_port(8443)).await.unwrap();
     let done = terminal_operation(&api, &op.id).await;
     assert_eq!(state(&done), pb::OperationState::Applied, "{done:?}");
+    assert!(
+        first
+            .active_file("policy.json")
+            .is_some_and(|p| p.contains("8443"))
+    );
+    // Once the holder is gone, the refused one retries, takes the sandbox and applies.
+    first.kill();
+    eventually("the second supervisor's session", DEADLINE, || async {
+        let i = inspect(&api, &id).await;
+        (i.connected && i.session_id != first_session).then_some(())
+    })
+    .await;
+    let op = set_policy(&api, &id, policy_with_port(9443)).await.unwrap();
+    let done = terminal_operation(&api, &op.id).await;
+    assert_eq!(state(&done), pb::OperationState::Applied, "{done:?}");
     eventually(
-        "the first supervisor's state to hold the write",
+        "the second supervisor's state to hold the write",
         DEADLINE,
         || async {
-            first
+            second
                 .active_file("policy.json")
-                .filter(|p| p.contains("8443"))
+                .filter(|p| p.contains("9443"))
         },
     )
     .await;

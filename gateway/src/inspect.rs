@@ -62,6 +62,15 @@ pub async fn inspect(
             (crate::store::now_ms() - at).max(0) / 1000
         ));
     }
+    if let Some(s) = &session
+        && let Some((at, reason)) = inputs.sessions.last_refusal(&sandbox.id)
+        && at >= s.connected_at_ms
+    {
+        hints.push(format!(
+            "while this session is open, this gateway refused another of the sandbox {}s ago: {reason}",
+            (crate::store::now_ms() - at).max(0) / 1000
+        ));
+    }
     readiness_hints(&mut hints, session.as_ref());
     report_hints(&mut hints, sandbox, last_report.as_ref());
     component_hints(&mut hints, &components);

@@ -109,6 +109,8 @@ pub struct Metrics {
     pub sessions_rejected: Counter,
     /// Open sessions closed because a newer session of the same sandbox replaced them.
     pub sessions_replaced: Counter,
+    /// Sessions refused because another supervisor process holds the sandbox's live session.
+    pub duplicate_sessions_refused: Counter,
     /// Sessions currently connected to this replica.
     pub sessions_connected: Gauge,
     /// Poll RPCs served (`GetSandboxConfig`, `GetSandboxProviderEnvironment`).
@@ -191,6 +193,12 @@ impl Metrics {
             "supervisor_sessions_replaced",
             "Open supervisor sessions closed because a newer session of the same sandbox replaced them",
             sessions_replaced.clone(),
+        );
+        let duplicate_sessions_refused = Counter::default();
+        registry.register(
+            "supervisor_duplicate_sessions_refused",
+            "Supervisor sessions refused because another supervisor process holds the sandbox's live session (a shared sandbox credential)",
+            duplicate_sessions_refused.clone(),
         );
         let sessions_connected = Gauge::default();
         registry.register(
@@ -335,6 +343,7 @@ impl Metrics {
             sessions_accepted,
             sessions_rejected,
             sessions_replaced,
+            duplicate_sessions_refused,
             sessions_connected,
             poll_requests,
             reports,

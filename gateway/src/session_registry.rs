@@ -46,6 +46,8 @@ pub struct SessionInfo {
     pub mode: NegotiatedMode,
     pub mode_reason: String,
     pub supervisor_version: String,
+    /// The supervisor process (`SupervisorHello.instance_id`); empty when it sends none.
+    pub instance_id: String,
     pub protocol_revision: u32,
     pub supports_config_snapshots: bool,
     pub supports_config_apply: bool,
@@ -102,6 +104,18 @@ impl SessionCloser {
 /// sandbox's session, and a second process with the same credential is the usual cause.
 pub const SUPERSEDED_REASON: &str = "a newer session for this sandbox replaced this one; \
      if this repeats, two supervisors are using the same sandbox credential";
+
+/// Told to a supervisor refused because another process holds its sandbox's session.
+pub fn held_elsewhere_reason(holder: &SessionInfo, now_ms: i64) -> String {
+    format!(
+        "sandbox {} already has a live session from another supervisor process (connected {}s \
+         ago, last heard {}s ago); two supervisors are using the same sandbox credential: stop \
+         the extra one. This one retries and connects once that session ends",
+        holder.sandbox_id,
+        (now_ms - holder.connected_at_ms).max(0) / 1000,
+        (now_ms - holder.last_heartbeat_ms).max(0) / 1000,
+    )
+}
 
 /// Middleware entries kept per readiness report: a policy has at most 10, so more is noise.
 const MAX_READINESS_ENTRIES: usize = 32;
@@ -175,6 +189,26 @@ impl SessionRegistry {
             .remove(&info.sandbox_id);
         map.insert(info.sandbox_id.clone(), info);
         old
+    }
+
+    /// The open session of `sandbox_id` if another supervisor process holds it and was heard
+    /// from within `silence_limit`: one process owns a sandbox, and a second one with the same
+    /// credential is refused rather than allowed to take over. The same process reconnecting
+    /// (its old connection not yet seen as gone), a holder gone silent (about to be closed for
+    /// missed heartbeats) and supervisors that send no instance id replace the open session.
+    pub fn live_holder(
+        &self,
+        sandbox_id: &str,
+        instance_id: &str,
+        silence_limit: std::time::Duration,
+    ) -> Option<SessionInfo> {
+        let map = self.lock();
+        let holder = map.get(sandbox_id)?;
+        let limit_ms = i64::try_from(silence_limit.as_millis()).unwrap_or(i64::MAX);
+        let other_process = !instance_id.is_empty()
+            && !holder.instance_id.is_empty()
+            && holder.instance_id != instance_id;
+        (other_process && now_ms() - holder.last_heartbeat_ms <= limit_ms).then(|| holder.clone())
     }
 
     /// Remembers why a session of `sandbox_id` was refused.
@@ -316,6 +350,7 @@ mod tests {
             mode: NegotiatedMode::Push,
             mode_reason: String::new(),
             supervisor_version: String::new(),
+            instance_id: "i-1".into(),
             protocol_revision: 1,
             supports_config_snapshots: true,
             supports_config_apply: true,
@@ -327,6 +362,39 @@ mod tests {
             runtime_readiness: None,
             closer: Arc::default(),
         }
+    }
+
+    #[test]
+    fn another_live_process_holds_the_sandbox_and_the_same_or_a_silent_one_does_not() {
+        let registry = SessionRegistry::default();
+        let limit = std::time::Duration::from_secs(15);
+        assert!(
+            registry.live_holder("sb-1", "i-2", limit).is_none(),
+            "no session yet"
+        );
+        let mut open = session("s-1");
+        open.last_heartbeat_ms = now_ms();
+        open.connected_at_ms = now_ms() - 20_000;
+        registry.register(open.clone());
+        let holder = registry.live_holder("sb-1", "i-2", limit).unwrap();
+        assert_eq!(holder.session_id, "s-1");
+        let reason = held_elsewhere_reason(&holder, now_ms());
+        assert!(reason.contains("same sandbox credential"), "{reason}");
+        assert!(reason.contains("connected 20s ago"), "{reason}");
+        assert!(
+            registry.live_holder("sb-1", "i-1", limit).is_none(),
+            "the same process reconnecting replaces its session"
+        );
+        assert!(
+            registry.live_holder("sb-1", "", limit).is_none(),
+            "a supervisor without an instance id cannot be told apart"
+        );
+        open.last_heartbeat_ms = now_ms() - 16_000;
+        registry.register(open);
+        assert!(
+            registry.live_holder("sb-1", "i-2", limit).is_none(),
+            "a holder silent past the limit is replaced"
+        );
     }
 
     #[test]

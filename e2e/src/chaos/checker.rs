@@ -689,7 +689,7 @@ fn read_generation(target: &Path) -> Result<(), String> {
     let read = |name: &str| std::fs::read(target.join(name)).ok();
     let Some(revisions) = read("revisions.json") else {
         // An empty generation (nothing applied yet) holds no file at all.
-        let names: Vec<String> = std::fs::read_dir(&target)
+        let names: Vec<String> = std::fs::read_dir(target)
             .map_err(|err| format!("{}: {err}", target.display()))?
             .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
             .collect();

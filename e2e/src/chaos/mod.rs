@@ -296,6 +296,15 @@ impl Member {
         }
     }
 
+    /// Whether a line its supervisor logged since its last start holds both `event` and
+    /// `detail`.
+    pub fn logged(&self, event: &str, detail: &str) -> bool {
+        std::fs::read_to_string(self.dir.join("supervisor.log"))
+            .unwrap_or_default()
+            .lines()
+            .any(|line| line.contains(event) && line.contains(detail))
+    }
+
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(self.dir.join("supervisor.log")).unwrap_or_default();
         tail(&text, 3000).to_string()

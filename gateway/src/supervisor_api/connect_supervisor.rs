@@ -294,6 +294,24 @@ async fn admit(
         })
         .of_sandbox(&sandbox.id));
     }
+    let silence_limit = state.config.heartbeat_interval * MISSED_HEARTBEATS;
+    if let Some(holder) = state
+        .sessions
+        .live_holder(&sandbox.id, &hello.instance_id, silence_limit)
+    {
+        state.metrics.duplicate_sessions_refused.inc();
+        let reason = crate::session_registry::held_elsewhere_reason(&holder, now_ms());
+        tracing::warn!(
+            sandbox = %sandbox.id,
+            holder = %holder.session_id,
+            "a second supervisor process with this sandbox's credential was refused"
+        );
+        return Err(Turnaway::rejected(Refusal {
+            reason,
+            permanent: false,
+        })
+        .of_sandbox(&sandbox.id));
+    }
     let caps = Capabilities {
         protocol_revision: hello.protocol_revision,
         supports_config_snapshots: hello.supports_config_snapshots,
@@ -416,6 +434,7 @@ fn register(
         mode: negotiation.mode,
         mode_reason: negotiation.reason.clone(),
         supervisor_version: hello.supervisor_version.clone(),
+        instance_id: hello.instance_id.clone(),
         protocol_revision: hello.protocol_revision,
         supports_config_snapshots: hello.supports_config_snapshots,
         supports_config_apply: hello.supports_config_apply,
