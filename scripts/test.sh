@@ -27,6 +27,11 @@ bash scripts/monitoring.sh
 echo "== cargo build (binaries for end-to-end tests)"
 cargo build --workspace --bins --lib --locked
 
+# The fuzz targets are their own workspace (built with nightly by scripts/fuzz.sh);
+# checked here on stable so that they keep compiling against the crates they fuzz.
+echo "== fuzz targets compile"
+cargo check --manifest-path fuzz/Cargo.toml --locked --target-dir target/fuzz-check --bins
+
 echo "== cargo nextest"
 cargo nextest run --workspace --locked --no-fail-fast
 
