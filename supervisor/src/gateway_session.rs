@@ -87,12 +87,22 @@ impl Drop for AbortOnDrop {
 impl SessionRunner {
     /// Keeps a session up until `shutdown` turns true. Returns an error (the gateway's reason)
     /// only for a permanent rejection: everything else is retried.
-    pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> Result<(), String> {
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), String> {
         let mut backoff = Backoff::new(self.options.reconnect_backoff);
         loop {
             let ended = self.run_once(&mut shutdown).await;
             self.status
                 .send_modify(|s| s.session = SessionState::Disconnected);
+            // Silence without a close is what a network partition looks like: the connection
+            // under the session may be dead with nothing to tell, and another session on it
+            // would wait in silence again (until HTTP/2 keepalive gives up on it, some 40 s).
+            // The next session opens a connection of its own.
+            if matches!(
+                ended.result,
+                Err(SessionError::Idle(_) | SessionError::AcceptTimeout(_))
+            ) {
+                self.new_connection();
+            }
             match ended.result {
                 Ok(()) => return Ok(()),
                 Err(SessionError::Rejected {
@@ -136,6 +146,21 @@ impl SessionRunner {
         }
     }
 
+    /// Replaces the client by one on a new connection (a channel the options injected is
+    /// kept: there is nothing to build another from).
+    fn new_connection(&mut self) {
+        if self.options.channel.is_some() {
+            return;
+        }
+        match crate::supervisor::gateway_client(&self.options) {
+            Ok(client) => {
+                debug!("the next session opens a new connection");
+                self.client = client;
+            }
+            Err(err) => warn!(error = %err, "no new connection; the next session reuses the last"),
+        }
+    }
+
     async fn run_once(&self, shutdown: &mut watch::Receiver<bool>) -> Ended {
         let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE);
         let mut accepted_at = None;
@@ -158,10 +183,15 @@ impl SessionRunner {
         send(&tx, Outbound::Hello(self.options.hello())).await?;
         let handshake = async {
             let mut client = self.client.clone();
-            let response = client
-                .connect_supervisor(ReceiverStream::new(rx))
-                .await
-                .map_err(|status| SessionError::Transport(status_text(&status)))?;
+            // A gateway answers the call at once and the hello later (up to the accept
+            // timeout); no answer at all means the request never arrived, as on a connection
+            // that lost its way to the gateway without closing.
+            let bound = self.options.rpc_timeout;
+            let response =
+                tokio::time::timeout(bound, client.connect_supervisor(ReceiverStream::new(rx)))
+                    .await
+                    .map_err(|_| SessionError::AcceptTimeout(bound))?
+                    .map_err(|status| SessionError::Transport(status_text(&status)))?;
             let mut inbound = response.into_inner();
             let accepted = self.await_acceptance(&tx, &mut inbound).await?;
             Ok::<_, SessionError>((inbound, accepted))

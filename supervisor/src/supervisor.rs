@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use crate::applier::{Applier, ApplyError};
 use crate::backoff::BackoffConfig;
-use crate::client::{client, lazy_channel};
+use crate::client::{GatewayClient, client, lazy_channel};
 use crate::engine::Engine;
 use crate::error::SupervisorError;
 use crate::gateway_session::SessionRunner;
@@ -79,6 +79,23 @@ pub struct SupervisorOptions {
     pub logs: Option<LogBuffer>,
     /// How long log lines gather before a push.
     pub log_flush_interval: Duration,
+}
+
+/// A client of the gateway on the options' channel, or else on a new lazily connecting one:
+/// each call makes a connection of its own, which is how a session that went silent gets away
+/// from a connection that may be dead.
+pub(crate) fn gateway_client(
+    options: &SupervisorOptions,
+) -> Result<GatewayClient, SupervisorError> {
+    let channel = match &options.channel {
+        Some(channel) => channel.clone(),
+        None => lazy_channel(
+            &options.gateway,
+            options.ca_pem.as_deref(),
+            options.connect_timeout,
+        )?,
+    };
+    client(channel, &options.identity)
 }
 
 impl SupervisorOptions {
@@ -196,15 +213,7 @@ impl Supervisor {
         F: Future<Output = ()> + Send,
     {
         let options = &self.options;
-        let channel = match &options.channel {
-            Some(channel) => channel.clone(),
-            None => lazy_channel(
-                &options.gateway,
-                options.ca_pem.as_deref(),
-                options.connect_timeout,
-            )?,
-        };
-        let client = client(channel, &options.identity)?;
+        let client = gateway_client(options)?;
         let (stop, stopped) = watch::channel(false);
         let (outbox, outbox_task) = Outbox::spawn(
             OutboxTask {

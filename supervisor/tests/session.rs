@@ -864,3 +864,54 @@ async fn poll_a_transient_apply_failure_is_retried_and_reported_loaded() {
     assert_eq!(disk.active_policy_revision(), 7);
     running.stop().await.unwrap();
 }
+
+/// Defect (found by the partition scenario of the fault-injection suite): after a session
+/// went silent (no gateway frame within the idle limit, what a network partition looks
+/// like), the next session was opened on the same HTTP/2 connection, dead as far as anyone
+/// knew, and waited in silence again until keepalive gave up on it, some 40 s. It goes on a
+/// new connection.
+#[tokio::test]
+async fn a_session_that_went_silent_is_replaced_on_a_new_connection() {
+    let gateway = FakeGateway::start(accept(true)).await;
+    let mut options = fast_options(&gateway);
+    options.idle_timeout = Some(Duration::from_millis(300));
+    let running = Running::start(options, Arc::new(MemoryApplier::new()));
+    gateway
+        .wait_until("a bootstrap result", |r| !r.bootstrap_results().is_empty())
+        .await;
+    // One heartbeat arms the idle limit; then the gateway says nothing more.
+    gateway
+        .push(Out::Heartbeat(GatewayHeartbeat::default()))
+        .await;
+    gateway
+        .wait_until("a second hello", |r| r.hellos.len() >= 2)
+        .await;
+    let peers = gateway.recorded(|r| r.hello_peers.clone());
+    assert!(peers[0].is_some() && peers[1].is_some(), "{peers:?}");
+    assert_ne!(
+        peers[0], peers[1],
+        "the session after the silent one came on the same connection"
+    );
+    running.stop().await.unwrap();
+}
+
+/// The same defect when the gateway never answers the session's call (its request lost on a
+/// connection that carries nothing to the gateway any more): the supervisor waited for the
+/// answer without a bound. It gives up after the call bound and tries a new connection.
+#[tokio::test]
+async fn an_unanswered_session_call_is_retried_on_a_new_connection() {
+    let gateway = FakeGateway::start(Answer::Silent).await;
+    let mut options = fast_options(&gateway);
+    options.rpc_timeout = Duration::from_millis(300);
+    let running = Running::start(options, Arc::new(MemoryApplier::new()));
+    gateway
+        .wait_until("a second hello", |r| r.hellos.len() >= 2)
+        .await;
+    let peers = gateway.recorded(|r| r.hello_peers.clone());
+    assert!(peers[0].is_some() && peers[1].is_some(), "{peers:?}");
+    assert_ne!(
+        peers[0], peers[1],
+        "the second call came on the same connection"
+    );
+    running.stop().await.unwrap();
+}

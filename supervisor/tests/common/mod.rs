@@ -44,6 +44,8 @@ pub enum Answer {
     AcceptUpstream {
         heartbeat_secs: u32,
     },
+    /// Reads the hello and never answers the call, as when the request is lost on its way.
+    Silent,
 }
 
 /// The configuration the fake serves: the two poll answers, which are also the snapshots it
@@ -57,6 +59,8 @@ pub type ConfigPair = (
 pub struct Recorded {
     /// Every hello received, refused ones included.
     pub hellos: Vec<SupervisorHello>,
+    /// The supervisor's end of the TCP connection each hello came on, in the same order.
+    pub hello_peers: Vec<Option<SocketAddr>>,
     /// Every frame after the hello, in arrival order.
     pub frames: Vec<In>,
     pub reports: Vec<ReportPolicyStatusRequest>,
@@ -143,6 +147,7 @@ impl OpenShell for Service {
         &self,
         request: Request<Streaming<SupervisorMessage>>,
     ) -> Result<Response<BoxStream<GatewayMessage>>, Status> {
+        let peer = request.remote_addr();
         let (metadata, _, mut inbound) = request.into_parts();
         let hello = match inbound.message().await? {
             Some(SupervisorMessage {
@@ -151,12 +156,17 @@ impl OpenShell for Service {
             _ => return Err(Status::invalid_argument("first frame must be a hello")),
         };
         // Recorded before the check: a refused hello was sent all the same.
-        self.0.recorded.lock().unwrap().hellos.push(hello.clone());
+        {
+            let mut recorded = self.0.recorded.lock().unwrap();
+            recorded.hellos.push(hello.clone());
+            recorded.hello_peers.push(peer);
+        }
         self.0.bump();
         self.authenticate(&metadata, &hello.sandbox_id)?;
         let (tx, rx) = mpsc::channel(16);
         let answer = self.0.answer.lock().unwrap().clone();
         match answer {
+            Answer::Silent => std::future::pending::<()>().await,
             Answer::Reject { reason, permanent } => {
                 let _ = tx
                     .send(Ok(GatewayMessage {
