@@ -25,7 +25,7 @@ const CI_SUPERVISORS: usize = 32;
 async fn gateway_sigkill(backend: Backend, seed: u64) {
     let config = ChaosConfig::from_env(seed, Duration::from_secs(10), CI_SUPERVISORS);
     let mut run = Run::start(backend, config.clone(), &[]).await;
-    run.start_workload();
+    run.start_workload_with_lifecycle();
     let end = Instant::now() + config.duration;
     while Instant::now() < end {
         tokio::time::sleep(
@@ -337,7 +337,7 @@ async fn random_faults(backend: Backend, seed: u64) {
     let config = ChaosConfig::from_env(seed, Duration::from_secs(10), 8);
     let env = [(TEST_WRITE_DELAY_ENV.to_string(), "20ms".to_string())];
     let mut run = Run::start(backend, config.clone(), &env).await;
-    run.start_workload();
+    run.start_workload_with_lifecycle();
     let endpoint = run.gateway.endpoint();
     let end = Instant::now() + config.duration;
     while Instant::now() < end {

@@ -25,8 +25,8 @@ use openshell_supervisor::file_applier::apply_log::{self, ApplyLogEntry};
 use serde_json::Value;
 
 use super::workload::{
-    GLOBAL_SETTING, History, Outcome, SANDBOX_SETTING, SharedHistory, WORKSPACE_SETTING, WriteKind,
-    observe_once,
+    CHURN_PREFIX, GLOBAL_SETTING, History, Outcome, SANDBOX_SETTING, SharedHistory,
+    WORKSPACE_SETTING, WriteKind, observe_once,
 };
 use super::{PROVIDER, PROVIDER_VALUE, REFUSED_PORTS};
 use crate::{Api, sandbox_ref};
@@ -53,6 +53,8 @@ pub struct Report {
     pub refused: usize,
     pub unknown: usize,
     pub retried: usize,
+    /// Of the writes, sandbox stops, starts, creations and deletions.
+    pub sandbox_lifecycle_writes: usize,
     pub operations: usize,
     pub applied: usize,
     pub failed: usize,
@@ -110,6 +112,18 @@ pub async fn check(
     report.faults = h.faults.len();
     report.writes = h.writes.len();
     report.retried = h.writes.iter().filter(|w| w.attempts > 1).count();
+    report.sandbox_lifecycle_writes = h
+        .writes
+        .iter()
+        .filter(|w| {
+            matches!(
+                w.kind,
+                WriteKind::Lifecycle { .. }
+                    | WriteKind::CreateSandbox { .. }
+                    | WriteKind::DeleteSandbox { .. }
+            )
+        })
+        .count();
     for w in &h.writes {
         match &w.outcome {
             Outcome::Committed { .. } => report.committed += 1,
@@ -203,6 +217,8 @@ struct StoreView {
     global_value: Option<String>,
     workspace_value: Option<String>,
     provider_value: Option<String>,
+    /// Names of the live (not deleted) sandboxes the workload created as churn.
+    churn_live: HashSet<String>,
     /// Every operation by id.
     operations: HashMap<String, pb::Operation>,
 }
@@ -267,6 +283,28 @@ impl StoreView {
                     policies,
                 },
             );
+        }
+        let mut page_token = String::new();
+        loop {
+            let page = api
+                .list_sandboxes(pb::ListSandboxesRequest {
+                    page_size: 1000,
+                    page_token: page_token.clone(),
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            view.churn_live.extend(
+                page.sandboxes
+                    .into_iter()
+                    .filter(|s| s.name.starts_with(CHURN_PREFIX))
+                    .map(|s| s.name),
+            );
+            if page.next_page_token.is_empty() {
+                break;
+            }
+            page_token = page.next_page_token;
         }
         let mut page_token = String::new();
         loop {
@@ -470,6 +508,11 @@ fn check_nothing_lost(h: &History, store: &StoreView, report: &mut Report) {
             WriteKind::Attachment { sandbox, attach } => {
                 (format!("attachment of {sandbox}"), attach.to_string())
             }
+            WriteKind::Lifecycle { sandbox, stop } => {
+                (format!("stop of {sandbox}"), stop.to_string())
+            }
+            WriteKind::CreateSandbox { sandbox } => (format!("churn {sandbox}"), "live".into()),
+            WriteKind::DeleteSandbox { sandbox } => (format!("churn {sandbox}"), "deleted".into()),
             WriteKind::Policy { .. } => continue,
         };
         match &w.outcome {
@@ -484,6 +527,12 @@ fn check_nothing_lost(h: &History, store: &StoreView, report: &mut Report) {
     for (target, allowed) in &last {
         let actual = if let Some(name) = target.strip_prefix("setting of ") {
             by_name(name).and_then(|s| s.setting_value.clone())
+        } else if let Some(name) = target.strip_prefix("stop of ") {
+            by_name(name)
+                .map(|s| (s.sandbox.lifecycle == pb::SandboxLifecycle::Stopped as i32).to_string())
+        } else if let Some(name) = target.strip_prefix("churn ") {
+            let live = store.churn_live.contains(name);
+            Some(if live { "live" } else { "deleted" }.to_string())
         } else if let Some(name) = target.strip_prefix("attachment of ") {
             by_name(name).map(|s| {
                 s.sandbox

@@ -446,9 +446,20 @@ impl Run {
 
     /// Starts the random workload.
     pub fn start_workload(&mut self) {
+        self.start_workload_on(false);
+    }
+
+    /// Starts the random workload, with stops and starts of the fleet's sandboxes among its
+    /// writes: for scenarios that never wait for every session in the middle of the run.
+    pub fn start_workload_with_lifecycle(&mut self) {
+        self.start_workload_on(true);
+    }
+
+    fn start_workload_on(&mut self, lifecycle: bool) {
         let targets = workload::Targets {
             sandboxes: self.fleet.members.iter().map(|m| m.name.clone()).collect(),
             seed: self.config.seed,
+            lifecycle,
         };
         self.workload = Some(workload::Workload::start(
             self.api(),
@@ -582,7 +593,8 @@ impl Run {
         report.append_to_report_file();
         eprintln!(
             "chaos {scenario} on {} seed {}: {} supervisors, {} faults, {} writes ({} committed, \
-             {} refused, {} unknown, {} retried), {} operations ({} applied, {} failed), {} lost, \
+             {} refused, {} unknown, {} retried; {} sandbox stops, starts, creations and \
+             deletions), {} operations ({} applied, {} failed), {} lost, \
              {} stuck, converged {} ms after the heal",
             report.backend,
             report.seed,
@@ -593,6 +605,7 @@ impl Run {
             report.refused,
             report.unknown,
             report.retried,
+            report.sandbox_lifecycle_writes,
             report.operations,
             report.applied,
             report.failed,

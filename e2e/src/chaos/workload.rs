@@ -2,13 +2,17 @@
 //!
 //! One writer issues writes one at a time (so "the last committed write to a target" is
 //! well defined): sandbox policies (some with a port the supervisors refuse), sandbox,
-//! workspace and global settings, provider value changes, attachments and detachments. Each
+//! workspace and global settings, provider value changes, attachments and detachments, stops
+//! and starts of the fleet's sandboxes, and sandboxes created and deleted again (churn, with
+//! no supervisor). When the run ends, the writer heals what it did: every fleet sandbox is
+//! started and every churn sandbox deleted, so that the checker can expect each supervisor
+//! to converge and no churn sandbox to be left. Each
 //! write carries its own idempotency key where the API takes one and is retried with it while
 //! the answer is a transport failure or UNAVAILABLE, as a careful client does, until it gets a
 //! definite answer or the run ends. An observer polls every operation the writer got back and
 //! records each state it sees, for the checker's state-machine check.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,7 +57,23 @@ pub enum WriteKind {
         sandbox: String,
         attach: bool,
     },
+    /// Stops a fleet sandbox (its session is closed and refused until it starts again, its
+    /// pending operations end INACTIVE), or starts it again.
+    Lifecycle {
+        sandbox: String,
+        stop: bool,
+    },
+    /// Creates a churn sandbox (with the example policy; no supervisor ever runs for it).
+    CreateSandbox {
+        sandbox: String,
+    },
+    DeleteSandbox {
+        sandbox: String,
+    },
 }
+
+/// Names of the sandboxes the workload creates and deletes again.
+pub const CHURN_PREFIX: &str = "churn-";
 
 /// How a write ended, from the client's side.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +145,9 @@ impl History {
 pub struct Targets {
     pub sandboxes: Vec<String>,
     pub seed: u64,
+    /// Whether fleet sandboxes are stopped and started: scenarios that wait for every
+    /// supervisor's session in the middle of the run leave it off.
+    pub lifecycle: bool,
 }
 
 /// The running writer and observer.
@@ -172,12 +195,14 @@ async fn write_loop(
     stopped: watch::Receiver<bool>,
 ) {
     let mut seq = 0u64;
+    let mut lives = Lives::default();
     loop {
         if *stopped.borrow() {
             break;
         }
         seq += 1;
-        let kind = choose(&mut rng, &targets, seq);
+        let kind = choose(&mut rng, &targets, &lives, seq);
+        lives.note(&kind);
         let key =
             key_of(&kind).map_or_else(String::new, |()| format!("chaos-{}-{seq}", targets.seed));
         let (outcome, attempts) = write(&mut api, &kind, &key, &stopped).await;
@@ -202,6 +227,64 @@ async fn write_loop(
             h.writes.push(record);
         }
         tokio::time::sleep(Duration::from_millis(rng.below(40))).await;
+    }
+    heal(&mut api, &targets, lives, &history).await;
+}
+
+/// What the writer stopped or created, so that its next choices make sense and the end of
+/// the run can undo them. A sandbox whose stop or create had no definite answer counts as
+/// stopped or created: undoing is harmless where it did not happen.
+#[derive(Debug, Default)]
+struct Lives {
+    stopped: BTreeSet<String>,
+    churn: BTreeSet<String>,
+}
+
+impl Lives {
+    fn note(&mut self, kind: &WriteKind) {
+        match kind {
+            WriteKind::Lifecycle {
+                sandbox,
+                stop: true,
+            } => {
+                self.stopped.insert(sandbox.clone());
+            }
+            WriteKind::Lifecycle {
+                sandbox,
+                stop: false,
+            } => {
+                self.stopped.remove(sandbox);
+            }
+            WriteKind::CreateSandbox { sandbox } => {
+                self.churn.insert(sandbox.clone());
+            }
+            WriteKind::DeleteSandbox { sandbox } => {
+                self.churn.remove(sandbox);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Starts every fleet sandbox the run stopped and deletes every churn sandbox it created,
+/// each write retried until it gets a definite answer.
+async fn heal(api: &mut Api, targets: &Targets, lives: Lives, history: &SharedHistory) {
+    let undo = lives
+        .stopped
+        .into_iter()
+        .map(|sandbox| WriteKind::Lifecycle {
+            sandbox,
+            stop: false,
+        })
+        .chain(
+            lives
+                .churn
+                .into_iter()
+                .map(|sandbox| WriteKind::DeleteSandbox { sandbox }),
+        );
+    for (n, kind) in undo.enumerate() {
+        let key = format!("chaos-{}-heal-{n}", targets.seed);
+        write_recorded(api, kind, key, history).await;
     }
 }
 
@@ -235,10 +318,10 @@ pub async fn write_recorded(
     outcome
 }
 
-fn choose(rng: &mut Prng, targets: &Targets, seq: u64) -> WriteKind {
+fn choose(rng: &mut Prng, targets: &Targets, lives: &Lives, seq: u64) -> WriteKind {
     let sandbox = targets.sandboxes[rng.index(targets.sandboxes.len())].clone();
     match rng.below(100) {
-        0..35 => {
+        0..33 => {
             let refused = rng.chance(10);
             let port = if refused {
                 REFUSED_PORTS.start + u32::try_from(rng.below(100)).unwrap_or(0)
@@ -251,22 +334,39 @@ fn choose(rng: &mut Prng, targets: &Targets, seq: u64) -> WriteKind {
                 refused,
             }
         }
-        35..60 => WriteKind::SandboxSetting {
+        33..57 => WriteKind::SandboxSetting {
             sandbox,
             value: format!("sb-{seq}"),
         },
-        60..70 => WriteKind::WorkspaceSetting {
+        57..66 => WriteKind::WorkspaceSetting {
             value: format!("ws-{seq}"),
         },
-        70..80 => WriteKind::GlobalSetting {
+        66..75 => WriteKind::GlobalSetting {
             value: 1000 + i64::try_from(seq).unwrap_or(0),
         },
-        80..88 => WriteKind::ProviderValue {
+        75..82 => WriteKind::ProviderValue {
             value: format!("pv-{seq}"),
         },
-        _ => WriteKind::Attachment {
+        82..90 => WriteKind::Attachment {
             sandbox,
             attach: rng.chance(60),
+        },
+        // A stopped sandbox is started again soon: most of the run, the fleet is running.
+        90..95 if targets.lifecycle => WriteKind::Lifecycle {
+            stop: !lives.stopped.contains(&sandbox),
+            sandbox,
+        },
+        90..95 => WriteKind::SandboxSetting {
+            sandbox,
+            value: format!("sb-{seq}"),
+        },
+        _ => match lives.churn.first() {
+            Some(sandbox) if rng.chance(50) => WriteKind::DeleteSandbox {
+                sandbox: sandbox.clone(),
+            },
+            _ => WriteKind::CreateSandbox {
+                sandbox: format!("{CHURN_PREFIX}{}-{seq}", targets.seed),
+            },
         },
     }
 }
@@ -346,7 +446,11 @@ async fn write(
 /// Whether the write's API takes an idempotency key (`Some(())`), which makes a retry a replay.
 fn key_of(kind: &WriteKind) -> Option<()> {
     match kind {
-        WriteKind::ProviderValue { .. } | WriteKind::Attachment { .. } => None,
+        WriteKind::ProviderValue { .. }
+        | WriteKind::Attachment { .. }
+        | WriteKind::Lifecycle { .. }
+        | WriteKind::CreateSandbox { .. }
+        | WriteKind::DeleteSandbox { .. } => None,
         _ => Some(()),
     }
 }
@@ -432,6 +536,35 @@ async fn send(api: &mut Api, kind: &WriteKind, key: &str) -> Result<Outcome, ton
                 .await?
             };
             Ok(committed(response.into_inner().operation))
+        }
+        WriteKind::Lifecycle { sandbox, stop } => {
+            let lifecycle = if *stop {
+                pb::SandboxLifecycle::Stopped
+            } else {
+                pb::SandboxLifecycle::Pending
+            };
+            api.set_sandbox_lifecycle(pb::SetSandboxLifecycleRequest {
+                sandbox: sandbox_ref(sandbox),
+                lifecycle: lifecycle as i32,
+            })
+            .await?;
+            Ok(committed(None))
+        }
+        WriteKind::CreateSandbox { sandbox } => {
+            api.create_sandbox(pb::CreateSandboxRequest {
+                name: sandbox.clone(),
+                policy: crate::POLICY.into(),
+                ..Default::default()
+            })
+            .await?;
+            Ok(committed(None))
+        }
+        WriteKind::DeleteSandbox { sandbox } => {
+            api.delete_sandbox(pb::DeleteSandboxRequest {
+                sandbox: sandbox_ref(sandbox),
+            })
+            .await?;
+            Ok(committed(None))
         }
     }
 }
