@@ -15,6 +15,7 @@
 //! - `OPENSHELL_CHAOS_REPORT`: a file each run appends its figures to, one JSON line.
 
 pub mod checker;
+pub mod replicas;
 pub mod workload;
 
 use std::path::{Path, PathBuf};
@@ -168,6 +169,12 @@ impl GatewayProcess {
     /// Starts a push-mode gateway on `store` (its data dir holds the generated keys, so a
     /// restart opens what the last run sealed).
     pub fn start(store: TestStore) -> Self {
+        Self::start_with(store, &[])
+    }
+
+    /// [`GatewayProcess::start`] with `extra` arguments after the usual ones (a replica's id
+    /// and shared secrets, more operator tokens).
+    pub fn start_with(store: TestStore, extra: &[String]) -> Self {
         let port = crate::process::free_port();
         let data_dir = store.dir.path().join("gateway-data");
         std::fs::create_dir_all(&data_dir).unwrap();
@@ -187,6 +194,7 @@ impl GatewayProcess {
             "--heartbeat-interval".into(),
             "500ms".into(),
         ];
+        let args = [args, extra.to_vec()].concat();
         let mut gateway = Self {
             store,
             port,
