@@ -33,6 +33,7 @@ in_both_modes!(
     a_committed_change_is_applied_signalled_and_resolved,
     a_rejected_apply_keeps_last_known_good,
     a_rejected_revision_never_cuts_a_sandbox_off,
+    a_restarted_supervisor_keeps_its_last_known_good_when_the_latest_policy_is_refused,
     a_local_policy_file_keeps_precedence_but_settings_apply,
     provider_environment_reaches_the_workload_and_credentials_stay_private,
 );
@@ -399,6 +400,86 @@ async fn a_rejected_revision_never_cuts_a_sandbox_off(mode: DeliveryMode) {
         !hints.iter().any(|h| h.contains("was rejected")),
         "{hints:?}"
     );
+}
+
+/// A supervisor restarted (SIGKILL, then started on the same state directory) while its
+/// sandbox's latest policy is one its hook refuses (under `retain_last_valid`) keeps the
+/// last-known-good it finds on disk:
+/// its session is accepted, the workload starts with that policy, settings still apply, and
+/// inspect names the rejected revision.
+async fn a_restarted_supervisor_keeps_its_last_known_good_when_the_latest_policy_is_refused(
+    mode: DeliveryMode,
+) {
+    const REFUSING_HOOK: &str = "if grep -q 9999 \"$OPENSHELL_POLICY_FILE\"; then echo 'port 9999 is forbidden here' >&2; exit 3; fi";
+    let gw = TestGateway::start_for_delivery(mode).await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "restarted", POLICY).await;
+    let dir = gw.store.dir.path().join("restarted");
+    let first = spawn_supervisor(
+        &gw.endpoint(),
+        &id,
+        &credential,
+        &dir,
+        &["--on-apply", REFUSING_HOOK],
+    );
+    wait_started(&first).await;
+    wait_running(&api, &id).await;
+    // Under the default fail_closed mode a refused policy quarantines the sandbox instead.
+    let retain = commit_setting(
+        &mut api,
+        &id,
+        "policy_validation_failure_mode",
+        "retain_last_valid",
+    )
+    .await;
+    terminal_operation(&api, &retain.id).await;
+    let good = first.active_file("policy.json").unwrap();
+    let bad = commit_policy(&mut api, &id, &policy_with_port(9999)).await;
+    let done = terminal_operation(&api, &bad.id).await;
+    assert_eq!(state(&done), pb::OperationState::Failed, "{done:?}");
+    let named = format!("policy revision {} was rejected: ", bad.policy_revision);
+
+    first.kill();
+    let second = spawn_supervisor(
+        &gw.endpoint(),
+        &id,
+        &credential,
+        &dir,
+        &["--on-apply", REFUSING_HOOK],
+    );
+    eventually("the workload to start again", DEADLINE, || async {
+        (second
+            .workload_lines()
+            .iter()
+            .filter(|l| l.starts_with("started"))
+            .count()
+            == 2)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        second.active_file("policy.json").unwrap(),
+        good,
+        "the last-known-good policy is in effect"
+    );
+    let log = second.guard.log_text();
+    assert!(
+        !log.contains("gateway rejected the session"),
+        "the session was refused:\n{log}"
+    );
+    // Settings still reach it, with the last-known-good policy.
+    let op = commit_setting(&mut api, &id, "log_level", "debug").await;
+    let done = terminal_operation(&api, &op.id).await;
+    assert_eq!(state(&done), pb::OperationState::Applied, "{done:?}");
+    assert!(
+        second
+            .active_file("settings.json")
+            .unwrap()
+            .contains("debug")
+    );
+    assert_eq!(second.active_file("policy.json").unwrap(), good);
+    let hints = inspect_hints(&api, &id).await;
+    assert!(hints.iter().any(|h| h.contains(&named)), "{hints:?}");
 }
 
 async fn a_local_policy_file_keeps_precedence_but_settings_apply(mode: DeliveryMode) {

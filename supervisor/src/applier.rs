@@ -26,6 +26,13 @@ pub trait Applier: Send + Sync {
         &'a self,
         desired: &'a DesiredConfig,
     ) -> BoxFuture<'a, Result<ApplyReport, ApplyError>>;
+
+    /// The configuration already in effect when this applier was made (from a state
+    /// directory an earlier run left): the last-known-good a restarted supervisor keeps when
+    /// the gateway's latest policy is refused. Its provider environment is empty.
+    fn last_known_good(&self) -> Option<DesiredConfig> {
+        None
+    }
 }
 
 /// What a successful apply did.

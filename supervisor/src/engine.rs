@@ -181,12 +181,20 @@ impl Engine {
     ) -> Self {
         let (mode, _) = watch::channel(mode_for(false, poll_interval));
         let (retry_at, _) = watch::channel(None);
+        // Not published as the status's active configuration: the workload starts from what
+        // the gateway's bootstrap (or first poll) leaves in effect, which is this one only
+        // when the gateway's latest policy is refused.
+        let active = applier
+            .last_known_good()
+            .filter(|recovered| recovered.sandbox_config.sandbox_id == sandbox_id)
+            .map(Arc::new);
         Self {
             applier,
             sandbox_id,
             credential,
             state: Mutex::new(EngineState {
                 local,
+                active,
                 ..EngineState::default()
             }),
             status,

@@ -526,10 +526,10 @@ impl Run {
     }
 
     /// Writes an accepted policy to every sandbox whose last policy write is one the hook
-    /// refuses. A supervisor that starts while its sandbox's latest policy is refused has its
-    /// bootstrap fail and its session refused until a policy it accepts arrives (a known
-    /// limitation, docs/reliability.md), so without this the run's end would depend on
-    /// whether a restart happened to land there.
+    /// refuses. Under `fail_closed` (the default failure mode, which the runs keep) such a
+    /// sandbox stays quarantined and takes no later change until a policy it accepts
+    /// arrives, by design: without this, whether its settings converge would depend on
+    /// where the workload's last policy write happened to land.
     async fn end_on_accepted_policies(&mut self) {
         let mut last: std::collections::HashMap<String, bool> = Default::default();
         for w in &self.history.lock().unwrap().writes {

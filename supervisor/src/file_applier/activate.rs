@@ -10,8 +10,8 @@ use tracing::{error, warn};
 use super::apply_log::{self, ApplyLogEntry, ApplyLogOutcome};
 use super::hook::{HookFailure, run_hook};
 use super::stage::{
-    POLICY_FILE, PROVIDER_ENV_FILE, QUARANTINE_FILE, REVISIONS_FILE, SETTINGS_FILE, Staged,
-    StagedFile, quarantine_document,
+    POLICY_FILE, PROVIDER_ENV_FILE, QUARANTINE_FILE, REVISIONS_FILE, SANDBOX_CONFIG_FILE,
+    SETTINGS_FILE, Staged, StagedFile, quarantine_document,
 };
 use super::state_dir::StateDir;
 use crate::applier::{ApplyError, ApplyErrorKind, ApplyStage};
@@ -145,6 +145,7 @@ pub async fn quarantine(
                 SETTINGS_FILE,
                 PROVIDER_ENV_FILE,
                 REVISIONS_FILE,
+                SANDBOX_CONFIG_FILE,
             ] {
                 if let (Some(bytes), Some(mode)) = (current.file(name), current.mode(name)) {
                     files.push(StagedFile {

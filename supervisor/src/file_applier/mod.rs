@@ -33,7 +33,9 @@ use tokio::sync::Mutex;
 use tracing::{error, info, warn};
 
 use self::activate::{Hook, activate, quarantine, state_env};
-use self::stage::{POLICY_FILE, PolicyMemo, REVISIONS_FILE, stage};
+use self::stage::{
+    POLICY_FILE, PolicyMemo, REVISIONS_FILE, SANDBOX_CONFIG_FILE, recovered_config, stage,
+};
 use self::state_dir::{StateDir, WriteFault};
 use crate::applier::{Applier, ApplyError, ApplyErrorKind, ApplyReport, BoxFuture};
 use crate::desired::{DesiredConfig, FailureMode, RELOAD_SIGNAL_KEY};
@@ -75,6 +77,8 @@ pub struct FileApplier {
     reload: ReloadSender,
     /// Serializes applies.
     applying: Mutex<ApplyState>,
+    /// The configuration found in effect at start, if it can be read back.
+    recovered: Option<DesiredConfig>,
 }
 
 #[derive(Default)]
@@ -102,12 +106,14 @@ impl FileApplier {
         if let Err(err) = apply_log::record_recovered(dir.root(), generation, revisions.as_ref()) {
             warn!(error = %err, "recording the configuration found at start in the apply log failed");
         }
+        let recovered = read_recovered(&dir);
         let (reload, _) = reload_channel();
         Ok(Self {
             config,
             dir,
             reload,
             applying: Mutex::new(ApplyState::default()),
+            recovered,
         })
     }
 
@@ -297,6 +303,30 @@ fn set_aside_if_damaged(dir: &StateDir, generation: u64) -> std::io::Result<u64>
     Ok(number)
 }
 
+/// The configuration of the active generation (whole and recorded by now), when it has the
+/// sandbox config a supervisor of this version writes beside the other files.
+fn read_recovered(dir: &StateDir) -> Option<DesiredConfig> {
+    let active = match dir.read_active() {
+        Ok(active) => active?,
+        Err(err) => {
+            warn!(error = %err, "reading the active configuration generation failed");
+            return None;
+        }
+    };
+    let bytes = active.file(SANDBOX_CONFIG_FILE)?;
+    match recovered_config(bytes) {
+        Ok(desired) => Some(desired),
+        Err(why) => {
+            warn!(
+                file = SANDBOX_CONFIG_FILE,
+                %why,
+                "the configuration found at start cannot be kept as the last-known-good"
+            );
+            None
+        }
+    }
+}
+
 /// Says what the state directory held when this supervisor started: the configuration the
 /// workload finds until the gateway's arrives. Returns its `revisions.json`.
 fn log_recovered(dir: &StateDir, generation: u64) -> Option<serde_json::Value> {
@@ -323,6 +353,10 @@ fn log_recovered(dir: &StateDir, generation: u64) -> Option<serde_json::Value> {
 }
 
 impl Applier for FileApplier {
+    fn last_known_good(&self) -> Option<DesiredConfig> {
+        self.recovered.clone()
+    }
+
     fn apply<'a>(
         &'a self,
         desired: &'a DesiredConfig,

@@ -17,6 +17,9 @@ pub const POLICY_FILE: &str = "policy.json";
 pub const SETTINGS_FILE: &str = "settings.json";
 pub const PROVIDER_ENV_FILE: &str = "provider-env.json";
 pub const REVISIONS_FILE: &str = "revisions.json";
+/// The gateway's `sandbox_config` as applied (protobuf, hex): what a restarted supervisor
+/// keeps in effect as its last-known-good when the gateway's latest is refused.
+pub const SANDBOX_CONFIG_FILE: &str = "sandbox-config.json";
 pub const QUARANTINE_FILE: &str = "quarantine.json";
 
 /// Files readable by the workload's runtime user as usual.
@@ -195,8 +198,40 @@ pub fn stage(desired: &DesiredConfig, memo: &mut PolicyMemo) -> Result<Staged, A
             bytes: pretty(&revisions_document(desired, SystemTime::now())),
             mode: PUBLIC_MODE,
         },
+        StagedFile {
+            name: SANDBOX_CONFIG_FILE,
+            bytes: pretty(&sandbox_config_document(desired)),
+            mode: PUBLIC_MODE,
+        },
     ];
     Ok(Staged { policy, files })
+}
+
+fn sandbox_config_document(desired: &DesiredConfig) -> Value {
+    json!({
+        "sandbox_config_protobuf_hex": hex::encode(prost::Message::encode_to_vec(&desired.sandbox_config)),
+        "policy_is_local": desired.policy_is_local,
+    })
+}
+
+/// The configuration a generation's [`SANDBOX_CONFIG_FILE`] describes, as the supervisor's
+/// last-known-good: its policy and revisions. It carries no provider environment (the
+/// credentials stay in their own file), so it is only ever applied with the gateway's.
+pub fn recovered_config(bytes: &[u8]) -> Result<DesiredConfig, String> {
+    let doc: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let hex_text = doc["sandbox_config_protobuf_hex"]
+        .as_str()
+        .ok_or("sandbox_config_protobuf_hex is missing")?;
+    let encoded = hex::decode(hex_text).map_err(|e| format!("not hex: {e}"))?;
+    let sandbox_config =
+        <sb::GetSandboxConfigResponse as prost::Message>::decode(encoded.as_slice())
+            .map_err(|e| format!("not a sandbox_config: {e}"))?;
+    let mut desired = DesiredConfig::new(
+        sandbox_config,
+        pb::GetSandboxProviderEnvironmentResponse::default(),
+    );
+    desired.policy_is_local = doc["policy_is_local"].as_bool().unwrap_or(false);
+    Ok(desired)
 }
 
 /// The quarantine marker: whoever enforces network policy denies everything while it exists.
@@ -325,7 +360,7 @@ mod tests {
     use crate::desired::tests::{sample, set_policy, unconvertible_policy, version_9_policy};
 
     #[test]
-    fn renders_four_files_in_order() {
+    fn renders_five_files_in_order() {
         let staged = stage(&sample(1, "e1"), &mut PolicyMemo::default()).unwrap();
         let names: Vec<&str> = staged.files.iter().map(|f| f.name).collect();
         assert_eq!(
@@ -334,7 +369,8 @@ mod tests {
                 POLICY_FILE,
                 SETTINGS_FILE,
                 PROVIDER_ENV_FILE,
-                REVISIONS_FILE
+                REVISIONS_FILE,
+                SANDBOX_CONFIG_FILE
             ]
         );
         let env: Value = serde_json::from_slice(&staged.files[2].bytes).unwrap();
@@ -471,5 +507,31 @@ mod tests {
                 .reason
                 .contains("BAD=NAME")
         );
+    }
+
+    #[test]
+    fn the_sandbox_config_reads_back_without_the_credentials() {
+        let desired = sample(3, "e1");
+        let staged = stage(&desired, &mut PolicyMemo::default()).unwrap();
+        let file = staged
+            .files
+            .iter()
+            .find(|f| f.name == SANDBOX_CONFIG_FILE)
+            .unwrap();
+        assert_eq!(file.mode, PUBLIC_MODE);
+        assert!(
+            !String::from_utf8_lossy(&file.bytes).contains("ghp_secretvalue42")
+                && !String::from_utf8_lossy(&file.bytes)
+                    .contains(&hex::encode("ghp_secretvalue42")),
+            "no credential in a public file"
+        );
+        let recovered = recovered_config(&file.bytes).unwrap();
+        assert_eq!(recovered.sandbox_config, desired.sandbox_config);
+        assert!(recovered.provider_env.environment.is_empty());
+        assert!(!recovered.policy_is_local);
+        let err = recovered_config(br#"{"sandbox_config_protobuf_hex": "zz"}"#).unwrap_err();
+        assert!(err.contains("not hex"), "{err}");
+        let err = recovered_config(b"{}").unwrap_err();
+        assert!(err.contains("missing"), "{err}");
     }
 }

@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use openshell_proto::sandbox::v1 as sb;
 use serde_json::Value;
 
-use super::stage::{PROVIDER_ENV_FILE, QUARANTINE_FILE, REVISIONS_FILE, SETTINGS_FILE};
+use super::stage::{
+    PROVIDER_ENV_FILE, QUARANTINE_FILE, REVISIONS_FILE, SANDBOX_CONFIG_FILE, SETTINGS_FILE,
+};
 use super::state_dir::WriteStep;
 use super::*;
 use crate::applier::ApplyStage;
@@ -510,6 +512,7 @@ async fn quarantine_is_a_generation_of_its_own() {
             PROVIDER_ENV_FILE,
             QUARANTINE_FILE,
             REVISIONS_FILE,
+            SANDBOX_CONFIG_FILE,
             SETTINGS_FILE
         ]
     );
@@ -759,4 +762,23 @@ async fn an_activation_stopped_while_the_hook_judged_it_is_rolled_back_at_start(
     drop(a);
     let again = applier(dir.path(), None);
     assert_eq!(read_json(&again, REVISIONS_FILE)["policy_revision"], 1);
+}
+
+#[tokio::test]
+async fn a_new_applier_keeps_what_the_last_one_left_in_effect_as_last_known_good() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(applier(dir.path(), None).last_known_good().is_none());
+    let desired = sample(4, "e1");
+    applier(dir.path(), None).apply(&desired).await.unwrap();
+    let restarted = applier(dir.path(), None);
+    let kept = restarted.last_known_good().unwrap();
+    assert_eq!(kept.sandbox_config, desired.sandbox_config);
+    assert!(
+        kept.provider_env.environment.is_empty(),
+        "credentials come from the gateway again, not from this file"
+    );
+    // A damaged file is set aside with its generation: nothing is kept.
+    let file = dir.path().join("active").join(SANDBOX_CONFIG_FILE);
+    std::fs::write(&file, b"{not json").unwrap();
+    assert!(applier(dir.path(), None).last_known_good().is_none());
 }
