@@ -21,7 +21,7 @@ use super::resolution::{
 use crate::delivery::FanoutActivity;
 use crate::error::{GatewayError, Result};
 use crate::metrics::Metrics;
-use crate::store::{Store, WritePlace};
+use crate::store::{Store, StoreError, WritePlace};
 
 /// Most reports taken from the queue at once. A large batch is cheaper per
 /// report (fewer commits, and a page of targets or reports is written once
@@ -197,7 +197,7 @@ impl Resolver {
             // sort is stable, so one sandbox's reports keep their arrival order.
             batch.sort_by(|a, b| a.0.sandbox_id.cmp(&b.0.sandbox_id));
             let (taken, started) = (batch.len(), std::time::Instant::now());
-            let left = self.resolve_queued(place, batch).await;
+            let (left, store_failed) = self.resolve_queued(place, batch).await;
             tracing::debug!(
                 resolved = taken - left.len(),
                 queued = backlog.len() + left.len(),
@@ -217,13 +217,19 @@ impl Resolver {
                     urgent: waiter.urgent,
                 });
             }
+            if store_failed {
+                // The store could not take the acks: give it a moment before the next try
+                // rather than failing them again at once.
+                tokio::time::sleep(STORE_RETRY_AFTER).await;
+            }
         }
     }
 
     /// Resolves a prefix of `batch` in one transaction (see
     /// [`resolve_prefix`]) in `place`, answers its waiters, and returns the
-    /// reports left.
-    async fn resolve_queued(&self, place: WritePlace, batch: Vec<Queued>) -> Vec<Queued> {
+    /// reports left, with the acks the store failed (to resolve again, before
+    /// anything their sandboxes reported later) and whether there were any.
+    async fn resolve_queued(&self, place: WritePlace, batch: Vec<Queued>) -> (Vec<Queued>, bool) {
         let (reports, mut waiters): (Vec<_>, Vec<_>) = batch.into_iter().unzip();
         let store = self.store.clone();
         let urgent_queued = self.urgent_queued.clone();
@@ -245,7 +251,7 @@ impl Resolver {
             Err(e) => {
                 // Only if the gateway's runtime is shutting down.
                 tracing::error!(error = %e, reports = waiters.len(), "reports dropped unresolved");
-                return Vec::new();
+                return (Vec::new(), false);
             }
         };
         let outcomes: Vec<Result<u32>> = match resolved {
@@ -265,10 +271,18 @@ impl Resolver {
         };
         let left_reports = reports.split_off(outcomes.len());
         let left_waiters = waiters.split_off(outcomes.len());
-        for ((report, waiter), outcome) in reports.iter().zip(waiters).zip(outcomes) {
+        let mut again = Vec::new();
+        for ((report, waiter), outcome) in reports.into_iter().zip(waiters).zip(outcomes) {
             match &outcome {
                 Ok(n) => {
                     self.metrics.operations_resolved.inc_by(u64::from(*n));
+                }
+                // An ack is not sent again: dropped while the store is down or its disk
+                // full, its operations would stay pending for good.
+                Err(e) if waiter.reply.is_none() && store_cannot_write(e) => {
+                    tracing::warn!(error = %e, sandbox = %report.sandbox_id, "cannot resolve operations from a report now; retrying");
+                    again.push((report, waiter));
+                    continue;
                 }
                 // A waiting caller gets the error itself; an ack's is only logged.
                 Err(e) if waiter.reply.is_none() => {
@@ -280,11 +294,26 @@ impl Resolver {
                 let _ = reply.send(outcome);
             }
         }
-        left_reports.into_iter().zip(left_waiters).collect()
+        let store_failed = !again.is_empty();
+        again.extend(left_reports.into_iter().zip(left_waiters));
+        (again, store_failed)
     }
 }
 
 type Queued = (SupervisorReport, Waiter);
+
+/// How long the resolver waits after the store failed acks before it tries them again.
+const STORE_RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The store failed for a reason of its own (unreachable, out of space, its writer gone), not
+/// because of the report: the same report may resolve later.
+fn store_cannot_write(e: &GatewayError) -> bool {
+    matches!(
+        e,
+        GatewayError::Store(StoreError::Database(_) | StoreError::Unavailable(_))
+            | GatewayError::Unavailable(_)
+    )
+}
 
 /// Who, if anyone, waits for a queued report's outcome.
 struct Waiter {
