@@ -16,6 +16,7 @@
 
 pub mod checker;
 pub mod replicas;
+pub mod store_faults;
 pub mod workload;
 
 use std::path::{Path, PathBuf};
@@ -229,6 +230,13 @@ impl GatewayProcess {
         self.guard.is_some()
     }
 
+    /// The process id while the gateway process runs: the same one before and after a fault
+    /// proves it recovered without a restart.
+    pub fn running_pid(&mut self) -> Option<u32> {
+        let guard = self.guard.as_mut()?;
+        matches!(guard.child.try_wait(), Ok(None)).then(|| guard.child.id())
+    }
+
     /// SIGKILL: no graceful anything.
     pub fn kill(&mut self) {
         if let Some(mut guard) = self.guard.take() {
@@ -421,6 +429,42 @@ impl Run {
         let store = TestStore::new(backend).await;
         let root = store.dir.path().to_path_buf();
         let gateway = GatewayProcess::start(store);
+        let mut api = gateway.api();
+        workload::create_provider(&mut api).await;
+        let fleet = Fleet::start(
+            &mut api,
+            &gateway.endpoint(),
+            &root,
+            config.supervisors,
+            supervisor_env,
+        )
+        .await;
+        fleet.wait_connected(&api, Duration::from_secs(120)).await;
+        let mut rng = Prng::new(config.seed);
+        let workload_rng = rng.fork();
+        Self {
+            config,
+            gateway,
+            fleet,
+            history: Default::default(),
+            rng,
+            workload_rng,
+            workload: None,
+            backend,
+            fanouts: 0,
+            mounts: Vec::new(),
+        }
+    }
+
+    /// [`Run::start`] on a gateway the scenario started on a store of its own (a private
+    /// database server, a database on a file system it can fill).
+    pub async fn start_on(
+        gateway: GatewayProcess,
+        config: ChaosConfig,
+        supervisor_env: &[(String, String)],
+    ) -> Self {
+        let backend = gateway.store.backend;
+        let root = gateway.store.dir.path().to_path_buf();
         let mut api = gateway.api();
         workload::create_provider(&mut api).await;
         let fleet = Fleet::start(
