@@ -68,6 +68,22 @@ async fn commit_setting(api: &mut Api, sandbox: &str, key: &str, raw: &str) -> p
     .unwrap()
 }
 
+/// The on-apply hook of the last-known-good tests: a policy with port 9999 is refused.
+const REFUSING_HOOK: &str = "if grep -q 9999 \"$OPENSHELL_POLICY_FILE\"; then echo 'port 9999 is forbidden here' >&2; exit 3; fi";
+
+/// Makes `sandbox` keep its last-known-good policy when one is refused; the default (as
+/// upstream) is fail_closed, which quarantines it instead.
+async fn retain_last_valid(api: &mut Api, sandbox: &str) {
+    let retain = commit_setting(
+        api,
+        sandbox,
+        "policy_validation_failure_mode",
+        "retain_last_valid",
+    )
+    .await;
+    terminal_operation(api, &retain.id).await;
+}
+
 async fn wait_started(supervisor: &SupervisorProcess) {
     eventually("the workload to start", DEADLINE, || async {
         supervisor
@@ -191,22 +207,11 @@ async fn a_rejected_apply_keeps_last_known_good(mode: DeliveryMode) {
         &id,
         &credential,
         &dir,
-        &[
-            "--on-apply",
-            "if grep -q 9999 \"$OPENSHELL_POLICY_FILE\"; then echo 'port 9999 is forbidden here' >&2; exit 3; fi",
-        ],
+        &["--on-apply", REFUSING_HOOK],
     );
     wait_started(&supervisor).await;
     wait_running(&api, &id).await;
-    // The default (as upstream) is fail_closed; last-known-good is what this sandbox asks for.
-    let retain = commit_setting(
-        &mut api,
-        &id,
-        "policy_validation_failure_mode",
-        "retain_last_valid",
-    )
-    .await;
-    terminal_operation(&api, &retain.id).await;
+    retain_last_valid(&mut api, &id).await;
     let good = supervisor.active_file("policy.json").unwrap();
 
     let op = commit_policy(&mut api, &id, &policy_with_port(9999)).await;
@@ -289,21 +294,11 @@ async fn a_rejected_revision_never_cuts_a_sandbox_off(mode: DeliveryMode) {
         &id,
         &credential,
         &dir,
-        &[
-            "--on-apply",
-            "if grep -q 9999 \"$OPENSHELL_POLICY_FILE\"; then echo 'port 9999 is forbidden here' >&2; exit 3; fi",
-        ],
+        &["--on-apply", REFUSING_HOOK],
     );
     wait_started(&supervisor).await;
     wait_running(&api, &id).await;
-    let retain = commit_setting(
-        &mut api,
-        &id,
-        "policy_validation_failure_mode",
-        "retain_last_valid",
-    )
-    .await;
-    terminal_operation(&api, &retain.id).await;
+    retain_last_valid(&mut api, &id).await;
     let good = supervisor.active_file("policy.json").unwrap();
 
     let bad = commit_policy(&mut api, &id, &policy_with_port(9999)).await;
@@ -410,7 +405,6 @@ async fn a_rejected_revision_never_cuts_a_sandbox_off(mode: DeliveryMode) {
 async fn a_restarted_supervisor_keeps_its_last_known_good_when_the_latest_policy_is_refused(
     mode: DeliveryMode,
 ) {
-    const REFUSING_HOOK: &str = "if grep -q 9999 \"$OPENSHELL_POLICY_FILE\"; then echo 'port 9999 is forbidden here' >&2; exit 3; fi";
     let gw = TestGateway::start_for_delivery(mode).await;
     let mut api = gw.api().await;
     let (id, credential) = create_sandbox(&mut api, "restarted", POLICY).await;
@@ -424,15 +418,7 @@ async fn a_restarted_supervisor_keeps_its_last_known_good_when_the_latest_policy
     );
     wait_started(&first).await;
     wait_running(&api, &id).await;
-    // Under the default fail_closed mode a refused policy quarantines the sandbox instead.
-    let retain = commit_setting(
-        &mut api,
-        &id,
-        "policy_validation_failure_mode",
-        "retain_last_valid",
-    )
-    .await;
-    terminal_operation(&api, &retain.id).await;
+    retain_last_valid(&mut api, &id).await;
     let good = first.active_file("policy.json").unwrap();
     let bad = commit_policy(&mut api, &id, &policy_with_port(9999)).await;
     let done = terminal_operation(&api, &bad.id).await;

@@ -284,48 +284,65 @@ impl StoreView {
                 },
             );
         }
-        let mut page_token = String::new();
-        loop {
-            let page = api
-                .list_sandboxes(pb::ListSandboxesRequest {
-                    page_size: 1000,
-                    page_token: page_token.clone(),
-                    ..Default::default()
-                })
-                .await
-                .unwrap()
-                .into_inner();
-            view.churn_live.extend(
-                page.sandboxes
-                    .into_iter()
-                    .filter(|s| s.name.starts_with(CHURN_PREFIX))
-                    .map(|s| s.name),
-            );
-            if page.next_page_token.is_empty() {
-                break;
+        view.churn_live = paged(|page_token| {
+            let mut api = api.clone();
+            async move {
+                let page = api
+                    .list_sandboxes(pb::ListSandboxesRequest {
+                        page_size: 1000,
+                        page_token,
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner();
+                (page.sandboxes, page.next_page_token)
             }
-            page_token = page.next_page_token;
-        }
-        let mut page_token = String::new();
-        loop {
-            let page = api
-                .list_operations(pb::ListOperationsRequest {
-                    page_size: 1000,
-                    page_token: page_token.clone(),
-                    ..Default::default()
-                })
-                .await
-                .unwrap()
-                .into_inner();
-            for op in page.operations {
-                view.operations.insert(op.id.clone(), op);
+        })
+        .await
+        .into_iter()
+        .filter(|s| s.name.starts_with(CHURN_PREFIX))
+        .map(|s| s.name)
+        .collect();
+        view.operations = paged(|page_token| {
+            let mut api = api.clone();
+            async move {
+                let page = api
+                    .list_operations(pb::ListOperationsRequest {
+                        page_size: 1000,
+                        page_token,
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap()
+                    .into_inner();
+                (page.operations, page.next_page_token)
             }
-            if page.next_page_token.is_empty() {
-                break;
-            }
-            page_token = page.next_page_token;
-        }
+        })
+        .await
+        .into_iter()
+        .map(|op| (op.id.clone(), op))
+        .collect();
         view
+    }
+}
+
+/// Every item of a paged listing; `fetch` gets a page token and answers the page's items and
+/// the next token (empty after the last page).
+async fn paged<T, F, Fut>(mut fetch: F) -> Vec<T>
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = (Vec<T>, String)>,
+{
+    let mut items = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let (page, next) = fetch(page_token).await;
+        items.extend(page);
+        if next.is_empty() {
+            return items;
+        }
+        page_token = next;
     }
 }
 
