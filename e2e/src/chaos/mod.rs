@@ -15,6 +15,7 @@
 //! - `OPENSHELL_CHAOS_REPORT`: a file each run appends its figures to, one JSON line.
 
 pub mod checker;
+pub mod fault_proxy;
 pub mod replicas;
 pub mod store_faults;
 pub mod workload;
@@ -426,6 +427,18 @@ impl Run {
         config: ChaosConfig,
         supervisor_env: &[(String, String)],
     ) -> Self {
+        Self::start_routed(backend, config, supervisor_env, GatewayProcess::endpoint).await
+    }
+
+    /// [`Run::start`] with the supervisors connecting where `route` says, given the started
+    /// gateway (a [`fault_proxy::FaultProxy`] in front of it, say); the scenario's own calls
+    /// still go to the gateway itself.
+    pub async fn start_routed(
+        backend: crate::Backend,
+        config: ChaosConfig,
+        supervisor_env: &[(String, String)],
+        route: impl FnOnce(&GatewayProcess) -> String,
+    ) -> Self {
         let store = TestStore::new(backend).await;
         let root = store.dir.path().to_path_buf();
         let gateway = GatewayProcess::start(store);
@@ -433,7 +446,7 @@ impl Run {
         workload::create_provider(&mut api).await;
         let fleet = Fleet::start(
             &mut api,
-            &gateway.endpoint(),
+            &route(&gateway),
             &root,
             config.supervisors,
             supervisor_env,
