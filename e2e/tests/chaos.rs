@@ -144,13 +144,11 @@ async fn corrupted_state_files(backend: Backend, seed: u64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open bug: after a damaged state file a supervisor can stay unconverged with its operations PENDING (seen once in 4 CI runs); scripts/chaos.sh still runs it"]
 async fn chaos_corrupted_state_files_sqlite() {
     corrupted_state_files(Backend::Sqlite, 9).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "open bug: after a damaged state file a supervisor can stay unconverged with its operations PENDING (seen once in 4 CI runs); scripts/chaos.sh still runs it"]
 async fn chaos_corrupted_state_files_postgres() {
     corrupted_state_files(Backend::Postgres, 10).await;
 }
