@@ -28,7 +28,7 @@ use openshell_proto::v1::open_shell_client::OpenShellClient;
 use tonic::transport::Endpoint;
 
 use crate::process::{ChildGuard, SupervisorProcess, spawn_gateway, spawn_supervisor_with};
-use crate::{Api, BearerToken, POLICY, TOKEN, TestStore};
+use crate::{Api, BearerToken, TOKEN, TestStore};
 
 pub const SEED_ENV: &str = "OPENSHELL_CHAOS_SEED";
 pub const DURATION_ENV: &str = "OPENSHELL_CHAOS_DURATION";
@@ -342,22 +342,7 @@ impl Fleet {
         count: usize,
         env: &[(String, String)],
     ) -> Self {
-        let mut members = Vec::with_capacity(count);
-        for n in 0..count {
-            let name = format!("chaos-{n}");
-            let (id, credential) = crate::create_sandbox(api, &name, POLICY).await;
-            let mut member = Member {
-                id,
-                name: name.clone(),
-                credential,
-                dir: root.join(&name),
-                supervisor: None,
-                env: env.to_vec(),
-            };
-            member.start_supervisor(endpoint);
-            members.push(member);
-        }
-        Self { members }
+        Self::start_each(api, root, count, env, |_| endpoint.to_string()).await
     }
 
     pub fn ids(&self) -> Vec<String> {
@@ -439,9 +424,30 @@ impl Run {
         supervisor_env: &[(String, String)],
         route: impl FnOnce(&GatewayProcess) -> String,
     ) -> Self {
-        let store = TestStore::new(backend).await;
-        let root = store.dir.path().to_path_buf();
-        let gateway = GatewayProcess::start(store);
+        let gateway = GatewayProcess::start(TestStore::new(backend).await);
+        Self::start_fleet(gateway, config, supervisor_env, route).await
+    }
+
+    /// [`Run::start`] on a gateway the scenario started on a store of its own (a private
+    /// database server, a database on a file system it can fill).
+    pub async fn start_on(
+        gateway: GatewayProcess,
+        config: ChaosConfig,
+        supervisor_env: &[(String, String)],
+    ) -> Self {
+        Self::start_fleet(gateway, config, supervisor_env, GatewayProcess::endpoint).await
+    }
+
+    /// Creates the provider and the sandboxes on `gateway`, starts their supervisors on
+    /// the address `route` gives and waits for their sessions.
+    async fn start_fleet(
+        gateway: GatewayProcess,
+        config: ChaosConfig,
+        supervisor_env: &[(String, String)],
+        route: impl FnOnce(&GatewayProcess) -> String,
+    ) -> Self {
+        let backend = gateway.store.backend;
+        let root = gateway.store.dir.path().to_path_buf();
         let mut api = gateway.api();
         workload::create_provider(&mut api).await;
         let fleet = Fleet::start(
@@ -453,56 +459,7 @@ impl Run {
         )
         .await;
         fleet.wait_connected(&api, Duration::from_secs(120)).await;
-        let mut rng = Prng::new(config.seed);
-        let workload_rng = rng.fork();
-        Self {
-            config,
-            gateway,
-            fleet,
-            history: Default::default(),
-            rng,
-            workload_rng,
-            workload: None,
-            backend,
-            fanouts: 0,
-            mounts: Vec::new(),
-        }
-    }
-
-    /// [`Run::start`] on a gateway the scenario started on a store of its own (a private
-    /// database server, a database on a file system it can fill).
-    pub async fn start_on(
-        gateway: GatewayProcess,
-        config: ChaosConfig,
-        supervisor_env: &[(String, String)],
-    ) -> Self {
-        let backend = gateway.store.backend;
-        let root = gateway.store.dir.path().to_path_buf();
-        let mut api = gateway.api();
-        workload::create_provider(&mut api).await;
-        let fleet = Fleet::start(
-            &mut api,
-            &gateway.endpoint(),
-            &root,
-            config.supervisors,
-            supervisor_env,
-        )
-        .await;
-        fleet.wait_connected(&api, Duration::from_secs(120)).await;
-        let mut rng = Prng::new(config.seed);
-        let workload_rng = rng.fork();
-        Self {
-            config,
-            gateway,
-            fleet,
-            history: Default::default(),
-            rng,
-            workload_rng,
-            workload: None,
-            backend,
-            fanouts: 0,
-            mounts: Vec::new(),
-        }
+        Self::assemble(backend, config, gateway, fleet)
     }
 
     pub fn api(&self) -> Api {
