@@ -301,6 +301,30 @@ async fn slow_supervisors(backend: Backend, seed: u64) {
         member.start_supervisor(&endpoint);
     }
     run.fleet.wait_connected(&api, DEADLINE).await;
+    // Under fail_closed, the default, a fast sandbox whose latest policy is one its hook
+    // refuses stays quarantined and applies no later change, so a probe write to it would
+    // fail for a reason this scenario is not about; with last-known-good it keeps applying.
+    let retain = api
+        .clone()
+        .update_config(pb::UpdateConfigRequest {
+            settings: vec![raw_setting(
+                "policy_validation_failure_mode",
+                "retain_last_valid",
+            )],
+            idempotency_key: format!("chaos-{seed}-slow-retain"),
+            ..to_global()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+    let retain = openshell_e2e::terminal_operation(&api, &retain.id).await;
+    assert_eq!(
+        openshell_e2e::state(&retain),
+        pb::OperationState::Applied,
+        "{retain:?}"
+    );
     run.start_workload();
     let end = Instant::now() + config.duration;
     let mut round: i64 = 0;
