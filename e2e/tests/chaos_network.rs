@@ -245,8 +245,15 @@ async fn chaos_partition_postgres() {
     partition(Backend::Postgres, 42).await;
 }
 
-/// Records a write the scenario made itself, so the checker judges it like the workload's.
-fn record(history: &SharedHistory, kind: WriteKind, key: String, op: pb::Operation) {
+/// Records a write the scenario made itself, sent at `sent_at`, so the checker judges it like
+/// the workload's.
+fn record(
+    history: &SharedHistory,
+    kind: WriteKind,
+    key: String,
+    op: pb::Operation,
+    sent_at: Instant,
+) {
     let mut h = history.lock().unwrap();
     let states = h.operation_states.entry(op.id.clone()).or_default();
     let state = openshell_e2e::state(&op);
@@ -264,7 +271,8 @@ fn record(history: &SharedHistory, kind: WriteKind, key: String, op: pb::Operati
             policy_hash: String::new(),
         },
         attempts: 1,
-        at: Instant::now(),
+        sent_at,
+        answered_at: Instant::now(),
     });
 }
 
@@ -337,6 +345,7 @@ async fn slow_supervisors(backend: Backend, seed: u64) {
         .await;
         let value = 70_000 + round;
         let key = format!("chaos-{seed}-slow-fanout-{round}");
+        let sent_at = Instant::now();
         let response = api
             .clone()
             .update_config(pb::UpdateConfigRequest {
@@ -354,6 +363,7 @@ async fn slow_supervisors(backend: Backend, seed: u64) {
             WriteKind::GlobalSetting { value },
             key,
             fanout.clone(),
+            sent_at,
         );
         run.fault(format!(
             "fanout of global settings revision {revision} to slow supervisors"
@@ -363,6 +373,7 @@ async fn slow_supervisors(backend: Backend, seed: u64) {
         let sandbox = run.fleet.members[target].name.clone();
         let key = format!("chaos-{seed}-slow-fast-{round}");
         let value = format!("fast-{round}");
+        let sent_at = Instant::now();
         let applied = api
             .clone()
             .update_config(pb::UpdateConfigRequest {
@@ -397,6 +408,7 @@ async fn slow_supervisors(backend: Backend, seed: u64) {
             },
             key,
             applied.clone(),
+            sent_at,
         );
         if applied_state != pb::OperationState::Applied {
             run.violation(format!(

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::workload::{
     CHURN_PREFIX, GLOBAL_SETTING, History, Outcome, SANDBOX_SETTING, SharedHistory,
-    WORKSPACE_SETTING, WriteKind, observe_once,
+    WORKSPACE_SETTING, WriteKind, WriteRecord, observe_once,
 };
 use super::{PROVIDER, PROVIDER_VALUE, REFUSED_PORTS};
 use crate::{Api, sandbox_ref};
@@ -512,34 +512,7 @@ fn check_nothing_lost(h: &History, store: &StoreView, report: &mut Report) {
         }
     }
 
-    // Final values: the last committed write's, or a later unknown one's.
-    let mut last: HashMap<String, Vec<String>> = HashMap::new();
-    for w in &h.writes {
-        let (target, value) = match &w.kind {
-            WriteKind::SandboxSetting { sandbox, value } => {
-                (format!("setting of {sandbox}"), value.clone())
-            }
-            WriteKind::WorkspaceSetting { value } => ("workspace setting".into(), value.clone()),
-            WriteKind::GlobalSetting { value } => ("global setting".into(), value.to_string()),
-            WriteKind::ProviderValue { value } => ("provider value".into(), value.clone()),
-            WriteKind::Attachment { sandbox, attach } => {
-                (format!("attachment of {sandbox}"), attach.to_string())
-            }
-            WriteKind::Lifecycle { sandbox, stop } => {
-                (format!("stop of {sandbox}"), stop.to_string())
-            }
-            WriteKind::CreateSandbox { sandbox } => (format!("churn {sandbox}"), "live".into()),
-            WriteKind::DeleteSandbox { sandbox } => (format!("churn {sandbox}"), "deleted".into()),
-            WriteKind::Policy { .. } => continue,
-        };
-        match &w.outcome {
-            Outcome::Committed { .. } => {
-                last.insert(target, vec![value]);
-            }
-            Outcome::Unknown { .. } => last.entry(target).or_default().push(value),
-            Outcome::Refused { .. } => {}
-        }
-    }
+    let last = possible_final_values(&h.writes);
     let by_name = |name: &str| store.sandboxes.values().find(|s| s.sandbox.name == name);
     for (target, allowed) in &last {
         let actual = if let Some(name) = target.strip_prefix("setting of ") {
@@ -573,6 +546,59 @@ fn check_nothing_lost(h: &History, store: &StoreView, report: &mut Report) {
             );
         }
     }
+}
+
+/// Target → the values it may finally hold. A write is superseded when a committed write to the
+/// same target was sent after its answer came: that one surely committed later. Any write not
+/// superseded (a committed one, or one with no definite answer) may hold the final value, since
+/// writes whose spans overlap (a fanout beside the workload, a retry through a restart) may
+/// have committed in either order.
+fn possible_final_values(writes: &[WriteRecord]) -> HashMap<String, Vec<String>> {
+    let mut by_target: HashMap<String, Vec<(&WriteRecord, String)>> = HashMap::new();
+    for w in writes {
+        if matches!(w.outcome, Outcome::Refused { .. }) {
+            continue;
+        }
+        if let Some((target, value)) = final_value_of(&w.kind) {
+            by_target.entry(target).or_default().push((w, value));
+        }
+    }
+    by_target
+        .into_iter()
+        .map(|(target, writes)| {
+            let latest_committed_send = writes
+                .iter()
+                .filter(|(w, _)| matches!(w.outcome, Outcome::Committed { .. }))
+                .map(|(w, _)| w.sent_at)
+                .max();
+            let allowed = writes
+                .iter()
+                .filter(|(w, _)| latest_committed_send.is_none_or(|sent| w.answered_at >= sent))
+                .map(|(_, value)| value.clone())
+                .collect();
+            (target, allowed)
+        })
+        .collect()
+}
+
+/// The target a write sets and the value it leaves there, for the writes whose final value the
+/// checker can read back from the store.
+fn final_value_of(kind: &WriteKind) -> Option<(String, String)> {
+    Some(match kind {
+        WriteKind::SandboxSetting { sandbox, value } => {
+            (format!("setting of {sandbox}"), value.clone())
+        }
+        WriteKind::WorkspaceSetting { value } => ("workspace setting".into(), value.clone()),
+        WriteKind::GlobalSetting { value } => ("global setting".into(), value.to_string()),
+        WriteKind::ProviderValue { value } => ("provider value".into(), value.clone()),
+        WriteKind::Attachment { sandbox, attach } => {
+            (format!("attachment of {sandbox}"), attach.to_string())
+        }
+        WriteKind::Lifecycle { sandbox, stop } => (format!("stop of {sandbox}"), stop.to_string()),
+        WriteKind::CreateSandbox { sandbox } => (format!("churn {sandbox}"), "live".into()),
+        WriteKind::DeleteSandbox { sandbox } => (format!("churn {sandbox}"), "deleted".into()),
+        WriteKind::Policy { .. } => return None,
+    })
 }
 
 fn check_last_known_good(
@@ -822,6 +848,72 @@ mod tests {
         assert!(illegal_path(&[S::Applied, S::Failed]).is_some());
         assert!(illegal_path(&[S::Delivered, S::Pending]).is_some());
         assert!(illegal_path(&[S::Failed, S::Pending]).is_some());
+    }
+
+    fn global_write(value: i64, sent_ms: u64, answered_ms: u64, outcome: Outcome) -> WriteRecord {
+        let zero = Instant::now();
+        WriteRecord {
+            seq: 0,
+            key: String::new(),
+            kind: WriteKind::GlobalSetting { value },
+            outcome,
+            attempts: 1,
+            sent_at: zero + Duration::from_millis(sent_ms),
+            answered_at: zero + Duration::from_millis(answered_ms),
+        }
+    }
+
+    fn committed() -> Outcome {
+        Outcome::Committed {
+            operation: None,
+            policy_revision: 0,
+            policy_hash: String::new(),
+        }
+    }
+
+    fn final_globals(writes: &[WriteRecord]) -> Vec<String> {
+        let mut values = possible_final_values(writes)
+            .remove("global setting")
+            .unwrap_or_default();
+        values.sort();
+        values
+    }
+
+    #[test]
+    fn overlapping_writes_may_each_hold_the_final_value() {
+        // A write retried through a gateway restart is answered after a fanout that committed
+        // after it: either may be the last one the store kept.
+        let writes = [
+            global_write(1066, 0, 900, committed()),
+            global_write(50007, 300, 400, committed()),
+        ];
+        assert_eq!(final_globals(&writes), ["1066", "50007"]);
+    }
+
+    #[test]
+    fn a_write_sent_after_another_was_answered_supersedes_it() {
+        let writes = [
+            global_write(1, 0, 100, committed()),
+            global_write(2, 200, 300, committed()),
+            global_write(
+                3,
+                50,
+                150,
+                Outcome::Unknown {
+                    last_error: String::new(),
+                },
+            ),
+            global_write(
+                4,
+                250,
+                260,
+                Outcome::Refused {
+                    code: tonic::Code::InvalidArgument,
+                    message: String::new(),
+                },
+            ),
+        ];
+        assert_eq!(final_globals(&writes), ["2"]);
     }
 
     #[test]

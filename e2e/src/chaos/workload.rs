@@ -100,7 +100,10 @@ pub struct WriteRecord {
     pub outcome: Outcome,
     /// Attempts made, 1 when the first answer was definite.
     pub attempts: u32,
-    pub at: Instant,
+    /// When the first attempt was sent and when the last answer came: two writes to one
+    /// target whose spans overlap may have committed in either order.
+    pub sent_at: Instant,
+    pub answered_at: Instant,
 }
 
 /// Everything the workload saw.
@@ -205,6 +208,7 @@ async fn write_loop(
         lives.note(&kind);
         let key =
             key_of(&kind).map_or_else(String::new, |()| format!("chaos-{}-{seq}", targets.seed));
+        let sent_at = Instant::now();
         let (outcome, attempts) = write(&mut api, &kind, &key, &stopped).await;
         let record = WriteRecord {
             seq,
@@ -212,7 +216,8 @@ async fn write_loop(
             kind,
             outcome,
             attempts,
-            at: Instant::now(),
+            sent_at,
+            answered_at: Instant::now(),
         };
         {
             let mut h = history.lock().unwrap();
@@ -297,6 +302,7 @@ pub async fn write_recorded(
     history: &SharedHistory,
 ) -> Outcome {
     let (_never, stopped) = watch::channel(false);
+    let sent_at = Instant::now();
     let (outcome, attempts) = write(api, &kind, &key, &stopped).await;
     let mut h = history.lock().unwrap();
     if let Outcome::Committed {
@@ -313,7 +319,8 @@ pub async fn write_recorded(
         kind,
         outcome: outcome.clone(),
         attempts,
-        at: Instant::now(),
+        sent_at,
+        answered_at: Instant::now(),
     });
     outcome
 }
