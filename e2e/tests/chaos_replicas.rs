@@ -25,11 +25,13 @@ use tonic::Code;
 /// How long supervisors may take to show up on a live replica after theirs was killed.
 const RECONNECT_DEADLINE: Duration = Duration::from_secs(120);
 
-/// Runs `run.finish`, and on a violation shows the logs of the scenario's other gateways too.
-async fn finish_showing(run: Run, scenario: &str, others: &[GatewayProcess]) {
+/// Runs `run.finish`, and on a violation shows the logs of the scenario's other gateways too
+/// and keeps their files.
+async fn finish_showing(run: Run, scenario: &str, others: &mut [GatewayProcess]) {
     if let Err(panic) = AssertUnwindSafe(run.finish(scenario)).catch_unwind().await {
         for gateway in others {
-            eprintln!("{}", gateway.logs());
+            let kept = gateway.keep_files();
+            eprintln!("(kept in {})\n{}", kept.display(), gateway.logs());
         }
         std::panic::resume_unwind(panic);
     }
@@ -122,7 +124,7 @@ async fn replica_killed(seed: u64) {
         run.violation("no killed replica held a session: nothing was moved");
     }
     eprintln!("replica-killed: {kills} kills, {moved} sessions moved");
-    finish_showing(run, "replica-killed", &others).await;
+    finish_showing(run, "replica-killed", &mut others).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

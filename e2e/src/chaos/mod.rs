@@ -165,6 +165,8 @@ pub struct GatewayProcess {
     args: Vec<String>,
     guard: Option<ChildGuard>,
     starts: u32,
+    /// Where the directory went once kept ([`GatewayProcess::keep_files`]).
+    kept_at: Option<PathBuf>,
 }
 
 impl GatewayProcess {
@@ -203,6 +205,7 @@ impl GatewayProcess {
             args,
             guard: None,
             starts: 0,
+            kept_at: None,
         };
         gateway.spawn();
         gateway
@@ -210,11 +213,7 @@ impl GatewayProcess {
 
     fn spawn(&mut self) {
         self.starts += 1;
-        let log = self
-            .store
-            .dir
-            .path()
-            .join(format!("gateway-{}.log", self.starts));
+        let log = self.log_path(self.starts);
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
         self.guard = Some(spawn_gateway(&args, &[], log, self.port));
     }
@@ -252,11 +251,29 @@ impl GatewayProcess {
         self.spawn();
     }
 
+    /// Keeps this gateway's directory (its store, data directory and logs, and the fleet's
+    /// state directories when they were put there) past the test, for a post-mortem; returns
+    /// where it is.
+    pub fn keep_files(&mut self) -> PathBuf {
+        let dir = std::mem::replace(&mut self.store.dir, tempfile::tempdir().unwrap());
+        let kept = dir.keep();
+        // Log paths are derived from the directory: later reads must find them where they are.
+        self.kept_at = Some(kept.clone());
+        kept
+    }
+
+    fn log_path(&self, start: u32) -> PathBuf {
+        self.kept_at
+            .as_deref()
+            .unwrap_or(self.store.dir.path())
+            .join(format!("gateway-{start}.log"))
+    }
+
     /// Every log this gateway wrote, for a failure message.
     pub fn logs(&self) -> String {
         (1..=self.starts)
             .map(|n| {
-                let path = self.store.dir.path().join(format!("gateway-{n}.log"));
+                let path = self.log_path(n);
                 let text = std::fs::read_to_string(&path).unwrap_or_default();
                 format!("--- {}\n{}", path.display(), tail(&text, 4000))
             })
@@ -659,8 +676,7 @@ impl Run {
                 .map(|m| format!("--- supervisor {} ({})\n{}\n", m.name, m.id, m.log_tail()))
                 .collect();
             // Kept for a post-mortem: the stores, state directories and every log.
-            let dir = std::mem::replace(&mut self.gateway.store.dir, tempfile::tempdir().unwrap());
-            let kept = dir.keep();
+            let kept = self.gateway.keep_files();
             panic!(
                 "chaos {scenario} (seed {}) found {} violation(s) (everything is kept in {}):\n{}\n{}\n{logs}",
                 self.config.seed,
