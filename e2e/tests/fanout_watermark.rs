@@ -136,3 +136,77 @@ async fn a_replica_saves_its_watermark_as_it_replays_and_resumes_from_it_after_a
     let gw = replica_b(store).await;
     saved_watermark_reaches(&gw, newest).await;
 }
+
+/// A push session of `sandbox` registered on `gw`'s publisher, with no supervisor behind it:
+/// enough to see whether the replay marked it.
+fn listening_session(
+    gw: &TestGateway,
+    sandbox: &str,
+) -> std::sync::Arc<openshell_gateway::delivery::task::SessionDelivery> {
+    let session = std::sync::Arc::new(openshell_gateway::delivery::task::SessionDelivery::new(
+        sandbox.into(),
+        format!("ss-{sandbox}"),
+        "default".into(),
+        1,
+        true,
+    ));
+    gw.state().publisher.register(session.clone());
+    session
+}
+
+fn marked(session: &openshell_gateway::delivery::task::SessionDelivery) -> bool {
+    let (components, _) = session.diagnostics();
+    components.iter().any(|(c, state)| {
+        *c == openshell_gateway::delivery::Component::SandboxConfig && state.dirty
+    })
+}
+
+/// A write that took its intent id before another write's, and commits after replica-b has
+/// replayed that later one (a slow commit on a busy machine), is replayed too: replica-b keeps
+/// looking for the missing id, and its saved watermark stays below it until it is replayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_intent_committed_after_a_later_one_is_replayed_on_postgres() {
+    use sqlx::Connection;
+    let gw = replica_b(TestStore::new(Backend::Postgres).await).await;
+    let url = gw.store.url.clone();
+    let late_session = listening_session(&gw, "sb-late");
+    let next_session = listening_session(&gw, "sb-next");
+    let first = record_intent(&url, "sb-first").await;
+    saved_watermark_reaches(&gw, first).await;
+
+    let mut slow = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut slow_write = slow.begin().await.unwrap();
+    let (late,): (i64,) = sqlx::query_as(
+        "INSERT INTO fanout_intents (scope, scope_id, components, created_at, replica_id) \
+         VALUES ('sandbox', 'sb-late', 'sandbox_config', $1, 'replica-a') RETURNING id",
+    )
+    .bind(openshell_gateway::store::now_ms() - 5_000)
+    .fetch_one(&mut *slow_write)
+    .await
+    .unwrap();
+    let next = record_intent(&url, "sb-next").await;
+    assert!(first < late && late < next);
+    eventually("replica-b to replay the later intent", DEADLINE, || async {
+        marked(&next_session).then_some(())
+    })
+    .await;
+    assert!(!marked(&late_session));
+    let saved = gw
+        .state()
+        .store
+        .fanout_watermark("replica-b")
+        .await
+        .unwrap();
+    assert_eq!(
+        saved,
+        Some(first),
+        "the watermark waits below the missing id"
+    );
+
+    slow_write.commit().await.unwrap();
+    eventually("replica-b to replay the late intent", DEADLINE, || async {
+        marked(&late_session).then_some(())
+    })
+    .await;
+    saved_watermark_reaches(&gw, next).await;
+}

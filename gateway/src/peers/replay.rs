@@ -12,6 +12,7 @@
 //! was taken before its start and whose commit came after, say) are replayed
 //! too, instead of being skipped by starting after the newest one.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -19,13 +20,17 @@ use tokio::time::Instant;
 use super::{PeerContext, REPLICA_FORGOTTEN_AFTER};
 use crate::delivery::Publication;
 use crate::error::Result;
-use crate::store::Store;
+use crate::store::{FanoutIntent, Store};
 use crate::store::{duration_ms, now_ms};
 
-/// Intents younger than this wait for the next pass: ids are taken at
-/// insert and rows become visible at commit, so a younger intent may still
-/// be joined by an older id committed a moment later.
-pub const REPLAY_LAG: Duration = Duration::from_secs(1);
+/// How long an id missing below a replayed one is looked for again. Ids are taken at insert
+/// and rows become visible at commit, so a write that took its id first can commit after one
+/// that took a later id (a slow commit, a busy machine): its intent shows up late and is
+/// replayed then. An id missing this long was rolled back (or skipped by the sequence).
+pub const MISSING_ID_GIVE_UP: Duration = Duration::from_secs(5 * 60);
+/// Missing ids looked for at most: a larger jump of the sequence (ids cached by a session
+/// that ended) is not waited for beyond these.
+const MISSING_IDS_TRACKED: usize = 4096;
 /// Intents older than this are removed.
 pub const INTENT_RETENTION: Duration = Duration::from_secs(10 * 60);
 /// Intents read per statement.
@@ -35,13 +40,72 @@ const REPLAY_BATCH: i64 = 1000;
 /// moves it, so the row of a live replica never looks forgotten.
 const WATERMARK_REFRESH: Duration = Duration::from_secs(60);
 
+/// How far the replay has come. Every intent up to `watermark` is replayed; above it, up to
+/// `highest`, every one but the `missing` ids, each with when it was first missed.
+#[derive(Debug)]
+pub struct ReplayCursor {
+    watermark: i64,
+    highest: i64,
+    missing: BTreeMap<i64, Instant>,
+    give_up_after: Duration,
+}
+
+impl ReplayCursor {
+    /// A replay that has seen every intent up to `watermark`.
+    pub fn after(watermark: i64) -> Self {
+        Self::with_give_up(watermark, MISSING_ID_GIVE_UP)
+    }
+
+    pub fn with_give_up(watermark: i64, give_up_after: Duration) -> Self {
+        Self {
+            watermark,
+            highest: watermark,
+            missing: BTreeMap::new(),
+            give_up_after,
+        }
+    }
+
+    /// The last intent before which nothing is missing: where a restart resumes.
+    pub fn watermark(&self) -> i64 {
+        self.watermark
+    }
+
+    /// Ids below a replayed one not seen yet.
+    pub fn missing(&self) -> usize {
+        self.missing.len()
+    }
+
+    fn note_seen(&mut self, id: i64, now: Instant) {
+        if id > self.highest {
+            let room = MISSING_IDS_TRACKED.saturating_sub(self.missing.len());
+            for skipped in (self.highest + 1..id).take(room) {
+                self.missing.insert(skipped, now);
+            }
+            self.highest = id;
+        } else {
+            self.missing.remove(&id);
+        }
+    }
+
+    fn settle(&mut self, now: Instant) {
+        let give_up = self.give_up_after;
+        self.missing
+            .retain(|_, since| now.saturating_duration_since(*since) < give_up);
+        self.watermark = self
+            .missing
+            .keys()
+            .next()
+            .map_or(self.highest, |first| first - 1);
+    }
+}
+
 /// Replays intents from where this replica stopped (see [`resume_point`]),
 /// saving the watermark as it goes, until the task is dropped.
 pub async fn run(state: PeerContext) {
     let replica_id = state.config.replica_id.as_str();
-    let mut watermark = loop {
+    let mut cursor = loop {
         match resume_point(&state.store, replica_id).await {
-            Ok(start) => break start,
+            Ok(start) => break ReplayCursor::after(start),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the fanout intents; retrying");
                 tokio::time::sleep(state.tuning.intent_replay_interval).await;
@@ -53,11 +117,11 @@ pub async fn run(state: PeerContext) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        match replay_from(&state, watermark).await {
-            Ok(next) => watermark = next,
-            // The owner's reconcile repairs what this misses meanwhile.
-            Err(e) => tracing::warn!(error = %e, "fanout intent replay failed; retrying"),
+        // The owner's reconcile repairs what a failed pass misses meanwhile.
+        if let Err(e) = replay_pass(&state, &mut cursor).await {
+            tracing::warn!(error = %e, "fanout intent replay failed; retrying");
         }
+        let watermark = cursor.watermark();
         let due =
             saved.is_none_or(|(at, when)| at != watermark || when.elapsed() >= WATERMARK_REFRESH);
         if due {
@@ -103,35 +167,51 @@ pub async fn resume_point(store: &Store, replica_id: &str) -> Result<i64> {
     }
 }
 
-/// Marks this replica's sessions for the other replicas' intents after
-/// `watermark`; returns the new watermark.
-pub async fn replay_from(state: &PeerContext, mut watermark: i64) -> Result<i64> {
-    let until = now_ms().saturating_sub(duration_ms(REPLAY_LAG));
+/// Marks this replica's sessions for the other replicas' intents committed since the last
+/// pass: those after the highest id seen, and those that took a missing id and committed late.
+pub async fn replay_pass(state: &PeerContext, cursor: &mut ReplayCursor) -> Result<()> {
+    if !cursor.missing.is_empty() {
+        let ids: Vec<i64> = cursor.missing.keys().copied().collect();
+        for intent in state.store.fanout_intents_with_ids(&ids).await? {
+            tracing::debug!(
+                id = intent.id,
+                "a fanout intent committed after later ones; replayed"
+            );
+            cursor.note_seen(intent.id, Instant::now());
+            publish_intent(state, &intent).await;
+        }
+    }
     loop {
         let intents = state
             .store
-            .fanout_intents_after(watermark, until, REPLAY_BATCH)
+            .fanout_intents_after(cursor.highest, REPLAY_BATCH)
             .await?;
         for intent in &intents {
-            watermark = intent.id;
-            if intent.replica_id == state.config.replica_id {
-                continue;
-            }
-            match Publication::from_intent(intent) {
-                Some(publication) => {
-                    state.publisher.publish(&state.store, &publication).await;
-                }
-                None => tracing::warn!(
-                    id = intent.id,
-                    scope = %intent.scope,
-                    components = %intent.components,
-                    "fanout intent not understood; skipped"
-                ),
-            }
+            cursor.note_seen(intent.id, Instant::now());
+            publish_intent(state, intent).await;
         }
         if i64::try_from(intents.len()).unwrap_or(i64::MAX) < REPLAY_BATCH {
-            return Ok(watermark);
+            break;
         }
+    }
+    cursor.settle(Instant::now());
+    Ok(())
+}
+
+async fn publish_intent(state: &PeerContext, intent: &FanoutIntent) {
+    if intent.replica_id == state.config.replica_id {
+        return;
+    }
+    match Publication::from_intent(intent) {
+        Some(publication) => {
+            state.publisher.publish(&state.store, &publication).await;
+        }
+        None => tracing::warn!(
+            id = intent.id,
+            scope = %intent.scope,
+            components = %intent.components,
+            "fanout intent not understood; skipped"
+        ),
     }
 }
 
@@ -237,7 +317,9 @@ mod tests {
             "resumes after its saved watermark, not the newest intent"
         );
         assert!(sessions.iter().all(|s| !marked(s)));
-        assert_eq!(replay_from(&state, start).await.unwrap(), 3);
+        let mut cursor = ReplayCursor::after(start);
+        replay_pass(&state, &mut cursor).await.unwrap();
+        assert_eq!(cursor.watermark(), 3);
         assert!(sessions.iter().all(|s| marked(s)), "both intents replayed");
 
         store.save_fanout_watermark("replica-b", 3).await.unwrap();
@@ -248,6 +330,53 @@ mod tests {
         // One that saved a watermark past the newest intent is not trusted.
         store.save_fanout_watermark("replica-d", 99).await.unwrap();
         assert_eq!(resume_point(&store, "replica-d").await.unwrap(), 3);
+    }
+
+    /// Records intent `id` of `replica-a` for one sandbox, as a write that took that id commits.
+    async fn commit_intent_with_id(store: &Store, id: i64, sandbox: &str) {
+        sqlx::query(
+            "INSERT INTO fanout_intents (id, scope, scope_id, components, created_at, replica_id) \
+             VALUES ($1, 'sandbox', $2, 'sandbox_config', 0, 'replica-a')",
+        )
+        .bind(id)
+        .bind(sandbox)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+
+    /// A write that took its id before another's and committed after it (and after a pass
+    /// replayed the later one) is replayed on the next pass; the watermark stays below its id
+    /// until then, so a restart looks for it again. An id missing past the give-up time (a
+    /// rolled-back write) no longer holds the watermark back.
+    #[tokio::test]
+    async fn an_intent_committed_after_a_later_one_is_still_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::sqlite_for_tests(dir.path()).await;
+        let (state, sessions) = replica(&store, dir.path(), "replica-b", &["sb-1", "sb-2", "sb-3"]);
+        let [first, late, after] = [0, 1, 2].map(|i| sessions[i].clone());
+
+        commit_intent_with_id(&store, 1, "sb-1").await;
+        commit_intent_with_id(&store, 3, "sb-3").await;
+        let mut cursor = ReplayCursor::after(0);
+        replay_pass(&state, &mut cursor).await.unwrap();
+        assert!(marked(&first) && marked(&after));
+        assert!(!marked(&late));
+        assert_eq!(cursor.watermark(), 1, "intent 2 may still commit");
+        assert_eq!(cursor.missing(), 1);
+
+        commit_intent_with_id(&store, 2, "sb-2").await;
+        replay_pass(&state, &mut cursor).await.unwrap();
+        assert!(marked(&late), "the late intent is replayed");
+        assert_eq!(cursor.watermark(), 3);
+        assert_eq!(cursor.missing(), 0);
+
+        // Intent 4 never commits: given up at once with a zero give-up time.
+        let mut impatient = ReplayCursor::with_give_up(3, Duration::ZERO);
+        commit_intent_with_id(&store, 5, "sb-1").await;
+        replay_pass(&state, &mut impatient).await.unwrap();
+        assert_eq!(impatient.watermark(), 5);
+        assert_eq!(impatient.missing(), 0);
     }
 
     fn intent(scope: &str, scope_id: &str, components: &str) -> FanoutIntent {

@@ -8,7 +8,7 @@
 use sqlx::{AssertSqlSafe, Row};
 
 use super::error::Result;
-use super::{Store, WriteTx, json_list};
+use super::{Backend, Store, WriteTx, json_list};
 
 /// An intent recorded by a write transaction and not yet written: it goes
 /// out with the next statement that can carry it (see
@@ -69,34 +69,40 @@ impl Store {
         Ok(row.try_get("latest")?)
     }
 
-    /// Up to `limit` intents after `after_id`, oldest first, recorded no
-    /// later than `created_until_ms`.
+    /// Up to `limit` intents after `after_id`, oldest first.
     pub async fn fanout_intents_after(
         &self,
         after_id: i64,
-        created_until_ms: i64,
         limit: i64,
     ) -> Result<Vec<FanoutIntent>> {
         let rows = sqlx::query(
             "SELECT id, scope, scope_id, components, replica_id FROM fanout_intents \
-             WHERE id > $1 AND created_at <= $2 ORDER BY id LIMIT $3",
+             WHERE id > $1 ORDER BY id LIMIT $2",
         )
         .bind(after_id)
-        .bind(created_until_ms)
         .bind(limit)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(FanoutIntent {
-                    id: row.try_get("id")?,
-                    scope: row.try_get("scope")?,
-                    scope_id: row.try_get("scope_id")?,
-                    components: row.try_get("components")?,
-                    replica_id: row.try_get("replica_id")?,
-                })
-            })
-            .collect()
+        rows.iter().map(intent_from_row).collect()
+    }
+
+    /// The intents among `ids` that exist (committed since they were looked for), oldest first.
+    pub async fn fanout_intents_with_ids(&self, ids: &[i64]) -> Result<Vec<FanoutIntent>> {
+        let in_ids = match self.backend() {
+            Backend::Sqlite => "IN (SELECT value FROM json_each($1))",
+            Backend::Postgres => {
+                "= ANY(ARRAY(SELECT CAST(jsonb_array_elements_text(CAST($1 AS jsonb)) AS BIGINT)))"
+            }
+        };
+        let sql = format!(
+            "SELECT id, scope, scope_id, components, replica_id FROM fanout_intents \
+             WHERE id {in_ids} ORDER BY id"
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(json_list(ids)?)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(intent_from_row).collect()
     }
 
     /// The last intent `replica_id` replayed, as it saved it; `None` when it
@@ -158,4 +164,14 @@ impl Store {
         .rows_affected();
         Ok(removed)
     }
+}
+
+fn intent_from_row(row: &sqlx::any::AnyRow) -> Result<FanoutIntent> {
+    Ok(FanoutIntent {
+        id: row.try_get("id")?,
+        scope: row.try_get("scope")?,
+        scope_id: row.try_get("scope_id")?,
+        components: row.try_get("components")?,
+        replica_id: row.try_get("replica_id")?,
+    })
 }
