@@ -166,12 +166,29 @@ fn fill(dir: &std::path::Path) -> std::path::PathBuf {
 }
 
 fn remount(dir: &std::path::Path, option: &str) {
-    let status = std::process::Command::new("mount")
-        .args(["-o", &format!("remount,{option}")])
-        .arg(dir)
-        .status()
-        .unwrap();
-    assert!(status.success(), "remount,{option} of {}", dir.display());
+    assert!(
+        try_remount(dir, option),
+        "remount,{option} of {}",
+        dir.display()
+    );
+}
+
+/// Remounting read-only fails while a file is open for writing there (a slowed-down stage):
+/// tried for a while, `false` if it never took.
+fn try_remount(dir: &std::path::Path, option: &str) -> bool {
+    for _ in 0..40 {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,{option}")])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        if status.success() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
 }
 
 /// (7) A supervisor's state directory full (a small tmpfs filled to ENOSPC) or read-only
@@ -327,25 +344,40 @@ async fn chaos_shared_credential_postgres() {
     shared_credential(Backend::Postgres, 14).await;
 }
 
-/// The random mode: each round picks one fault of the catalog by the seed (a gateway
-/// SIGKILL, a supervisor SIGKILL mid-apply, a damaged state file) and lands it at a random
-/// moment of the workload. CI runs a few seeds; `scripts/chaos.sh --scenario random` runs it
-/// long.
+/// The random mode: each round picks one fault of the catalog by the seed and lands it at a
+/// random moment of the workload: a gateway SIGKILL, a supervisor SIGKILL mid-apply, a damaged
+/// state file, a second supervisor with a sandbox's credential for a while (10), and the state
+/// directory of one supervisor full or read-only for a while (7; only where this process may
+/// mount a tmpfs). CI runs a few seeds; `scripts/chaos.sh --scenario random` runs it long.
 async fn random_faults(backend: Backend, seed: u64) {
     let config = ChaosConfig::from_env(seed, Duration::from_secs(10), 8);
     let env = [(TEST_WRITE_DELAY_ENV.to_string(), "20ms".to_string())];
     let mut run = Run::start(backend, config.clone(), &env).await;
-    run.start_workload_with_lifecycle();
     let endpoint = run.gateway.endpoint();
+    // Member 0's state directory on a tmpfs of its own, to fill and make read-only.
+    let small_dir = match run.mount_state_dir(0, "2m") {
+        Ok(dir) => Some(dir),
+        Err(why) => {
+            eprintln!("random mode without full or read-only state directories: {why}");
+            None
+        }
+    };
+    run.fleet
+        .wait_connected(&run.api(), Duration::from_secs(60))
+        .await;
+    run.start_workload_with_lifecycle();
+    let fleet_size = run.fleet.members.len();
     let end = Instant::now() + config.duration;
+    let mut twins = 0;
     while Instant::now() < end {
         tokio::time::sleep(
             run.rng
                 .between(Duration::from_millis(200), Duration::from_secs(1)),
         )
         .await;
-        let victim = run.rng.index(run.fleet.members.len());
-        match run.rng.below(3) {
+        let victim = run.rng.index(fleet_size);
+        let kinds = if small_dir.is_some() { 5 } else { 4 };
+        match run.rng.below(kinds) {
             0 => {
                 run.fault("SIGKILL gateway");
                 run.gateway.kill();
@@ -364,7 +396,7 @@ async fn random_faults(backend: Backend, seed: u64) {
                     run.violation(format!("after a SIGKILL of the supervisor of {id}: {mix}"));
                 }
             }
-            _ => {
+            2 => {
                 run.fault(format!("damaged revisions.json of supervisor {victim}"));
                 let member = &mut run.fleet.members[victim];
                 member.stop_supervisor();
@@ -373,6 +405,68 @@ async fn random_faults(backend: Backend, seed: u64) {
                     std::fs::write(&path, &bytes[..bytes.len() / 3]).unwrap();
                 }
                 member.start_supervisor(&endpoint);
+            }
+            3 => {
+                // Kept among the members, stopped: the checker reads its apply log too, in
+                // case it ever held the session.
+                twins += 1;
+                run.fault(format!(
+                    "a second supervisor with the credential of {victim}"
+                ));
+                let original = &run.fleet.members[victim];
+                let mut twin = openshell_e2e::chaos::Member {
+                    id: original.id.clone(),
+                    name: original.name.clone(),
+                    credential: original.credential.clone(),
+                    dir: original
+                        .dir
+                        .with_file_name(format!("{}-twin-{twins}", original.name)),
+                    supervisor: None,
+                    env: Vec::new(),
+                };
+                twin.start_supervisor(&endpoint);
+                tokio::time::sleep(
+                    run.rng
+                        .between(Duration::from_secs(1), Duration::from_secs(3)),
+                )
+                .await;
+                twin.stop_supervisor();
+                run.fleet.members.push(twin);
+            }
+            _ => {
+                let Some(dir) = &small_dir else { continue };
+                // A stage writing slowly keeps files open for writing: then it is filled.
+                let read_only = run.rng.chance(50) && try_remount(dir, "ro");
+                let filler = if read_only {
+                    run.fault("state directory of supervisor 0 read-only");
+                    None
+                } else {
+                    run.fault("state directory of supervisor 0 full");
+                    Some(fill(dir))
+                };
+                tokio::time::sleep(
+                    run.rng
+                        .between(Duration::from_secs(1), Duration::from_secs(3)),
+                )
+                .await;
+                let member = &mut run.fleet.members[0];
+                let running = member.supervisor.as_mut().is_some_and(|s| s.is_running());
+                let id = member.id.clone();
+                let checked = whole_generation(&member.state_dir());
+                match filler {
+                    Some(filler) => std::fs::remove_file(filler).unwrap(),
+                    None => remount(dir, "rw"),
+                }
+                if !running {
+                    run.violation(format!(
+                        "the supervisor of {id} exited with its state directory full or read-only"
+                    ));
+                }
+                if let Err(mix) = checked {
+                    run.violation(format!(
+                        "with the state directory of {id} full or read-only: {mix}"
+                    ));
+                }
             }
         }
     }
