@@ -51,6 +51,8 @@ const RECONCILE_S: u64 = 30;
 const BACKOFF: &str = "supervisor default: 1 s × 1.6 per attempt, ±20 % jitter, cap 30 s";
 /// Replica counts of the cross-replica scenario, in the order they run.
 const REPLICA_COUNTS: [usize; 2] = [2, 3];
+/// Samples of each part of the latency floor, at least (quick mode takes few latency samples).
+const FLOOR_SAMPLES_MIN: usize = 50;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StoreKind {
@@ -145,8 +147,9 @@ pub struct RunArgs {
     /// With a hundred or so, the p99 is one of the two largest samples and swings from run to run.
     #[arg(long)]
     pub starvation_samples: Option<usize>,
-    /// HTTP/2 connections the simulated supervisors share.
-    #[arg(long, default_value_t = 8)]
+    /// HTTP/2 connections the simulated supervisors share; 0 (the default): each supervisor
+    /// holds a connection of its own, as real supervisors do.
+    #[arg(long, default_value_t = 0)]
     pub channels: usize,
     /// Sessions started at a time when setting up (the storm scenario starts all at once).
     #[arg(long, default_value_t = 1000)]
@@ -220,8 +223,8 @@ impl Params {
                 "--replicas-sessions must be at least {most_replicas} (every replica of the cross-replica scenario holds a session)"
             );
         }
-        if a.channels == 0 || a.throughput_clients == 0 || a.connect_batch == 0 {
-            bail!("--channels, --throughput-clients and --connect-batch must be positive");
+        if a.throughput_clients == 0 || a.connect_batch == 0 {
+            bail!("--throughput-clients and --connect-batch must be positive");
         }
         let scenarios = if a.scenarios.is_empty() {
             ScenarioId::value_variants().to_vec()
@@ -632,6 +635,7 @@ impl Bench {
         pause(Duration::from_secs(1)).await;
 
         let mut push_run = None;
+        let mut floor = None;
         if self.p.runs(ScenarioId::Latency) {
             self.clock.log(format!(
                 "scenario 1: single-sandbox latency, push, {} sessions, {} samples",
@@ -640,6 +644,18 @@ impl Bench {
             push_run = Some(
                 self.latency_run("push", None, &client, 0, self.p.samples, false)
                     .await?,
+            );
+            self.clock
+                .log("scenario 1: the floor (SQLite commit, apply fsync, gRPC round trip)");
+            let scratch =
+                tempfile::tempdir_in(&self.out).context("no scratch directory for the floor")?;
+            floor = Some(
+                crate::floor::measure(
+                    scratch.path(),
+                    &client,
+                    self.p.samples.max(FLOOR_SAMPLES_MIN),
+                )
+                .await?,
             );
         }
         if self.p.runs(ScenarioId::Fleet) {
@@ -717,10 +733,17 @@ impl Bench {
                 latency: "UpdateConfig call start → response with operation APPLIED (SDK caller)",
                 supervisor_latency: "same call start → the supervisor library sent its ack (push) / its status report was accepted (poll)",
             },
-            push,
             poll_production,
             poll_short,
             p50_ratio_poll_over_push: ratio,
+            push_p50_over_floor: floor
+                .as_ref()
+                .filter(|f| f.p50_ms > 0.0 && push.call.count > 0)
+                .map(|f| round3(push.call.p50_ms / f.p50_ms)),
+            push_p99_over_p50: (push.call.count > 0 && push.call.p50_ms > 0.0)
+                .then(|| round3(push.call.p99_ms / push.call.p50_ms)),
+            floor,
+            push,
         };
         println!(
             "{}",

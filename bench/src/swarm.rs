@@ -31,8 +31,9 @@ pub struct SwarmArgs {
     /// picks by index ([`SimSandbox::gateway`]).
     #[arg(long, required = true)]
     pub gateway: Vec<String>,
-    /// HTTP/2 connections shared by all sessions of one gateway.
-    #[arg(long, default_value_t = 8)]
+    /// HTTP/2 connections shared by all sessions of one gateway; 0: each session connects on
+    /// its own, as a real supervisor does.
+    #[arg(long, default_value_t = 0)]
     pub channels: usize,
     #[arg(long, default_value = "warn")]
     pub log: String,
@@ -171,7 +172,8 @@ struct Sim {
 
 struct Swarm {
     gateways: Vec<String>,
-    /// Per gateway, the connections its sessions share.
+    /// Per gateway, the connections its sessions share; none when each session connects on
+    /// its own.
     channels: Vec<Vec<Channel>>,
     /// Per gateway, sessions started on it so far (they take its connections in turn).
     started: Vec<usize>,
@@ -211,7 +213,9 @@ impl Swarm {
             let identity = Identity::new(sb.id.clone(), Secret::new(sb.credential));
             let mut options = SupervisorOptions::new(self.gateways[sb.gateway].clone(), identity);
             let channels = &self.channels[sb.gateway];
-            options.channel = Some(channels[nth % channels.len()].clone());
+            // Without shared channels the supervisor library opens its own connection.
+            options.channel =
+                (!channels.is_empty()).then(|| channels[nth % channels.len()].clone());
             options.poll_interval = Duration::from_millis(sb.poll_interval_ms.max(1));
             let supervisor = Supervisor::new(options, Arc::new(MemoryApplier::new()));
             let (stop, mut stopped) = watch::channel(false);
@@ -313,7 +317,7 @@ pub async fn child_main(args: SwarmArgs) -> Result<()> {
         .gateway
         .iter()
         .map(|url| {
-            (0..args.channels.max(1))
+            (0..args.channels)
                 .map(|_| channel(url))
                 .collect::<Result<Vec<_>>>()
         })
