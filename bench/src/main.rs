@@ -8,6 +8,7 @@
 //! its own, and makes a restart a real process restart.
 
 mod ctl;
+mod etcd;
 mod floor;
 mod gateway;
 mod report;

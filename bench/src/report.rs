@@ -7,6 +7,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
+use crate::etcd::EtcdBaseline;
 use crate::floor::LatencyFloor;
 use crate::stats::{Summary, fmt_ms, round3};
 use crate::sys::Machine;
@@ -31,7 +32,7 @@ pub struct Report {
 /// How the simulated supervisors reach the gateway, in words.
 pub fn connection_shape(channels: usize) -> String {
     match channels {
-        0 => "one HTTP/2 connection per supervisor".into(),
+        0 => "one HTTP/2 connection each".into(),
         n => format!("{n} shared HTTP/2 connections"),
     }
 }
@@ -70,6 +71,8 @@ pub struct Scenarios {
     pub commit_throughput: Option<ThroughputScenario>,
     pub reconnect_storm: Option<StormScenario>,
     pub cross_replica: Option<ReplicasScenario>,
+    /// The peer measured beside the fleet sizes.
+    pub etcd_baseline: Option<EtcdBaseline>,
 }
 
 // ---- 1. single-sandbox latency ----
@@ -486,6 +489,29 @@ pub fn evaluate_targets(s: &Scenarios) -> Vec<TargetCheck> {
             });
         }
     }
+    if let (Some(f), Some(etcd)) = (&s.fleet_convergence, &s.etcd_baseline) {
+        for run in &f.runs {
+            let Some(peer) = etcd.runs.iter().find(|e| e.watchers == run.sessions) else {
+                continue;
+            };
+            let ratio = run.median_all_acked_ms / peer.median_notify_all_ms.max(f64::EPSILON);
+            out.push(TargetCheck {
+                target: format!(
+                    "Global change all acked over etcd's notify-all ({} sessions)",
+                    run.sessions
+                ),
+                goal: "≤ 2× etcd, same N and connection shape, same run".into(),
+                measured: format!(
+                    "{ratio:.2}× ({} ms against {} ms)",
+                    fmt_ms(run.median_all_acked_ms),
+                    fmt_ms(peer.median_notify_all_ms)
+                ),
+                met: judged(!run.rounds.is_empty(), run.sessions >= 1000)
+                    .map(|ran| ran && ratio <= 2.0),
+                note: "medians of the rounds; etcd: put → the last watcher has the event".into(),
+            });
+        }
+    }
     if let Some(st) = &s.no_starvation {
         let d = &st.during_fanout_wait_for_apply;
         out.push(TargetCheck {
@@ -739,6 +765,68 @@ fn rows(r: &Report) -> Vec<Row> {
                         last.fleet_failed,
                         last.fleet_pending
                     ),
+                );
+            }
+        }
+    }
+    if let Some(etcd) = &s.etcd_baseline {
+        let version = etcd.version.as_deref().unwrap_or("etcd");
+        if let Some(why) = &etcd.skipped {
+            row(
+                "2. Fleet convergence",
+                "etcd baseline".into(),
+                "skipped",
+                why.clone(),
+            );
+        }
+        for peer in &etcd.runs {
+            let params = format!(
+                "{} watchers, {}, {version}, {} rounds",
+                peer.watchers,
+                connection_shape(peer.channels),
+                peer.rounds_ms.len()
+            );
+            row(
+                "2. Fleet convergence",
+                params.clone(),
+                "etcd: put → last watcher notified (median)",
+                format!("{} ms", fmt_ms(peer.median_notify_all_ms)),
+            );
+            row(
+                "2. Fleet convergence",
+                params,
+                "etcd: resident memory per watcher",
+                format!("{:.1} KiB", peer.kib_per_watcher),
+            );
+            if let Some(run) = s
+                .fleet_convergence
+                .iter()
+                .flat_map(|f| f.runs.iter())
+                .find(|run| run.sessions == peer.watchers)
+            {
+                let over = |ours: f64| ours / peer.median_notify_all_ms.max(f64::EPSILON);
+                row(
+                    "2. Fleet convergence",
+                    format!("{} sessions, same run", peer.watchers),
+                    "all acked / etcd notify-all; operation complete / etcd notify-all",
+                    format!(
+                        "{:.2}× / {:.2}×",
+                        over(run.median_all_acked_ms),
+                        over(run.median_operation_ms)
+                    ),
+                );
+            }
+            if let Some(idle) = s
+                .idle_cost
+                .as_ref()
+                .and_then(|i| i.push.as_ref())
+                .filter(|idle| idle.sessions == peer.watchers && peer.kib_per_watcher > 0.0)
+            {
+                row(
+                    "4. Idle cost",
+                    format!("{} sessions, same run", peer.watchers),
+                    "gateway memory per session / etcd per watcher",
+                    format!("{:.2}×", idle.per_session_kib / peer.kib_per_watcher),
                 );
             }
         }

@@ -160,6 +160,10 @@ pub struct RunArgs {
     /// Scenarios to run (comma-separated); all when absent.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub scenarios: Vec<ScenarioId>,
+    /// The etcd server of the baseline measured beside each fleet size [default: `etcd` on
+    /// PATH]. Without one the comparison is skipped and the report says so.
+    #[arg(long)]
+    pub etcd: Option<PathBuf>,
     /// Profiling: run each gateway process under this command, e.g. `heaptrack` or
     /// `valgrind --tool=callgrind` (split on whitespace).
     #[arg(long, hide = true)]
@@ -195,6 +199,7 @@ struct Params {
     connect_batch: usize,
     wait: Duration,
     scenarios: Vec<ScenarioId>,
+    etcd: Option<PathBuf>,
 }
 
 impl Params {
@@ -258,6 +263,7 @@ impl Params {
             connect_batch: a.connect_batch,
             wait: Duration::from_secs(if q { 30 } else { 120 }),
             scenarios,
+            etcd: a.etcd.clone(),
         })
     }
 
@@ -482,6 +488,11 @@ impl Bench {
                 .await
                 .context("phase 2 (large fleet, no starvation, idle cost, reconnect storm)")?;
         }
+        if self.p.runs(Fleet) {
+            self.phase_etcd()
+                .await
+                .context("the etcd baseline beside the fleet sizes")?;
+        }
         if self.p.runs(Throughput) {
             self.phase_throughput()
                 .await
@@ -492,6 +503,50 @@ impl Bench {
                 .await
                 .context("phase 4 (writes through a replica that does not own the session)")?;
         }
+        Ok(())
+    }
+
+    /// The etcd baseline at each fleet size measured, with the simulated supervisors'
+    /// connection shape.
+    async fn phase_etcd(&mut self) -> Result<()> {
+        let mut sizes: Vec<usize> = self
+            .scenarios
+            .fleet_convergence
+            .iter()
+            .flat_map(|f| f.runs.iter().map(|run| run.sessions))
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let mut baseline = crate::etcd::EtcdBaseline::default();
+        let Some(exe) = crate::etcd::find(self.p.etcd.as_deref()) else {
+            let why = "no etcd server found (install Debian's etcd-server, or pass --etcd PATH)";
+            self.clock.log(format!("etcd baseline skipped: {why}"));
+            baseline.skipped = Some(why.into());
+            self.scenarios.etcd_baseline = Some(baseline);
+            return Ok(());
+        };
+        baseline.version = crate::etcd::version(&exe);
+        for watchers in sizes {
+            self.clock.log(format!(
+                "etcd baseline: {watchers} watchers, {}, {} rounds",
+                report::connection_shape(self.p.channels),
+                self.p.fleet_rounds
+            ));
+            let data = tempfile::tempdir_in(self.work.path()).context("no directory for etcd")?;
+            let server =
+                crate::etcd::EtcdServer::start(&exe, data.path(), &self.out.join("etcd.log"))
+                    .await?;
+            let run =
+                crate::etcd::measure(&server, watchers, self.p.channels, self.p.fleet_rounds).await;
+            server.stop().await;
+            let run = run?;
+            self.clock.log(format!(
+                "  etcd: put → last of {watchers} watchers notified, median {:.1} ms; {:.1} KiB per watcher",
+                run.median_notify_all_ms, run.kib_per_watcher
+            ));
+            baseline.runs.push(run);
+        }
+        self.scenarios.etcd_baseline = Some(baseline);
         Ok(())
     }
 

@@ -110,6 +110,12 @@ impl Usage {
     }
 }
 
+/// Resident set size of process `pid` (a child such as the etcd server).
+pub fn rss_kib_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status_field_kib(&status, "VmRSS:")
+}
+
 /// The number after `key` in a `/proc/*/status` or `/proc/meminfo` text (kB for memory fields).
 fn status_field_kib(text: &str, key: &str) -> Option<u64> {
     text.lines()

@@ -66,6 +66,12 @@ fn quick_mode_writes_a_complete_report() {
     assert_eq!(count(l, "/poll_short/call/count"), 2);
     assert!(count(l, "/machine/cores") > 0);
     assert_eq!(count(l, "/params/sessions"), 20);
+    // Its floor, measured in the same run, part by part.
+    for part in ["sqlite_commit", "apply_fsync", "grpc_round_trip"] {
+        assert!(count(l, &format!("/floor/{part}/count")) >= 50, "{part}");
+    }
+    assert!(l["floor"]["p50_ms"].as_f64().unwrap() > 0.0);
+    assert!(l["push_p50_over_floor"].as_f64().unwrap() > 0.0);
 
     // 2. fleet convergence: each round reached every session and the operation says so.
     let runs = s["fleet_convergence"]["runs"].as_array().unwrap();
@@ -85,6 +91,25 @@ fn quick_mode_writes_a_complete_report() {
     assert!(count(st, "/fanouts") > 0);
     assert!(count(st, "/baseline_wait_for_apply/count") > 0);
     assert!(count(st, "/during_fanout_wait_for_apply/count") > 0);
+
+    // The etcd baseline: measured at every fleet size, or skipped with the reason.
+    let etcd = &s["etcd_baseline"];
+    if etcd["skipped"].is_null() {
+        let mut sizes: Vec<u64> = runs.iter().map(|r| count(r, "/sessions")).collect();
+        sizes.dedup();
+        let watchers: Vec<u64> = etcd["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| count(r, "/watchers"))
+            .collect();
+        assert_eq!(watchers, sizes);
+        for run in etcd["runs"].as_array().unwrap() {
+            assert!(run["median_notify_all_ms"].as_f64().unwrap() > 0.0, "{run:#}");
+        }
+    } else {
+        assert!(etcd["skipped"].as_str().unwrap().contains("etcd"));
+    }
 
     // 4. idle cost: both modes measured with every session connected.
     for mode in ["push", "poll"] {
