@@ -78,19 +78,19 @@ async fn replica_b(store: TestStore) -> TestGateway {
     .await
 }
 
+async fn saved_watermark(gw: &TestGateway) -> Option<i64> {
+    gw.state()
+        .store
+        .fanout_watermark("replica-b")
+        .await
+        .unwrap()
+}
+
 async fn saved_watermark_reaches(gw: &TestGateway, id: i64) {
     eventually(
         &format!("replica-b's saved watermark to reach intent {id}"),
         DEADLINE,
-        || async {
-            let saved = gw
-                .state()
-                .store
-                .fanout_watermark("replica-b")
-                .await
-                .unwrap();
-            (saved == Some(id)).then_some(())
-        },
+        || async { (saved_watermark(gw).await == Some(id)).then_some(()) },
     )
     .await;
 }
@@ -191,14 +191,8 @@ async fn an_intent_committed_after_a_later_one_is_replayed_on_postgres() {
     })
     .await;
     assert!(!marked(&late_session));
-    let saved = gw
-        .state()
-        .store
-        .fanout_watermark("replica-b")
-        .await
-        .unwrap();
     assert_eq!(
-        saved,
+        saved_watermark(&gw).await,
         Some(first),
         "the watermark waits below the missing id"
     );
