@@ -13,8 +13,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use openshell_e2e::chaos::checker::whole_generation;
 use openshell_e2e::chaos::fault_proxy::{FaultProxy, Partition};
 use openshell_e2e::chaos::workload::{
-    GLOBAL_SETTING, History, Outcome, SANDBOX_SETTING, SharedHistory, WriteKind, WriteRecord,
-    write_recorded,
+    CHURN_PREFIX, GLOBAL_SETTING, History, Outcome, SANDBOX_SETTING, SharedHistory, WriteKind,
+    WriteRecord, write_recorded,
 };
 use openshell_e2e::chaos::{ChaosConfig, Run};
 use openshell_e2e::{Api, Backend, eventually, raw_setting, to_global, to_sandbox};
@@ -276,6 +276,71 @@ fn record(
     });
 }
 
+/// How the fanout ended for the fleet.
+enum FanoutEnd {
+    /// APPLIED or FAILED.
+    Ended(Box<pb::Operation>),
+    /// Every fleet sandbox's target ended; what is left pending are sandboxes the workload
+    /// created without a supervisor, which keep a fleet operation open until they are deleted.
+    ReachedTheFleet,
+}
+
+/// Waits up to [`DEADLINE`] for fanout `id` to end for the fleet; else returns its pending
+/// targets with what `sessions inspect` says of each.
+async fn fanout_end(api: &Api, id: &str) -> Result<FanoutEnd, String> {
+    let deadline = Instant::now() + DEADLINE;
+    let mut pending_targets = Vec::new();
+    loop {
+        if let Ok(op) = api
+            .clone()
+            .get_operation(pb::GetOperationRequest { id: id.into() })
+            .await
+        {
+            let op = op.into_inner();
+            if matches!(
+                openshell_e2e::state(&op),
+                pb::OperationState::Applied | pb::OperationState::Failed
+            ) {
+                return Ok(FanoutEnd::Ended(Box::new(op)));
+            }
+        }
+        if let Ok(targets) = api
+            .clone()
+            .list_operation_targets(pb::ListOperationTargetsRequest {
+                operation_id: id.into(),
+                states: vec![
+                    pb::OperationState::Pending.into(),
+                    pb::OperationState::Delivered.into(),
+                ],
+                page_size: 1000,
+                page_token: String::new(),
+            })
+            .await
+        {
+            pending_targets = targets.into_inner().targets;
+            if pending_targets
+                .iter()
+                .all(|t| t.sandbox_name.starts_with(CHURN_PREFIX))
+            {
+                return Ok(FanoutEnd::ReachedTheFleet);
+            }
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut pending = Vec::new();
+    for target in pending_targets {
+        let seen = openshell_e2e::inspect(api, &target.sandbox_id).await;
+        pending.push(format!(
+            "{target:?}; inspect: connected {}, session {:?}, components {:?}",
+            seen.connected, seen.session_id, seen.components
+        ));
+    }
+    Err(pending.join("\n"))
+}
+
 /// When the supervisor first had global settings revision `revision` (or a later one) active.
 fn activated_at(state_dir: &Path, revision: u64) -> Option<u64> {
     let entries: Vec<ApplyLogEntry> = apply_log::read(state_dir).ok()?;
@@ -294,7 +359,8 @@ const SLOW_STEP: &str = "500ms";
 /// and sandbox writes go on meanwhile. Checked by the order of events, not by durations: every
 /// fast supervisor activated the fanout's revision before any slow one did; a WAIT_FOR_APPLY
 /// write to a fast sandbox, made right after the fanout, ended APPLIED while no slow supervisor
-/// had the fanout active yet; the fanout's operation ends, and the checker passes.
+/// had the fanout active yet; the fanout's operation ends for every fleet sandbox (sandboxes the
+/// workload created without a supervisor keep it open until deleted), and the checker passes.
 async fn slow_supervisors(backend: Backend, seed: u64) {
     let config = ChaosConfig::from_env(seed, Duration::from_secs(6), 6);
     let mut run = Run::start(backend, config.clone(), &[]).await;
@@ -422,27 +488,21 @@ async fn slow_supervisors(backend: Backend, seed: u64) {
         }
 
         // The fanout ends once the slow supervisors are through.
-        let op = eventually(&format!("fanout {} to end", fanout.id), DEADLINE, || {
-            let mut api = api.clone();
-            let id = fanout.id.clone();
-            async move {
-                let op = api
-                    .get_operation(pb::GetOperationRequest { id })
-                    .await
-                    .ok()?
-                    .into_inner();
-                matches!(
-                    openshell_e2e::state(&op),
-                    pb::OperationState::Applied | pb::OperationState::Failed
-                )
-                .then_some(op)
+        let ended = match fanout_end(&api, &fanout.id).await {
+            Ok(FanoutEnd::Ended(op)) => format!("ended {:?}", openshell_e2e::state(&op)),
+            Ok(FanoutEnd::ReachedTheFleet) => {
+                "reached every fleet supervisor (only sandboxes without one pending)".into()
             }
-        })
-        .await;
-        History::fault(
-            &run.history,
-            format!("fanout {} ended {:?}", op.id, openshell_e2e::state(&op)),
-        );
+            Err(pending) => {
+                run.violation(format!(
+                    "fanout {} (global settings revision {revision}) did not end within \
+                     {DEADLINE:?}; pending: {pending}",
+                    fanout.id
+                ));
+                break;
+            }
+        };
+        History::fault(&run.history, format!("fanout {} {ended}", fanout.id));
         let times = |members: &[usize]| -> Vec<(String, Option<u64>)> {
             members
                 .iter()
