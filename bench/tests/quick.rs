@@ -105,7 +105,10 @@ fn quick_mode_writes_a_complete_report() {
             .collect();
         assert_eq!(watchers, sizes);
         for run in etcd["runs"].as_array().unwrap() {
-            assert!(run["median_notify_all_ms"].as_f64().unwrap() > 0.0, "{run:#}");
+            assert!(
+                run["median_notify_all_ms"].as_f64().unwrap() > 0.0,
+                "{run:#}"
+            );
         }
     } else {
         assert!(etcd["skipped"].as_str().unwrap().contains("etcd"));
