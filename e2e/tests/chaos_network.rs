@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use openshell_e2e::chaos::checker::whole_generation;
 use openshell_e2e::chaos::fault_proxy::{FaultProxy, Partition};
@@ -44,16 +44,6 @@ async fn sessions(api: &Api) -> Option<HashMap<String, pb::SessionSummary>> {
 
 fn millis(at: Option<&prost_types::Timestamp>) -> i64 {
     at.map_or(0, |t| t.seconds * 1000 + i64::from(t.nanos) / 1_000_000)
-}
-
-fn now_ms() -> i64 {
-    i64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
 }
 
 /// (4) Partitions between the supervisors and the gateway that drop packets without closing
@@ -201,7 +191,7 @@ async fn partition(backend: Backend, seed: u64) {
             );
         }
 
-        let healed_at = now_ms();
+        let healed_at = openshell_gateway::store::now_ms();
         let healed = Instant::now();
         proxy.set(Partition::Pass);
         run.fault(format!(

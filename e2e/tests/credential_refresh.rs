@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use openshell_e2e::inspect;
 use openshell_e2e::process::spawn_supervisor;
@@ -18,16 +18,6 @@ use openshell_proto::v1 as pb;
 
 const POLICY: &str = include_str!("../../examples/policy.yaml");
 const DEADLINE: Duration = Duration::from_secs(60);
-
-fn now_ms() -> i64 {
-    i64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-}
 
 fn timestamp(ms: i64) -> prost_types::Timestamp {
     prost_types::Timestamp {
@@ -136,7 +126,13 @@ async fn an_expiring_credential_is_refreshed_for_the_sandboxes_attaching_its_pro
     let bystander_revisions = bystander.active_file("revisions.json").unwrap();
 
     // Expiring within the hook's lead time: the refresh is due at once.
-    github_provider(&mut api, &attached, "ghp_old_value", now_ms() + 30_000).await;
+    github_provider(
+        &mut api,
+        &attached,
+        "ghp_old_value",
+        openshell_gateway::store::now_ms() + 30_000,
+    )
+    .await;
     let supervisor = spawn_supervisor(
         &gw.endpoint(),
         &attached,
@@ -192,7 +188,7 @@ async fn a_credential_that_could_not_be_refreshed_is_withheld_once_it_expires() 
     let gw = gateway_with_hook(hook_dir.path(), "exit 3").await;
     let mut api = gw.api().await;
     let (id, credential) = create_sandbox(&mut api, "expiring", POLICY).await;
-    let expires_at = now_ms() + 4_000;
+    let expires_at = openshell_gateway::store::now_ms() + 4_000;
     github_provider(&mut api, &id, "ghp_short_lived", expires_at).await;
     let supervisor = spawn_supervisor(
         &gw.endpoint(),
@@ -223,7 +219,10 @@ async fn a_credential_that_could_not_be_refreshed_is_withheld_once_it_expires() 
         },
     )
     .await;
-    assert!(now_ms() >= expires_at, "withheld before it expired: {env}");
+    assert!(
+        openshell_gateway::store::now_ms() >= expires_at,
+        "withheld before it expired: {env}"
+    );
     let inspection = inspect(&api, &id).await;
     assert!(
         inspection
@@ -285,7 +284,7 @@ async fn only_a_credential_has_an_expiry_of_its_own() {
                 name: "REGION".into(),
                 value: "eu".into(),
                 class: pb::ValueClass::NonSecret as i32,
-                expires_at: Some(timestamp(now_ms() + 60_000)),
+                expires_at: Some(timestamp(openshell_gateway::store::now_ms() + 60_000)),
             }],
             ..Default::default()
         })

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use openshell_e2e::process::{ChildGuard, binary};
 use openshell_e2e::{Api, TOKEN, TestGateway, create_sandbox, eventually, metric};
@@ -133,13 +133,6 @@ async fn read_json(gw: &TestGateway, args: &[&str]) -> Value {
     let r = run(gw, args).await;
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     serde_json::from_str(&r.stdout).unwrap()
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 struct Setup {
@@ -276,7 +269,7 @@ async fn since_filters_and_follow_streams_a_new_line() {
     }
 
     // Lines older than the window are left out: make the next line clearly newer first.
-    while now_ms() < newest + 10_000 {
+    while openshell_gateway::store::now_ms() < newest + 10_000 {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     trigger(&s.dir, "printed while followed");
@@ -293,7 +286,7 @@ async fn since_filters_and_follow_streams_a_new_line() {
     follower.kill().await.unwrap();
 
     // A window that starts a second after the first lines: the later line only.
-    let window = format!("{}ms", now_ms() - newest - 1_000);
+    let window = format!("{}ms", openshell_gateway::store::now_ms() - newest - 1_000);
     let recent = read_json(
         &s.gw,
         &[
@@ -400,7 +393,7 @@ async fn dropped_lines_are_counted_and_shown() {
     let batch = pb::PushSandboxLogsRequest {
         sandbox_id: s.id.clone(),
         logs: vec![pb::SandboxLogLine {
-            timestamp_ms: now_ms(),
+            timestamp_ms: openshell_gateway::store::now_ms(),
             level: "INFO".into(),
             message: "after the overflow".into(),
             source: "workload".into(),
@@ -476,7 +469,7 @@ async fn lines_written_while_the_gateway_is_down_arrive_when_it_is_back() {
             .then_some(())
     })
     .await;
-    let back_at = now_ms();
+    let back_at = openshell_gateway::store::now_ms();
 
     let gw = TestGateway::start_with(store, DeliveryMode::Push, |c| c.listen = addr).await;
     let json = eventually(
