@@ -6,9 +6,9 @@
 //! network split). Marking a session twice costs a rebuild, not a resend:
 //! an unchanged snapshot is not sent again.
 //!
-//! The watermark, the last intent replayed, is saved in the store after each
-//! pass that moves it, so a restarted replica resumes after the last intent
-//! it applied: intents committed while it was down or starting (one whose id
+//! The watermark, the last intent before which none is missing, is saved in
+//! the store after each pass that moves it, so a restarted replica resumes
+//! there: intents committed while it was down or starting (one whose id
 //! was taken before its start and whose commit came after, say) are replayed
 //! too, instead of being skipped by starting after the newest one.
 
