@@ -780,12 +780,15 @@ pub fn whole_generation(state_dir: &Path) -> Result<(), String> {
 fn read_generation(target: &Path) -> Result<(), String> {
     let read = |name: &str| std::fs::read(target.join(name)).ok();
     let Some(revisions) = read("revisions.json") else {
-        // An empty generation (nothing applied yet) holds no file at all.
+        // An empty generation (nothing applied yet) holds no file at all; a quarantine with
+        // nothing known good to keep (a refused first configuration, or one refused after a
+        // damaged generation was set aside) holds the deny-all marker alone.
         let names: Vec<String> = std::fs::read_dir(target)
             .map_err(|err| format!("{}: {err}", target.display()))?
             .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
             .collect();
-        return if names.is_empty() {
+        let marker_alone = names == [openshell_supervisor::file_applier::stage::QUARANTINE_FILE];
+        return if names.is_empty() || marker_alone {
             Ok(())
         } else {
             Err(format!(
@@ -914,6 +917,19 @@ mod tests {
             ),
         ];
         assert_eq!(final_globals(&writes), ["2"]);
+    }
+
+    #[test]
+    fn a_quarantine_with_nothing_to_keep_is_a_whole_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_generation(dir.path()), Ok(()), "empty");
+        std::fs::write(dir.path().join("quarantine.json"), b"{}").unwrap();
+        assert_eq!(read_generation(dir.path()), Ok(()), "the marker alone");
+        std::fs::write(dir.path().join("settings.json"), b"{}").unwrap();
+        assert!(
+            read_generation(dir.path()).is_err(),
+            "settings without revisions"
+        );
     }
 
     #[test]
