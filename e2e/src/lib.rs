@@ -370,6 +370,18 @@ pub fn to_workspace(workspace: &str) -> openshell_proto::v1::UpdateConfigRequest
     }
 }
 
+/// Wait options of `timeout` and no threshold (every target must end), for `UpdateConfig`
+/// and `WaitForApply` requests.
+pub fn wait_for(timeout: Duration) -> Option<openshell_proto::v1::WaitOptions> {
+    Some(openshell_proto::v1::WaitOptions {
+        timeout: Some(prost_types::Duration {
+            seconds: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+            nanos: i32::try_from(timeout.subsec_nanos()).unwrap_or(0),
+        }),
+        threshold: 0.0,
+    })
+}
+
 /// A setting change given as raw text, as the CLI sends it.
 pub fn raw_setting(key: &str, raw: &str) -> openshell_proto::v1::SettingChange {
     openshell_proto::v1::SettingChange {

@@ -561,13 +561,7 @@ async fn call(fx: &mut Fixture, api: &mut Api, case: &Case, cell: &str) -> Resul
         ("WaitForApply", _) => {
             api.wait_for_apply(pb::WaitForApplyRequest {
                 id: fx.sandbox_op.clone(),
-                wait: Some(pb::WaitOptions {
-                    timeout: Some(prost_types::Duration {
-                        seconds: 1,
-                        nanos: 0,
-                    }),
-                    ..Default::default()
-                }),
+                wait: openshell_e2e::wait_for(std::time::Duration::from_secs(1)),
             })
             .await?;
         }

@@ -436,13 +436,7 @@ async fn slow_supervisors(backend: Backend, seed: u64) {
                 settings: vec![raw_setting(SANDBOX_SETTING, &value)],
                 idempotency_key: key.clone(),
                 mode: pb::UpdateMode::WaitForApply.into(),
-                wait: Some(pb::WaitOptions {
-                    timeout: Some(prost_types::Duration {
-                        seconds: 120,
-                        nanos: 0,
-                    }),
-                    threshold: 0.0,
-                }),
+                wait: openshell_e2e::wait_for(Duration::from_secs(120)),
                 ..to_sandbox(&sandbox)
             })
             .await

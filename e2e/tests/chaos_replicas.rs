@@ -147,13 +147,7 @@ const CALLERS_DEADLINE: Duration = Duration::from_secs(600);
 
 /// The server-side wait each waiting call asks for.
 fn wait_options() -> Option<pb::WaitOptions> {
-    Some(pb::WaitOptions {
-        timeout: Some(prost_types::Duration {
-            seconds: 60,
-            nanos: 0,
-        }),
-        threshold: 0.0,
-    })
+    openshell_e2e::wait_for(Duration::from_secs(60))
 }
 
 /// The retry delay a refusal carries, or why it carries none.

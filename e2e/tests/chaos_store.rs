@@ -216,13 +216,7 @@ async fn reads_served(run: &Run, api: &mut Api, sandbox: &str, operation: &str) 
     let wait = api
         .wait_for_apply(pb::WaitForApplyRequest {
             id: operation.into(),
-            wait: Some(pb::WaitOptions {
-                timeout: Some(prost_types::Duration {
-                    seconds: 5,
-                    nanos: 0,
-                }),
-                threshold: 0.0,
-            }),
+            wait: openshell_e2e::wait_for(Duration::from_secs(5)),
         })
         .await;
     match wait {

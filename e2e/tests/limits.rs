@@ -23,13 +23,7 @@ const LIMIT: usize = 2;
 fn long_wait(id: &str) -> pb::WaitForApplyRequest {
     pb::WaitForApplyRequest {
         id: id.into(),
-        wait: Some(pb::WaitOptions {
-            timeout: Some(prost_types::Duration {
-                seconds: 300,
-                nanos: 0,
-            }),
-            ..Default::default()
-        }),
+        wait: openshell_e2e::wait_for(Duration::from_secs(300)),
     }
 }
 

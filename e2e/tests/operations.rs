@@ -20,13 +20,7 @@ use tonic::transport::Channel;
 const DEADLINE: Duration = Duration::from_secs(30);
 
 fn wait(ms: u64) -> Option<pb::WaitOptions> {
-    Some(pb::WaitOptions {
-        timeout: Some(prost_types::Duration {
-            seconds: i64::try_from(ms / 1000).unwrap(),
-            nanos: i32::try_from((ms % 1000) * 1_000_000).unwrap(),
-        }),
-        threshold: 0.0,
-    })
+    openshell_e2e::wait_for(Duration::from_millis(ms))
 }
 
 async fn set_policy(

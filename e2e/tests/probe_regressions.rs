@@ -522,13 +522,7 @@ async fn a_wait_cut_off_by_a_stopping_gateway_is_unavailable_not_timed_out() {
         .clone()
         .wait_for_apply(pb::WaitForApplyRequest {
             id: op.id.clone(),
-            wait: Some(pb::WaitOptions {
-                timeout: Some(prost_types::Duration {
-                    seconds: 60,
-                    nanos: 0,
-                }),
-                threshold: 0.0,
-            }),
+            wait: openshell_e2e::wait_for(Duration::from_secs(60)),
         })
         .await
         .unwrap()

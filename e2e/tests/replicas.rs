@@ -153,13 +153,7 @@ async fn supervised_by_second(
 async fn wait_for_apply(api: &mut Api, request: pb::UpdateConfigRequest) -> pb::Operation {
     api.update_config(pb::UpdateConfigRequest {
         mode: pb::UpdateMode::WaitForApply as i32,
-        wait: Some(pb::WaitOptions {
-            timeout: Some(prost_types::Duration {
-                seconds: 600,
-                nanos: 0,
-            }),
-            threshold: 0.0,
-        }),
+        wait: openshell_e2e::wait_for(Duration::from_secs(600)),
         ..request
     })
     .await
