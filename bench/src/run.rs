@@ -231,6 +231,12 @@ impl Params {
         if a.throughput_clients == 0 || a.connect_batch == 0 {
             bail!("--throughput-clients and --connect-batch must be positive");
         }
+        if let Some(etcd) = a.etcd.as_deref().filter(|path| !path.is_file()) {
+            bail!(
+                "--etcd {}: no such file; name the etcd server binary, or leave --etcd out to use the one on PATH",
+                etcd.display()
+            );
+        }
         let scenarios = if a.scenarios.is_empty() {
             ScenarioId::value_variants().to_vec()
         } else {
@@ -1832,4 +1838,33 @@ async fn fleet_round(
         fleet_pending: fleet.pending,
         sessions_missing: got.missing,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn resolve(args: &[&str]) -> Result<Params> {
+        let cli =
+            Cli::try_parse_from(std::iter::once("openshell-bench").chain(args.iter().copied()))?;
+        Params::resolve(&cli.run)
+    }
+
+    #[test]
+    fn an_etcd_path_that_is_not_a_file_is_refused_by_name() {
+        let err = match resolve(&["--quick", "--etcd", "/no/such/etcd"]) {
+            Ok(_) => panic!("a missing --etcd was accepted"),
+            Err(err) => err.to_string(),
+        };
+        assert!(err.contains("--etcd /no/such/etcd: no such file"), "{err}");
+        assert!(resolve(&["--quick"]).is_ok());
+    }
 }
