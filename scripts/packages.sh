@@ -84,6 +84,10 @@ sdist="$work/sdist/openshell-$version.tar.gz"
 [[ -f "$sdist" ]] || fail "no $sdist (is the Python package's version the workspace's?)"
 mkdir -p "$work/unpacked"
 tar -C "$work/unpacked" -xzf "$sdist"
+# The sdist's files keep old times, and cargo names a path crate's artifacts
+# by its place in the workspace: an older dist build of the same crate in the
+# shared target directory would look fresh and end up in the wheel.
+find "$work/unpacked" -type f -exec touch {} +
 # The workspace's target directory keeps the dist profile's dependencies,
 # compiled above for the addon; only the path crates compile again.
 (cd "$work/unpacked/openshell-$version" &&
