@@ -88,6 +88,9 @@ pub struct Store {
     /// instead of re-reading pages another connection's commit invalidated.
     /// On PostgreSQL, the shared pool.
     writer: AnyPool,
+    /// PostgreSQL: the connections of writes on the writer thread, opened
+    /// there (see `writer_thread.rs`). SQLite's one writer serves both.
+    writer_thread_pool: AnyPool,
     backend: Backend,
     write_lock: Arc<Mutex<()>>,
     /// Write transactions waiting for `write_lock` (SQLite).
@@ -264,6 +267,17 @@ impl Store {
         data_migrations::convert_stored_policies(&writer).await?;
         let input_reads = InputReads::start(pool.clone(), backend);
         let writer_thread = Arc::new(WriterThread::start(backend == Backend::Postgres).await?);
+        let writer_thread_pool = match backend {
+            Backend::Sqlite => writer.clone(),
+            Backend::Postgres => {
+                let url = url.clone();
+                writer_thread
+                    .run(async move {
+                        connect(backend, &url, WRITER_THREAD_CONNECTIONS, true).await
+                    })
+                    .await?
+            }
+        };
         let events = OperationEvents::with_recheck(options.wait_recheck_interval);
         let notices = (backend == Backend::Postgres).then(|| {
             Arc::new(AbortOnDropHandle::new(tokio::spawn(notices::listen(
@@ -275,6 +289,7 @@ impl Store {
         Ok(Self {
             pool,
             writer,
+            writer_thread_pool,
             backend,
             write_lock: Arc::new(Mutex::new(())),
             writers_waiting: Arc::new(AtomicUsize::new(0)),
@@ -326,7 +341,12 @@ impl Store {
             }
             Backend::Postgres => None,
         };
-        let tx = self.writer.begin().await?;
+        let pool = if self.writer_thread.is_current() {
+            &self.writer_thread_pool
+        } else {
+            &self.writer
+        };
+        let tx = pool.begin().await?;
         Ok(WriteTx {
             tx,
             backend: self.backend,
@@ -386,6 +406,7 @@ impl Store {
 
     pub async fn close(&self) {
         self.writer.close().await;
+        self.writer_thread_pool.close().await;
         self.pool.close().await;
     }
 }
@@ -428,7 +449,14 @@ async fn checkpoint_in_background(pool: AnyPool) {
     }
 }
 
-/// `writer`: the SQLite connection that runs write transactions.
+/// PostgreSQL connections of the writes on the writer thread, besides the
+/// shared pool's `max_connections`. The writes there are the report
+/// resolver's and those made while a fanout crowds the runtime; they take
+/// turns on one thread, and a fifth waits for one of the four to commit.
+const WRITER_THREAD_CONNECTIONS: u32 = 4;
+
+/// `writer`: the connection that runs write transactions (SQLite), or the
+/// pool of the writer thread (PostgreSQL).
 /// A pooled PostgreSQL connection idle this long is pinged before use.
 const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
 

@@ -13,9 +13,12 @@
 //! is decided by the caller ([`WritePlace`](super::WritePlace);
 //! `delivery/activity.rs`).
 //!
-//! On PostgreSQL the runtime drives I/O: a connection the pool opens from
-//! here is registered with it, and it lives as long as the store, as the
-//! pool does.
+//! On PostgreSQL the runtime drives I/O, and writes that run here take
+//! their connections from a pool of their own, opened from here: a socket
+//! is registered with the runtime that opened it, so a connection opened
+//! on the crowded runtime would wake its writer-thread task only when that
+//! runtime got round to polling its I/O driver, which a fanout keeps
+//! busy.
 
 use std::future::Future;
 
@@ -88,6 +91,11 @@ impl WriterThread {
             .map_err(|e| writes_unavailable(&e))?
     }
 
+    /// Whether the calling task runs on the writer thread.
+    pub(super) fn is_current(&self) -> bool {
+        Handle::try_current().is_ok_and(|current| current.id() == self.handle.id())
+    }
+
     /// Starts a long-lived task on the writer thread.
     pub(super) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
         self.handle.spawn(task);
@@ -99,4 +107,22 @@ impl WriterThread {
 pub(super) fn writes_unavailable(e: &dyn std::fmt::Display) -> StoreError {
     tracing::error!(error = %e, "a store write task failed");
     StoreError::Unavailable("the store cannot take writes now; retry".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Which pool a PostgreSQL write takes its connection from follows this answer.
+    #[tokio::test]
+    async fn knows_whether_a_task_runs_on_the_writer_thread() -> Result<()> {
+        let thread = std::sync::Arc::new(WriterThread::start(true).await?);
+        assert!(!thread.is_current());
+        let probe = thread.clone();
+        let answer = thread
+            .run(async move { Ok::<_, StoreError>(probe.is_current()) })
+            .await?;
+        assert!(answer);
+        Ok(())
+    }
 }
