@@ -153,6 +153,14 @@ async fn every_metric_the_rules_and_dashboard_name_is_exported_with_the_stores_v
         ),
         Some(0.0)
     );
+    assert_eq!(
+        value(
+            &idle,
+            "openshell_supervisor_config_frame_last_sent_timestamp_seconds"
+        ),
+        Some(0.0),
+        "no session, no configuration frame yet"
+    );
 
     let started = SystemTime::now();
     let endpoint = format!("http://{listen}");
@@ -270,6 +278,17 @@ async fn every_metric_the_rules_and_dashboard_name_is_exported_with_the_stores_v
             "openshell_provider_credentials_earliest_expiry_timestamp_seconds"
         ),
         Some(unix_seconds(sooner))
+    );
+    // The push session got its bootstrap and the sandbox and fleet writes.
+    let last_frame = value(
+        &text,
+        "openshell_supervisor_config_frame_last_sent_timestamp_seconds",
+    )
+    .unwrap();
+    assert!(
+        // Whole seconds, the gauge has milliseconds.
+        (unix_seconds(started)..=unix_seconds(SystemTime::now()) + 1.0).contains(&last_frame),
+        "the last configuration frame went out at {last_frame}, not during this test"
     );
     assert_eq!(value(&text, "openshell_replicas_silent"), Some(0.0));
     assert_eq!(

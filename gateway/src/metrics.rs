@@ -4,6 +4,7 @@
 //! ever carries a credential, a policy or a provider value.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -133,6 +134,10 @@ pub struct Metrics {
     pub bootstraps: Family<OutcomeLabel, Counter>,
     /// Snapshots sent on push sessions, by component.
     pub sends: Family<ComponentLabel, Counter>,
+    /// When a configuration frame was last handed to a session's stream
+    /// (Unix seconds, millisecond precision; 0 before the first): after a
+    /// fanout, when its last frame went out.
+    pub config_frame_last_sent: Gauge<f64, AtomicU64>,
     /// Time callers waited for an operation (seconds).
     pub operation_waits: Family<WaitLabels, Histogram, fn() -> Histogram>,
     /// Hints sent to peer replicas, by result (`delivered`, `stale_owner`,
@@ -309,6 +314,12 @@ impl Metrics {
             "Registered replicas whose heartbeat is older than the liveness window",
             replicas_silent.clone(),
         );
+        let config_frame_last_sent = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "supervisor_config_frame_last_sent_timestamp_seconds",
+            "When this replica last handed a configuration frame to a supervisor session's stream (Unix seconds; 0 before the first)",
+            config_frame_last_sent.clone(),
+        );
         let log_lines_received = Counter::default();
         registry.register(
             "sandbox_log_lines_received",
@@ -331,6 +342,7 @@ impl Metrics {
             replicas_silent,
             peer_notifies,
             sends,
+            config_frame_last_sent,
             operation_waits,
             builds,
             queue_wait,

@@ -46,19 +46,23 @@ pub fn spawn(
     let (control_tx, control_rx) = mpsc::channel(16);
     let (config_tx, config_rx) = mpsc::channel(4);
     let tasks = state.session_tasks.clone();
+    let metrics = state.metrics.clone();
     tasks.spawn(run(state, metadata, inbound, control_tx, config_tx));
     futures::stream::unfold(
-        (control_rx, config_rx, false),
-        |(mut control, mut config, mut config_done)| async move {
+        (control_rx, config_rx, false, metrics),
+        |(mut control, mut config, mut config_done, metrics)| async move {
             loop {
                 tokio::select! {
                     biased;
                     frame = control.recv() => {
                         // The session ends with its control channel.
-                        return frame.map(|f| (*f, (control, config, config_done)));
+                        return frame.map(|f| (*f, (control, config, config_done, metrics)));
                     }
                     frame = config.recv(), if !config_done => match frame {
-                        Some(f) => return Some((*f, (control, config, config_done))),
+                        Some(f) => {
+                            metrics.config_frame_last_sent.set(now_ms() as f64 / 1000.0);
+                            return Some((*f, (control, config, config_done, metrics)));
+                        }
                         None => config_done = true,
                     },
                 }
