@@ -32,9 +32,9 @@ use crate::gateway::{GatewayLauncher, GatewayProc, ReplicaSpec, StoreSpec};
 use crate::report::{
     self, ConnectRecord, FleetParams, FleetRound, FleetRun, FleetScenario, Harness, IdleParams,
     IdleRun, IdleScenario, LatencyParams, LatencyRun, LatencyScenario, ReplicaWrites,
-    ReplicasParams, ReplicasRun, ReplicasScenario, Report, Scenarios, StarvationParams,
-    StarvationScenario, StormParams, StormScenario, ThroughputParams, ThroughputRun,
-    ThroughputScenario,
+    ReplicasParams, ReplicasRun, ReplicasScenario, Report, Scenarios, SerialCeiling,
+    StarvationParams, StarvationScenario, StormParams, StormScenario, ThroughputParams,
+    ThroughputRun, ThroughputScenario,
 };
 use crate::setup::{self, BenchSandbox, policy_with_port};
 use crate::stats::{Summary, median, round3};
@@ -682,7 +682,7 @@ impl Bench {
         self.prepare(n).await?;
         let production_ms = ms(PRODUCTION_POLL);
         let store = self.fresh_store("push-1k").await?;
-        let gw = self.start_gateway(&store, DeliveryMode::Push).await?;
+        let mut gw = self.start_gateway(&store, DeliveryMode::Push).await?;
         let endpoint = gw.endpoint();
         let client = setup::client(&endpoint, &self.launcher.token).await?;
         let sims = self.sims(n, |_| production_ms);
@@ -720,7 +720,7 @@ impl Bench {
             );
         }
         if self.p.runs(ScenarioId::Fleet) {
-            let run = self.fleet_run(&client, n).await?;
+            let run = self.fleet_run(&client, &mut gw, n).await?;
             self.add_fleet_run(run);
         }
         self.stop_sessions().await?;
@@ -867,7 +867,12 @@ impl Bench {
 
     // ---------------- fleet ----------------
 
-    async fn fleet_run(&mut self, client: &Client, n: usize) -> Result<FleetRun> {
+    async fn fleet_run(
+        &mut self,
+        client: &Client,
+        gw: &mut GatewayProc,
+        n: usize,
+    ) -> Result<FleetRun> {
         self.clock.log(format!(
             "scenario 2: fleet convergence, {n} sessions, {} rounds",
             self.p.fleet_rounds
@@ -876,9 +881,12 @@ impl Bench {
         for _ in 0..self.p.fleet_rounds {
             let value = self.counters.next_value();
             let swarm = self.swarm.as_mut().ok_or_else(|| anyhow!("no swarm"))?;
-            let round = fleet_round(client, swarm, value, self.p.wait).await?;
+            let round = fleet_round(client, gw, swarm, value, self.p.wait).await?;
             self.clock.log(format!(
-                "  round: all acked {:.1} ms, operation {:.1} ms ({}, {} missing)",
+                "  round: last frame sent {}, all acked {:.1} ms, operation {:.1} ms ({}, {} missing)",
+                round
+                    .last_frame_sent_ms
+                    .map_or("unknown".to_owned(), |ms| format!("{ms:.0} ms")),
                 round.all_acked_ms,
                 round.operation_ms,
                 round.operation_state,
@@ -899,10 +907,12 @@ impl Bench {
         }
         let acked: Vec<f64> = rounds.iter().map(|r| r.all_acked_ms).collect();
         let ops: Vec<f64> = rounds.iter().map(|r| r.operation_ms).collect();
+        let sent: Vec<f64> = rounds.iter().filter_map(|r| r.last_frame_sent_ms).collect();
         Ok(FleetRun {
             sessions: n,
             median_all_acked_ms: median(&acked),
             median_operation_ms: median(&ops),
+            median_last_frame_sent_ms: (!sent.is_empty()).then(|| median(&sent)),
             max_all_acked_ms: Summary::of(&acked).max_ms,
             max_operation_ms: Summary::of(&ops).max_ms,
             rounds,
@@ -981,7 +991,7 @@ impl Bench {
             self.connect(&gw.endpoint(), sims, true, "fleet convergence")
                 .await?;
             pause(Duration::from_secs(1)).await;
-            let run = self.fleet_run(&client, n).await?;
+            let run = self.fleet_run(&client, &mut gw, n).await?;
             self.add_fleet_run(run);
             if let Ok(text) = gw.metrics().await {
                 std::fs::write(self.out.join("gateway-metrics-fleet.txt"), text).ok();
@@ -1365,51 +1375,43 @@ impl Bench {
                 setting_write(c, sb, v).await;
             }
         }
-        let errors = Arc::new(AtomicU64::new(0));
         let duration = self.p.throughput_duration;
-        let t0 = mono_ns();
-        let deadline = tokio::time::Instant::now() + duration;
-        let tasks: Vec<_> = clients
-            .into_iter()
-            .zip(sandboxes)
-            .map(|(client, sb)| {
-                let errors = errors.clone();
-                tokio::spawn(async move {
-                    let mut latencies = Vec::new();
-                    let mut value = 10u64;
-                    while tokio::time::Instant::now() < deadline {
-                        value = if value >= 100_000 { 10 } else { value + 1 };
-                        match setting_write(&client, &sb, value).await {
-                            Some((_, ms)) => latencies.push(ms),
-                            None => {
-                                errors.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                    }
-                    latencies
-                })
-            })
-            .collect();
-        let mut latencies = Vec::new();
-        for task in tasks {
-            latencies.extend(task.await.context("throughput client failed")?);
-        }
-        let seconds = ms_between(t0, mono_ns()) / 1000.0;
+        let serial = vec![(clients[0].clone(), sandboxes[0].clone())];
+        let (latencies, errors, seconds) =
+            drive_writes(clients.into_iter().zip(sandboxes).collect(), duration).await?;
+        // The serial ceiling: the same writes, one at a time, on the same store. What the
+        // clients together commit beyond it is what concurrent writes share (a group commit).
+        let (serial_latencies, serial_errors, serial_seconds) =
+            drive_writes(serial, duration).await?;
         let db_pool = gw.db_pool;
         gw.stop().await?;
         let commits = latencies.len() as u64;
+        let commits_per_s = round3(commits as f64 / seconds.max(1e-9));
+        let serial_commits_per_s = round3(serial_latencies.len() as f64 / serial_seconds.max(1e-9));
         let run = ThroughputRun {
             store: store.backend,
             db_pool,
             commits,
-            errors: errors.load(Ordering::Relaxed),
+            errors,
             seconds: round3(seconds),
-            commits_per_s: round3(commits as f64 / seconds.max(1e-9)),
+            commits_per_s,
             latency: Summary::of(&latencies),
+            serial: SerialCeiling {
+                commits: serial_latencies.len() as u64,
+                errors: serial_errors,
+                commits_per_s: serial_commits_per_s,
+                latency: Summary::of(&serial_latencies),
+            },
+            over_serial: round3(commits_per_s / serial_commits_per_s.max(1e-9)),
         };
         self.clock.log(format!(
-            "  {}: {:.0} commits/s ({} errors)",
-            run.store, run.commits_per_s, run.errors
+            "  {}: {:.0} commits/s ({} errors); one client: {:.0} commits/s ({} errors); {:.2}x",
+            run.store,
+            run.commits_per_s,
+            run.errors,
+            run.serial.commits_per_s,
+            run.serial.errors,
+            run.over_serial
         ));
         Ok(run)
     }
@@ -1766,6 +1768,43 @@ async fn policy_write(
 }
 
 /// A COMMIT_ONLY setting update of `sandbox`: (start, ms), or None on error.
+/// Each client writes to its own sandbox, one write after another, for `duration`.
+/// Returns every write's latency (ms), the failed writes and the seconds it took.
+async fn drive_writes(
+    writers: Vec<(Client, BenchSandbox)>,
+    duration: Duration,
+) -> Result<(Vec<f64>, u64, f64)> {
+    let errors = Arc::new(AtomicU64::new(0));
+    let t0 = mono_ns();
+    let deadline = tokio::time::Instant::now() + duration;
+    let tasks: Vec<_> = writers
+        .into_iter()
+        .map(|(client, sb)| {
+            let errors = errors.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                let mut value = 10u64;
+                while tokio::time::Instant::now() < deadline {
+                    value = if value >= 100_000 { 10 } else { value + 1 };
+                    match setting_write(&client, &sb, value).await {
+                        Some((_, ms)) => latencies.push(ms),
+                        None => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.context("throughput client failed")?);
+    }
+    let seconds = ms_between(t0, mono_ns()) / 1000.0;
+    Ok((latencies, errors.load(Ordering::Relaxed), seconds))
+}
+
 async fn setting_write(client: &Client, sandbox: &BenchSandbox, value: u64) -> Option<(u64, f64)> {
     let update = UpdateConfig::new(sandbox_target(sandbox))
         .set(FLEET_KEY, value.to_string())
@@ -1783,6 +1822,7 @@ fn is_applied(result: &Result<UpdateResult, openshell_sdk::SdkError>) -> bool {
 /// One global change: arms the swarm, writes, collects.
 async fn fleet_round(
     client: &Client,
+    gw: &mut GatewayProc,
     swarm: &mut SwarmProc,
     value: u64,
     wait: Duration,
@@ -1794,6 +1834,7 @@ async fn fleet_round(
         .set(FLEET_KEY, value.to_string())
         .mode(UpdateMode::WaitForApply)
         .wait_timeout(wait);
+    let started_wall = std::time::SystemTime::now();
     let t0 = mono_ns();
     let result = client.update_config(update).await;
     let t1 = mono_ns();
@@ -1801,6 +1842,13 @@ async fn fleet_round(
     let got = swarm
         .collect("fleet", Duration::from_secs(if ok { 60 } else { 5 }))
         .await?;
+    // The gateway's own clock: when it handed the fanout's last frame to a session's
+    // stream (no other configuration frame goes out between rounds).
+    let last_frame_sent_ms = gw
+        .metrics()
+        .await
+        .ok()
+        .and_then(|text| last_frame_sent_since(&text, started_wall));
     let per: Vec<f64> = got.reached.iter().map(|t| ms_between(t0, *t)).collect();
     let (state, fleet, server_ms) = match &result {
         Ok(UpdateResult {
@@ -1827,6 +1875,7 @@ async fn fleet_round(
         Err(e) => (format!("error: {e}"), Default::default(), None),
     };
     Ok(FleetRound {
+        last_frame_sent_ms: last_frame_sent_ms.map(round3),
         all_acked_ms: round3(got.last().map_or(f64::NAN, |t| ms_between(t0, t))),
         per_session: Summary::of(&per),
         operation_ms: round3(ms_between(t0, t1)),
@@ -1840,6 +1889,23 @@ async fn fleet_round(
     })
 }
 
+/// Milliseconds from `since` to the gateway's `supervisor_config_frame_last_sent`
+/// gauge in a metrics scrape; `None` when the gauge is absent or older.
+fn last_frame_sent_since(metrics: &str, since: std::time::SystemTime) -> Option<f64> {
+    let sent_s: f64 = metrics.lines().find_map(|line| {
+        line.strip_prefix("openshell_supervisor_config_frame_last_sent_timestamp_seconds ")?
+            .trim()
+            .parse()
+            .ok()
+    })?;
+    let since_s = since
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs_f64();
+    let ms = (sent_s - since_s) * 1000.0;
+    (ms >= 0.0).then_some(ms)
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
@@ -1850,6 +1916,21 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         run: RunArgs,
+    }
+
+    #[test]
+    fn the_last_frame_is_read_from_the_gateway_metric() {
+        let since = std::time::UNIX_EPOCH + Duration::from_secs(1_000);
+        let scrape = "# HELP openshell_supervisor_config_frame_last_sent_timestamp_seconds x\n\
+                      openshell_supervisor_config_frame_last_sent_timestamp_seconds 1000.25\n";
+        let ms = last_frame_sent_since(scrape, since).unwrap();
+        assert!((ms - 250.0).abs() < 1e-6, "{ms}");
+        // Older than the call: no frame of this round went out.
+        assert_eq!(
+            last_frame_sent_since(scrape, since + Duration::from_secs(1)),
+            None
+        );
+        assert_eq!(last_frame_sent_since("openshell_other 1\n", since), None);
     }
 
     fn resolve(args: &[&str]) -> Result<Params> {

@@ -83,6 +83,13 @@ fn quick_mode_writes_a_complete_report() {
             assert_eq!(count(round, "/fleet_targets"), 20);
             assert_eq!(count(round, "/fleet_applied"), 20);
             assert_eq!(count(round, "/per_session/count"), 20);
+            // The gateway's metric of its last frame, read after the round.
+            assert!(
+                round["last_frame_sent_ms"]
+                    .as_f64()
+                    .is_some_and(|ms| ms >= 0.0),
+                "{round:#}"
+            );
         }
     }
 
@@ -132,6 +139,11 @@ fn quick_mode_writes_a_complete_report() {
     assert!(stores.contains(&"sqlite"));
     for run in tp {
         assert!(count(run, "/commits") > 0, "{run:#}");
+        assert!(count(run, "/serial/commits") > 0, "{run:#}");
+        assert!(
+            run["over_serial"].as_f64().is_some_and(|r| r > 0.0),
+            "{run:#}"
+        );
     }
 
     // 6. reconnect storm: everyone came back.
