@@ -46,6 +46,11 @@ pub struct GatewayArgs {
     /// store; absent: a key file in --data-dir.
     #[arg(long, value_parser = parse_secret)]
     pub credential_key: Option<Secret>,
+    /// Serve TLS with this PEM certificate (and --tls-key).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 fn parse_secret(value: &str) -> Result<Secret, std::convert::Infallible> {
@@ -106,6 +111,9 @@ pub async fn child_main(args: GatewayArgs) -> Result<()> {
     config.replica_id = args.replica_id.clone();
     config.peer_secret = args.peer_secret.clone();
     config.credential_key = args.credential_key.clone();
+    if let (Some(cert), Some(key)) = (args.tls_cert.clone(), args.tls_key.clone()) {
+        config.tls = Some(openshell_gateway::config::TlsFiles { cert, key });
+    }
     if let Some(pool) = args.db_pool {
         config.db_pool_size = pool;
     }
@@ -172,9 +180,39 @@ pub struct StoreSpec {
     pub pg_database: Option<String>,
 }
 
+/// A self-signed certificate for 127.0.0.1 the gateways serve with `--tls`; it is its
+/// own CA, which the clients and the swarm's supervisors are given.
+#[derive(Debug, Clone)]
+pub struct TlsMaterial {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca_pem: Vec<u8>,
+}
+
+impl TlsMaterial {
+    pub fn create(dir: &std::path::Path) -> Result<Self> {
+        let generated = rcgen::generate_simple_self_signed(vec![
+            "127.0.0.1".to_string(),
+            "localhost".to_string(),
+        ])
+        .context("cannot generate the benchmark's TLS certificate")?;
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let cert = dir.join("cert.pem");
+        let key = dir.join("key.pem");
+        let ca_pem = generated.cert.pem().into_bytes();
+        std::fs::write(&cert, &ca_pem)
+            .with_context(|| format!("cannot write {}", cert.display()))?;
+        std::fs::write(&key, generated.signing_key.serialize_pem())
+            .with_context(|| format!("cannot write {}", key.display()))?;
+        Ok(Self { cert, key, ca_pem })
+    }
+}
+
 /// The coordinator's handle on a running gateway process.
 pub struct GatewayProc {
     proc: ChildProc,
+    /// Serves TLS (`https://`).
+    tls: bool,
     pub addr: SocketAddr,
     pub db_pool: u32,
     /// The store it runs on.
@@ -192,9 +230,29 @@ pub struct GatewayLauncher {
     /// A profiler command the gateway runs under (e.g. `heaptrack` or
     /// `valgrind --tool=callgrind`), split on whitespace; empty for none.
     pub wrapper: Vec<String>,
+    /// `--tls`: every gateway serves TLS with it.
+    pub tls: Option<TlsMaterial>,
 }
 
 impl GatewayLauncher {
+    /// An operator client of a gateway this launcher started: its token, and its CA when
+    /// the gateways serve TLS.
+    pub async fn client(&self, endpoint: &str) -> Result<openshell_sdk::Client> {
+        let mut options =
+            openshell_sdk::ClientOptions::new(endpoint).with_token(self.token.as_str());
+        if let Some(tls) = &self.tls {
+            options = options.with_ca_cert_pem(tls.ca_pem.clone());
+        }
+        openshell_sdk::Client::connect(options)
+            .await
+            .map_err(|e| anyhow!("cannot connect to the gateway at {endpoint}: {e}"))
+    }
+
+    /// The CA file the swarm's supervisors trust, when the gateways serve TLS.
+    pub fn ca_file(&self) -> Option<&std::path::Path> {
+        self.tls.as_ref().map(|tls| tls.cert.as_path())
+    }
+
     pub async fn start(
         &self,
         store: &StoreSpec,
@@ -250,6 +308,14 @@ impl GatewayLauncher {
             args.push("--db-pool".into());
             args.push(pool.to_string());
         }
+        if let Some(tls) = &self.tls {
+            args.extend([
+                "--tls-cert".to_string(),
+                tls.cert.display().to_string(),
+                "--tls-key".into(),
+                tls.key.display().to_string(),
+            ]);
+        }
         if let Some(replica) = replica {
             args.extend([
                 "--replica-id".to_string(),
@@ -271,6 +337,7 @@ impl GatewayLauncher {
                         .with_context(|| format!("gateway reported a bad address {addr}"))?;
                     return Ok(GatewayProc {
                         proc,
+                        tls: self.tls.is_some(),
                         addr,
                         db_pool,
                         store: store.clone(),
@@ -295,7 +362,8 @@ impl GatewayLauncher {
 
 impl GatewayProc {
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     pub fn pid(&self) -> Option<u32> {

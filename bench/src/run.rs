@@ -28,7 +28,7 @@ use openshell_sdk::{
 };
 use rand::Rng;
 
-use crate::gateway::{GatewayLauncher, GatewayProc, ReplicaSpec, StoreSpec};
+use crate::gateway::{GatewayLauncher, GatewayProc, ReplicaSpec, StoreSpec, TlsMaterial};
 use crate::report::{
     self, ConnectRecord, FleetParams, FleetRound, FleetRun, FleetScenario, Harness, IdleParams,
     IdleRun, IdleScenario, LatencyParams, LatencyRun, LatencyScenario, ReplicaWrites,
@@ -151,6 +151,10 @@ pub struct RunArgs {
     /// holds a connection of its own, as real supervisors do.
     #[arg(long, default_value_t = 0)]
     pub channels: usize,
+    /// Gateways serve TLS (a self-signed certificate made for the run), as in production;
+    /// supervisors and clients verify it. The etcd baseline stays plaintext.
+    #[arg(long)]
+    pub tls: bool,
     /// Sessions started at a time when setting up (the storm scenario starts all at once).
     #[arg(long, default_value_t = 1000)]
     pub connect_batch: usize,
@@ -395,6 +399,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
                 .as_deref()
                 .map(|w| w.split_whitespace().map(str::to_string).collect())
                 .unwrap_or_default(),
+            tls: args
+                .tls
+                .then(|| TlsMaterial::create(&work.path().join("tls")))
+                .transpose()?,
         },
         p,
         machine,
@@ -414,7 +422,10 @@ pub async fn run(args: RunArgs) -> Result<()> {
             port: 1024,
             value: 1000,
         },
-        scenarios: Scenarios::default(),
+        scenarios: Scenarios {
+            tls: args.tls,
+            ..Scenarios::default()
+        },
         connects: Vec::new(),
         notes: Vec::new(),
         db_pool: 0,
@@ -602,6 +613,7 @@ impl Bench {
                 &self.exe,
                 &[endpoint.to_string()],
                 self.p.channels,
+                self.launcher.ca_file(),
                 &self.launcher.log,
                 &self.out.join("swarm.log"),
                 0,
@@ -618,7 +630,7 @@ impl Bench {
         if have >= n {
             return Ok(());
         }
-        let client = setup::client(endpoint, &self.launcher.token).await?;
+        let client = self.launcher.client(endpoint).await?;
         let t = Instant::now();
         let created = setup::create_sandboxes(&client, "bench", have..n, 16).await?;
         self.sandboxes.extend(created);
@@ -684,7 +696,7 @@ impl Bench {
         let store = self.fresh_store("push-1k").await?;
         let mut gw = self.start_gateway(&store, DeliveryMode::Push).await?;
         let endpoint = gw.endpoint();
-        let client = setup::client(&endpoint, &self.launcher.token).await?;
+        let client = self.launcher.client(&endpoint).await?;
         let sims = self.sims(n, |_| production_ms);
         self.connect(
             &endpoint,
@@ -734,7 +746,7 @@ impl Bench {
         if self.p.poll_samples > 0 || self.p.short_poll_samples > 0 {
             let store = self.fresh_store("poll-1k").await?;
             let gw = self.start_gateway(&store, DeliveryMode::Poll).await?;
-            let client = setup::client(&gw.endpoint(), &self.launcher.token).await?;
+            let client = self.launcher.client(&gw.endpoint()).await?;
             let short_ms = ms(self.p.short_poll_interval);
             // Sandbox 0 polls at the production interval, sandbox 1 at the short one; every
             // other session polls at the production interval, as a real fleet would.
@@ -986,7 +998,7 @@ impl Bench {
         if self.p.runs(ScenarioId::Fleet) {
             let store = self.fresh_store("fleet-large").await?;
             let mut gw = self.start_gateway(&store, DeliveryMode::Push).await?;
-            let client = setup::client(&gw.endpoint(), &self.launcher.token).await?;
+            let client = self.launcher.client(&gw.endpoint()).await?;
             let sims = self.sims(n, |_| production_ms);
             self.connect(&gw.endpoint(), sims, true, "fleet convergence")
                 .await?;
@@ -1003,13 +1015,14 @@ impl Bench {
         if self.p.runs(ScenarioId::Starvation) {
             let store = self.fresh_store("starvation").await?;
             let gw = self.start_gateway(&store, DeliveryMode::Push).await?;
-            let client = setup::client(&gw.endpoint(), &self.launcher.token).await?;
+            let client = self.launcher.client(&gw.endpoint()).await?;
             let mut fleet = self.sims(n, |_| production_ms);
             let writers: Vec<SimSandbox> = fleet.drain(..self.p.starvation_writers).collect();
             let mut writers_swarm = SwarmProc::spawn(
                 &self.exe,
                 &[gw.endpoint()],
                 1,
+                self.launcher.ca_file(),
                 &self.launcher.log,
                 &self.out.join("swarm-writers.log"),
                 0,
@@ -1023,6 +1036,7 @@ impl Bench {
                 &self.exe,
                 &[gw.endpoint()],
                 self.p.channels,
+                self.launcher.ca_file(),
                 &self.launcher.log,
                 &self.out.join("swarm.log"),
                 self.p.fleet_nice,
@@ -1363,11 +1377,11 @@ impl Bench {
         ));
         let gw = self.launcher.start(store, DeliveryMode::Push, None).await?;
         let endpoint = gw.endpoint();
-        let admin = setup::client(&endpoint, &self.launcher.token).await?;
+        let admin = self.launcher.client(&endpoint).await?;
         let sandboxes = setup::create_sandboxes(&admin, "tp", 0..clients_n, 16).await?;
         let mut clients = Vec::with_capacity(clients_n);
         for _ in 0..clients_n {
-            clients.push(setup::client(&endpoint, &self.launcher.token).await?);
+            clients.push(self.launcher.client(&endpoint).await?);
         }
         // Warm up every connection and sandbox.
         for (c, sb) in clients.iter().zip(&sandboxes) {
@@ -1452,7 +1466,7 @@ impl Bench {
             .replica_launcher(0)
             .start_replica(&template, DeliveryMode::Push, &spec(0))
             .await?;
-        let admin = setup::client(&gw.endpoint(), &self.launcher.token).await?;
+        let admin = self.launcher.client(&gw.endpoint()).await?;
         let t = Instant::now();
         let sandboxes = setup::create_sandboxes(&admin, "replica", 0..n, 16).await?;
         drop(admin);
@@ -1545,7 +1559,7 @@ impl Bench {
         let endpoints: Vec<String> = gws.iter().map(GatewayProc::endpoint).collect();
         let mut clients = Vec::with_capacity(r);
         for endpoint in &endpoints {
-            clients.push(setup::client(endpoint, &self.launcher.token).await?);
+            clients.push(self.launcher.client(endpoint).await?);
         }
         // One swarm, its sessions spread over the replicas; a swarm bound to an earlier
         // gateway has no use any more.
@@ -1556,6 +1570,7 @@ impl Bench {
             &self.exe,
             &endpoints,
             self.p.channels,
+            self.launcher.ca_file(),
             &self.launcher.log,
             &self.out.join("swarm.log"),
             0,

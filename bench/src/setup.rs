@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, anyhow};
 use futures::{StreamExt, TryStreamExt};
-use openshell_sdk::{Client, ClientOptions};
+use openshell_sdk::Client;
 use sqlx::Connection;
 
 use crate::gateway::StoreSpec;
@@ -141,13 +141,6 @@ fn database_url(admin_url: &str, name: &str) -> String {
         _ => base,
     };
     format!("{base}/{name}{query}")
-}
-
-/// An operator client.
-pub async fn client(endpoint: &str, token: &str) -> Result<Client> {
-    Client::connect(ClientOptions::new(endpoint).with_token(token))
-        .await
-        .map_err(|e| anyhow!("cannot connect to the gateway at {endpoint}: {e}"))
 }
 
 /// A sandbox the harness created, with its supervisor credential.

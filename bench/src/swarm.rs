@@ -19,7 +19,7 @@ use openshell_supervisor::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 use crate::ctl::{ChildIo, ChildProc, init_child_logging};
 use crate::sys::{Usage, mono_ns, raise_fd_limit};
@@ -37,6 +37,9 @@ pub struct SwarmArgs {
     pub channels: usize,
     #[arg(long, default_value = "warn")]
     pub log: String,
+    /// PEM CA of gateways that serve TLS (`https://` URLs).
+    #[arg(long)]
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// One sandbox the swarm runs a supervisor for.
@@ -175,15 +178,23 @@ struct Swarm {
     /// Per gateway, the connections its sessions share; none when each session connects on
     /// its own.
     channels: Vec<Vec<Channel>>,
+    /// The gateways' CA when they serve TLS.
+    ca_pem: Option<Vec<u8>>,
     /// Per gateway, sessions started on it so far (they take its connections in turn).
     started: Vec<usize>,
     sims: Vec<Sim>,
     armed: HashMap<String, JoinSet<u64>>,
 }
 
-fn channel(url: &str) -> Result<Channel> {
-    Ok(Endpoint::from_shared(url.to_string())
-        .with_context(|| format!("bad gateway URL {url}"))?
+fn channel(url: &str, ca_pem: Option<&[u8]>) -> Result<Channel> {
+    let mut endpoint =
+        Endpoint::from_shared(url.to_string()).with_context(|| format!("bad gateway URL {url}"))?;
+    if let Some(pem) = ca_pem {
+        endpoint = endpoint
+            .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)))
+            .with_context(|| format!("cannot use the CA for {url}"))?;
+    }
+    Ok(endpoint
         .connect_timeout(Duration::from_secs(5))
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_timeout(Duration::from_secs(10))
@@ -216,6 +227,7 @@ impl Swarm {
             // Without shared channels the supervisor library opens its own connection.
             options.channel =
                 (!channels.is_empty()).then(|| channels[nth % channels.len()].clone());
+            options.ca_pem = self.ca_pem.clone();
             options.poll_interval = Duration::from_millis(sb.poll_interval_ms.max(1));
             let supervisor = Supervisor::new(options, Arc::new(MemoryApplier::new()));
             let (stop, mut stopped) = watch::channel(false);
@@ -313,17 +325,23 @@ impl Swarm {
 pub async fn child_main(args: SwarmArgs) -> Result<()> {
     init_child_logging(&args.log);
     raise_fd_limit();
+    let ca_pem = args
+        .ca_file
+        .as_ref()
+        .map(|path| std::fs::read(path).with_context(|| format!("cannot read {}", path.display())))
+        .transpose()?;
     let channels = args
         .gateway
         .iter()
         .map(|url| {
             (0..args.channels)
-                .map(|_| channel(url))
+                .map(|_| channel(url, ca_pem.as_deref()))
                 .collect::<Result<Vec<_>>>()
         })
         .collect::<Result<Vec<_>>>()?;
     let mut swarm = Swarm {
         gateways: args.gateway.clone(),
+        ca_pem,
         started: vec![0; channels.len()],
         channels,
         sims: Vec::new(),
@@ -412,6 +430,7 @@ impl SwarmProc {
         exe: &std::path::Path,
         gateways: &[String],
         channels: usize,
+        ca_file: Option<&std::path::Path>,
         log: &str,
         log_path: &std::path::Path,
         nice: u8,
@@ -420,6 +439,10 @@ impl SwarmProc {
         for gateway in gateways {
             args.push("--gateway".into());
             args.push(gateway.clone());
+        }
+        if let Some(ca) = ca_file {
+            args.push("--ca-file".into());
+            args.push(ca.display().to_string());
         }
         args.extend([
             "--channels".into(),

@@ -199,3 +199,48 @@ fn quick_mode_writes_a_complete_report() {
         "{md}"
     );
 }
+
+/// `--tls`: the gateways serve TLS, and the swarm's supervisors (each on a connection of its
+/// own) and the operator clients verify the run's certificate, so every session still gets
+/// its bootstrap and every fleet change.
+#[test]
+fn quick_mode_over_tls_reaches_every_session() {
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_openshell-bench"))
+        .args([
+            "--quick",
+            "--tls",
+            "--scenarios",
+            "fleet",
+            "--sessions",
+            "10",
+            "--fleet-sessions",
+            "20",
+            "--out",
+        ])
+        .arg(out.path())
+        .env_remove("OPENSHELL_BENCH_POSTGRES_URL")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "openshell-bench --quick --tls failed\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = std::fs::read_to_string(out.path().join("report.json")).unwrap();
+    let r: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(r["scenarios"]["tls"], true);
+    let runs = r["scenarios"]["fleet_convergence"]["runs"]
+        .as_array()
+        .unwrap();
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    for run in runs {
+        for round in run["rounds"].as_array().unwrap() {
+            assert_eq!(round["operation_state"], "APPLIED", "{round:#}");
+            assert_eq!(count(round, "/sessions_missing"), 0);
+        }
+    }
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(md.contains("TLS (the etcd baseline without)"), "{md}");
+}
