@@ -71,6 +71,7 @@ pub struct Scenarios {
     pub commit_throughput: Option<ThroughputScenario>,
     pub reconnect_storm: Option<StormScenario>,
     pub cross_replica: Option<ReplicasScenario>,
+    pub replicas_fleet: Option<ReplicasFleetScenario>,
     /// The peer measured beside the fleet sizes.
     pub etcd_baseline: Option<EtcdBaseline>,
     /// Every gateway of the run served TLS (`--tls`); the etcd baseline does not.
@@ -171,6 +172,27 @@ pub struct FleetRound {
     pub fleet_failed: u32,
     pub fleet_pending: u32,
     pub sessions_missing: usize,
+}
+
+// ---- 8. a global change over three replicas ----
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicasFleetScenario {
+    pub machine: Machine,
+    pub params: ReplicasFleetParams,
+    /// Sessions each replica held when the rounds began.
+    pub sessions_held: Vec<usize>,
+    pub median_all_acked_ms: f64,
+    pub median_operation_ms: f64,
+    pub rounds: Vec<FleetRound>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplicasFleetParams {
+    pub store: &'static str,
+    pub replicas: usize,
+    pub sessions_per_replica: usize,
+    pub placement: &'static str,
 }
 
 // ---- 3. no starvation ----
@@ -637,6 +659,52 @@ pub fn evaluate_targets(s: &Scenarios) -> Vec<TargetCheck> {
             note: "gateway restarted as a new process on the same address and store".into(),
         });
     }
+    if let Some(x) = &s.replicas_fleet {
+        let total = x.params.replicas * x.params.sessions_per_replica;
+        let one = s.fleet_convergence.as_ref().and_then(|f| {
+            f.runs
+                .iter()
+                .find(|run| run.sessions == x.params.sessions_per_replica)
+        });
+        let complete = !x.rounds.is_empty()
+            && x.rounds
+                .iter()
+                .all(|r| r.operation_state == "APPLIED" && r.sessions_missing == 0);
+        let (measured, met) = match one {
+            Some(one) => {
+                let ratio = x.median_all_acked_ms / one.median_all_acked_ms.max(f64::EPSILON);
+                (
+                    format!(
+                        "{ratio:.2}× ({} ms against one replica's {} ms; {total} sessions)",
+                        fmt_ms(x.median_all_acked_ms),
+                        fmt_ms(one.median_all_acked_ms)
+                    ),
+                    judged(
+                        complete && ratio <= 1.5,
+                        x.params.sessions_per_replica >= 10_000,
+                    ),
+                )
+            }
+            None => (
+                format!(
+                    "{} ms ({total} sessions); no one-replica fleet of {} in this run",
+                    fmt_ms(x.median_all_acked_ms),
+                    x.params.sessions_per_replica
+                ),
+                None,
+            ),
+        };
+        out.push(TargetCheck {
+            target: format!(
+                "{} replicas, {total} sessions: global change all acked",
+                x.params.replicas
+            ),
+            goal: "≤ 1.5× one replica's, same sessions per replica, same run".into(),
+            measured,
+            met,
+            note: "medians of the rounds; written through replica 0, every replica's sessions in a swarm process of their own".into(),
+        });
+    }
     if let Some(x) = &s.cross_replica {
         let at_scale = x.params.sessions >= 1000;
         for run in &x.runs {
@@ -1038,6 +1106,60 @@ fn rows(r: &Report) -> Vec<Row> {
                 kib(st.gateway_rss_after_kib)
             ),
         );
+    }
+    if let Some(x) = &s.replicas_fleet {
+        let params = format!(
+            "{} replicas × {} sessions, {}, {} rounds",
+            x.params.replicas,
+            x.params.sessions_per_replica,
+            x.params.store,
+            x.rounds.len()
+        );
+        row(
+            "8. Three replicas",
+            params.clone(),
+            "sessions held by each replica",
+            format!("{:?}", x.sessions_held),
+        );
+        row(
+            "8. Three replicas",
+            params.clone(),
+            "global change all applied+acked / fleet operation complete (medians)",
+            format!(
+                "{} / {} ms",
+                fmt_ms(x.median_all_acked_ms),
+                fmt_ms(x.median_operation_ms)
+            ),
+        );
+        let sent: Vec<f64> = x
+            .rounds
+            .iter()
+            .filter_map(|r| r.last_frame_sent_ms)
+            .collect();
+        if !sent.is_empty() {
+            row(
+                "8. Three replicas",
+                params.clone(),
+                "the last replica's last configuration frame sent (median)",
+                format!("{} ms", fmt_ms(crate::stats::median(&sent))),
+            );
+        }
+        if let Some(last) = x.rounds.last() {
+            row(
+                "8. Three replicas",
+                params,
+                "last round: state, targets/applied/failed/pending, sessions missing",
+                format!(
+                    "{} {}/{}/{}/{}, {}",
+                    last.operation_state,
+                    last.fleet_targets,
+                    last.fleet_applied,
+                    last.fleet_failed,
+                    last.fleet_pending,
+                    last.sessions_missing
+                ),
+            );
+        }
     }
     if let Some(x) = &s.cross_replica {
         for run in &x.runs {

@@ -32,13 +32,13 @@ use crate::gateway::{GatewayLauncher, GatewayProc, ReplicaSpec, StoreSpec, TlsMa
 use crate::report::{
     self, ConnectRecord, FleetParams, FleetRound, FleetRun, FleetScenario, Harness, IdleParams,
     IdleRun, IdleScenario, LatencyParams, LatencyRun, LatencyScenario, ReplicaWrites,
-    ReplicasParams, ReplicasRun, ReplicasScenario, Report, Scenarios, SerialCeiling,
-    StarvationParams, StarvationScenario, StormParams, StormScenario, ThroughputParams,
-    ThroughputRun, ThroughputScenario,
+    ReplicasFleetParams, ReplicasFleetScenario, ReplicasParams, ReplicasRun, ReplicasScenario,
+    Report, Scenarios, SerialCeiling, StarvationParams, StarvationScenario, StormParams,
+    StormScenario, ThroughputParams, ThroughputRun, ThroughputScenario,
 };
 use crate::setup::{self, BenchSandbox, policy_with_port};
 use crate::stats::{Summary, median, round3};
-use crate::swarm::{SimSandbox, SwarmProc, Until};
+use crate::swarm::{Collected, SimSandbox, SwarmProc, Until};
 use crate::sys::{Machine, mono_ns, ms_between, pause, raise_fd_limit};
 
 /// The setting fleet changes write (an integer, so every round can use a new value).
@@ -76,6 +76,8 @@ pub enum ScenarioId {
     Storm,
     /// 7. Writes through a replica that does not own the session, PostgreSQL.
     Replicas,
+    /// 8. Three replicas with --fleet-sessions each, one global change, PostgreSQL.
+    ReplicasFleet,
 }
 
 /// Options of a benchmark run (the default command).
@@ -520,6 +522,11 @@ impl Bench {
                 .await
                 .context("phase 4 (writes through a replica that does not own the session)")?;
         }
+        if self.p.runs(ReplicasFleet) {
+            self.phase_replicas_fleet()
+                .await
+                .context("phase 5 (a global change over three replicas)")?;
+        }
         Ok(())
     }
 
@@ -893,7 +900,8 @@ impl Bench {
         for _ in 0..self.p.fleet_rounds {
             let value = self.counters.next_value();
             let swarm = self.swarm.as_mut().ok_or_else(|| anyhow!("no swarm"))?;
-            let round = fleet_round(client, gw, swarm, value, self.p.wait).await?;
+            let round =
+                fleet_round(client, &mut [&mut *gw], &mut [swarm], value, self.p.wait).await?;
             self.clock.log(format!(
                 "  round: last frame sent {}, all acked {:.1} ms, operation {:.1} ms ({}, {} missing)",
                 round
@@ -1447,16 +1455,8 @@ impl Bench {
             let log = self.replica_log(i);
             std::fs::write(&log, b"").with_context(|| format!("cannot write {}", log.display()))?;
         }
-        // Replicas of one store must share the key sealing provider credentials; the peer
-        // secret authenticates their hints to each other. Fresh per run.
-        let key: [u8; 32] = rand::random();
-        let credential_key = Secret::new(base64::engine::general_purpose::STANDARD.encode(key));
-        let peer_secret = Secret::generate();
-        let spec = |i: usize| ReplicaSpec {
-            id: format!("replica-{i}"),
-            peer_secret: peer_secret.clone(),
-            credential_key: credential_key.clone(),
-        };
+        let specs = replica_specs(REPLICA_COUNTS.iter().copied().max().unwrap_or(1));
+        let spec = |i: usize| specs[i].clone();
         // The sandboxes are created once, through replica-0 (so the copies hold no other
         // replica's registration), and every replica count runs on a copy of that database.
         let (template, name) =
@@ -1522,6 +1522,155 @@ impl Bench {
 
     /// One replica count: `specs.len()` gateways on a copy of `template`, every sandbox's
     /// session on replica (index mod count), then timed writes through both routes.
+    /// Three replicas on one PostgreSQL database, --fleet-sessions sessions on each (every
+    /// replica's sessions in a swarm process of their own: one file descriptor per
+    /// connection), and global changes written through replica 0.
+    async fn phase_replicas_fleet(&mut self) -> Result<()> {
+        const REPLICAS: usize = 3;
+        let Some(url) = self.postgres_url.clone() else {
+            self.notes.push(
+                "the global change over three replicas was skipped: replicas share PostgreSQL, and no --postgres-url (or OPENSHELL_BENCH_POSTGRES_URL) was given"
+                    .into(),
+            );
+            return Ok(());
+        };
+        let per = self.p.fleet_sessions;
+        let total = per * REPLICAS;
+        self.clock.log(format!(
+            "scenario 8: {REPLICAS} replicas on PostgreSQL, {per} sessions each, {} rounds",
+            self.p.fleet_rounds
+        ));
+        for i in 0..REPLICAS {
+            let log = self.replica_log(i);
+            std::fs::write(&log, b"").with_context(|| format!("cannot write {}", log.display()))?;
+        }
+        let (store, name) =
+            setup::postgres_store(&url, &self.work.path().join("replicas-fleet")).await?;
+        self.pg_databases.push(name);
+        let specs = replica_specs(REPLICAS);
+        let mut gws = Vec::with_capacity(REPLICAS);
+        for (i, spec) in specs.iter().enumerate() {
+            gws.push(
+                self.replica_launcher(i)
+                    .start_replica(&store, DeliveryMode::Push, spec)
+                    .await?,
+            );
+        }
+        let endpoints: Vec<String> = gws.iter().map(GatewayProc::endpoint).collect();
+        let client = self.launcher.client(&endpoints[0]).await?;
+        let t = Instant::now();
+        let sandboxes = setup::create_sandboxes(&client, "replicas-fleet", 0..total, 16).await?;
+        self.clock.log(format!(
+            "  created {total} sandboxes in {:.1} s",
+            t.elapsed().as_secs_f64()
+        ));
+        if let Some(swarm) = self.swarm.take() {
+            swarm.finish().await?;
+        }
+        let mut swarms = Vec::with_capacity(REPLICAS);
+        for (i, endpoint) in endpoints.iter().enumerate() {
+            swarms.push(SwarmProc::spawn(
+                &self.exe,
+                std::slice::from_ref(endpoint),
+                self.p.channels,
+                self.launcher.ca_file(),
+                &self.launcher.log,
+                &self.out.join(format!("swarm-replica-{i}.log")),
+                0,
+            )?);
+        }
+        let t = Instant::now();
+        for (i, swarm) in swarms.iter_mut().enumerate() {
+            let sims: Vec<SimSandbox> = sandboxes
+                .iter()
+                .skip(i)
+                .step_by(REPLICAS)
+                .map(|sb| sb.sim(ms(PRODUCTION_POLL)))
+                .collect();
+            for chunk in sims.chunks(self.p.connect_batch) {
+                start_ready(swarm, chunk.to_vec(), true).await?;
+            }
+        }
+        let seconds = round3(t.elapsed().as_secs_f64());
+        self.clock.log(format!(
+            "  {total} sessions ready in push mode after {seconds:.1} s"
+        ));
+        self.connects.push(ConnectRecord {
+            what: format!("global change over {REPLICAS} replicas"),
+            sessions: total,
+            mode: "push",
+            seconds,
+        });
+        let mut sessions_per_replica = Vec::with_capacity(REPLICAS);
+        for gw in &mut gws {
+            sessions_per_replica.push(gw.usage().await?.1);
+        }
+        pause(Duration::from_secs(1)).await;
+        let mut rounds = Vec::new();
+        for _ in 0..self.p.fleet_rounds {
+            let value = self.counters.next_value();
+            let mut gw_refs: Vec<&mut GatewayProc> = gws.iter_mut().collect();
+            let mut swarm_refs: Vec<&mut SwarmProc> = swarms.iter_mut().collect();
+            let round =
+                fleet_round(&client, &mut gw_refs, &mut swarm_refs, value, self.p.wait).await?;
+            self.clock.log(format!(
+                "  round: all acked {:.1} ms, operation {:.1} ms ({}, {} missing)",
+                round.all_acked_ms,
+                round.operation_ms,
+                round.operation_state,
+                round.sessions_missing
+            ));
+            let finished = round.operation_state == "APPLIED";
+            rounds.push(round);
+            if !finished {
+                self.notes.push(format!(
+                    "global change over {REPLICAS} replicas: a round's operation ended {}; later rounds were skipped",
+                    rounds.last().map_or("", |r| r.operation_state.as_str())
+                ));
+                break;
+            }
+            pause(Duration::from_millis(500)).await;
+        }
+        for (i, gw) in gws.iter_mut().enumerate() {
+            if let Ok(text) = gw.metrics().await {
+                std::fs::write(
+                    self.out
+                        .join(format!("gateway-metrics-replicas-fleet-replica-{i}.txt")),
+                    text,
+                )
+                .ok();
+            }
+        }
+        for mut swarm in swarms {
+            swarm.stop_all().await?;
+            swarm.finish().await?;
+        }
+        for gw in gws {
+            gw.stop().await?;
+        }
+        let acked: Vec<f64> = rounds.iter().map(|r| r.all_acked_ms).collect();
+        let ops: Vec<f64> = rounds.iter().map(|r| r.operation_ms).collect();
+        let scenario = ReplicasFleetScenario {
+            machine: self.machine.clone(),
+            params: ReplicasFleetParams {
+                store: "postgres",
+                replicas: REPLICAS,
+                sessions_per_replica: per,
+                placement: "one gateway process per replica on one fresh PostgreSQL database; the sessions of each replica in a swarm process of their own, one connection each; the global change is written through replica 0",
+            },
+            sessions_held: sessions_per_replica,
+            median_all_acked_ms: median(&acked),
+            median_operation_ms: median(&ops),
+            rounds,
+        };
+        println!(
+            "{}",
+            report::scenario_block("scenario 8: a global change over three replicas", &scenario)
+        );
+        self.scenarios.replicas_fleet = Some(scenario);
+        Ok(())
+    }
+
     async fn replicas_run(
         &mut self,
         template: &StoreSpec,
@@ -1835,16 +1984,35 @@ fn is_applied(result: &Result<UpdateResult, openshell_sdk::SdkError>) -> bool {
 }
 
 /// One global change: arms the swarm, writes, collects.
+/// Replicas of one store: they share the key sealing provider credentials, and the peer
+/// secret authenticates their hints to each other. Fresh per call.
+fn replica_specs(count: usize) -> Vec<ReplicaSpec> {
+    let key: [u8; 32] = rand::random();
+    let credential_key = Secret::new(base64::engine::general_purpose::STANDARD.encode(key));
+    let peer_secret = Secret::generate();
+    (0..count)
+        .map(|i| ReplicaSpec {
+            id: format!("replica-{i}"),
+            peer_secret: peer_secret.clone(),
+            credential_key: credential_key.clone(),
+        })
+        .collect()
+}
+
+/// One global change through `client`, reaching the sessions of every swarm; `gws` are the
+/// gateways the sessions are connected to (their last-frame metric is read after it).
 async fn fleet_round(
     client: &Client,
-    gw: &mut GatewayProc,
-    swarm: &mut SwarmProc,
+    gws: &mut [&mut GatewayProc],
+    swarms: &mut [&mut SwarmProc],
     value: u64,
     wait: Duration,
 ) -> Result<FleetRound> {
-    swarm
-        .arm("fleet", None, Until::GlobalSettingsChange, false)
-        .await?;
+    for swarm in swarms.iter_mut() {
+        swarm
+            .arm("fleet", None, Until::GlobalSettingsChange, false)
+            .await?;
+    }
     let update = UpdateConfig::new(Target::Global)
         .set(FLEET_KEY, value.to_string())
         .mode(UpdateMode::WaitForApply)
@@ -1854,16 +2022,32 @@ async fn fleet_round(
     let result = client.update_config(update).await;
     let t1 = mono_ns();
     let ok = result.is_ok();
-    let got = swarm
-        .collect("fleet", Duration::from_secs(if ok { 60 } else { 5 }))
-        .await?;
-    // The gateway's own clock: when it handed the fanout's last frame to a session's
-    // stream (no other configuration frame goes out between rounds).
-    let last_frame_sent_ms = gw
-        .metrics()
-        .await
-        .ok()
-        .and_then(|text| last_frame_sent_since(&text, started_wall));
+    let mut got = Collected {
+        reached: Vec::new(),
+        missing: 0,
+    };
+    for swarm in swarms.iter_mut() {
+        let one = swarm
+            .collect("fleet", Duration::from_secs(if ok { 60 } else { 5 }))
+            .await?;
+        got.reached.extend(one.reached);
+        got.missing += one.missing;
+    }
+    // The gateways' own clocks: when the last of them handed the fanout's last frame to a
+    // session's stream (no other configuration frame goes out between rounds).
+    let mut last_frame_sent_ms = None;
+    for gw in gws.iter_mut() {
+        let Some(ms) = gw
+            .metrics()
+            .await
+            .ok()
+            .and_then(|text| last_frame_sent_since(&text, started_wall))
+        else {
+            last_frame_sent_ms = None;
+            break;
+        };
+        last_frame_sent_ms = Some(last_frame_sent_ms.map_or(ms, |m: f64| m.max(ms)));
+    }
     let per: Vec<f64> = got.reached.iter().map(|t| ms_between(t0, *t)).collect();
     let (state, fleet, server_ms) = match &result {
         Ok(UpdateResult {

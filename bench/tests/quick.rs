@@ -192,6 +192,27 @@ fn quick_mode_writes_a_complete_report() {
         assert!(skipped, "{:#}", r["notes"]);
     }
 
+    // 8. a global change over three replicas, 20 sessions each: PostgreSQL only; every
+    // replica held its sessions and every round reached all of them.
+    let rf = &s["replicas_fleet"];
+    if postgres.is_some() {
+        let held: Vec<u64> = rf["sessions_held"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(held, [20, 20, 20], "{rf:#}");
+        for round in rf["rounds"].as_array().unwrap() {
+            assert_eq!(round["operation_state"], "APPLIED", "{round:#}");
+            assert_eq!(count(round, "/fleet_applied"), 60, "{round:#}");
+            assert_eq!(count(round, "/sessions_missing"), 0, "{round:#}");
+            assert_eq!(count(round, "/per_session/count"), 60, "{round:#}");
+        }
+    } else {
+        assert!(rf.is_null(), "{rf:#}");
+    }
+
     assert!(!r["targets"].as_array().unwrap().is_empty());
     let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
     assert!(
