@@ -73,34 +73,52 @@ impl Publication {
 /// The push sessions of this replica, by sandbox.
 #[derive(Debug, Default, Clone)]
 pub struct Publisher {
-    sessions: Arc<Mutex<HashMap<String, Arc<SessionDelivery>>>>,
+    /// Every open push delivery of a sandbox, oldest first: usually one, two
+    /// while a new session of the sandbox replaces an old one.
+    sessions: Arc<Mutex<HashMap<String, Vec<Arc<SessionDelivery>>>>>,
 }
 
 impl Publisher {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<SessionDelivery>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Arc<SessionDelivery>>>> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Adds a session's delivery beside any other of its sandbox. Which of
+    /// two sessions lives is the session registry's decision, made when one
+    /// is accepted, and each closes and unregisters its own delivery: when
+    /// the newer one replaced the older here, two sessions opening at once
+    /// could leave the one accepted last with its delivery closed by the
+    /// other, and no write reached it again.
     pub fn register(&self, delivery: Arc<SessionDelivery>) {
-        if let Some(old) = self.lock().insert(delivery.sandbox_id.clone(), delivery) {
-            old.close();
-        }
+        self.lock()
+            .entry(delivery.sandbox_id.clone())
+            .or_default()
+            .push(delivery);
     }
 
     pub fn unregister(&self, delivery: &SessionDelivery) {
         let mut map = self.lock();
-        if map
-            .get(&delivery.sandbox_id)
-            .is_some_and(|d| d.session_id == delivery.session_id)
-        {
-            map.remove(&delivery.sandbox_id);
+        if let Some(open) = map.get_mut(&delivery.sandbox_id) {
+            open.retain(|d| d.session_id != delivery.session_id);
+            if open.is_empty() {
+                map.remove(&delivery.sandbox_id);
+            }
         }
     }
 
+    /// The sandbox's newest open delivery.
     pub fn get(&self, sandbox_id: &str) -> Option<Arc<SessionDelivery>> {
-        self.lock().get(sandbox_id).cloned()
+        self.lock()
+            .get(sandbox_id)
+            .and_then(|open| open.last().cloned())
     }
 
+    /// Every open delivery of the sandbox.
+    fn all_of(&self, sandbox_id: &str) -> Vec<Arc<SessionDelivery>> {
+        self.lock().get(sandbox_id).cloned().unwrap_or_default()
+    }
+
+    /// Sandboxes with an open delivery.
     pub fn len(&self) -> usize {
         self.lock().len()
     }
@@ -112,7 +130,7 @@ impl Publisher {
     /// Components of this replica's push sessions marked for a rebuild and
     /// not built yet (see [`SessionDelivery::pending_marks`]), summed.
     pub fn pending_marks(&self) -> usize {
-        let sessions: Vec<_> = self.lock().values().cloned().collect();
+        let sessions: Vec<_> = self.lock().values().flatten().cloned().collect();
         sessions.iter().map(|d| d.pending_marks()).sum()
     }
 
@@ -122,17 +140,18 @@ impl Publisher {
             return 0;
         }
         let targets: Vec<Arc<SessionDelivery>> = match &publication.scope {
-            PublicationScope::Sandbox(id) => self.get(id).into_iter().collect(),
+            PublicationScope::Sandbox(id) => self.all_of(id),
             PublicationScope::Workspace(ws) => self
                 .lock()
                 .values()
+                .flatten()
                 .filter(|d| &d.workspace == ws)
                 .cloned()
                 .collect(),
-            PublicationScope::Global => self.lock().values().cloned().collect(),
+            PublicationScope::Global => self.lock().values().flatten().cloned().collect(),
             PublicationScope::Provider(provider_id) => {
                 match store.attaching_sandboxes(provider_id).await {
-                    Ok(ids) => ids.iter().filter_map(|id| self.get(id)).collect(),
+                    Ok(ids) => ids.iter().flat_map(|id| self.all_of(id)).collect(),
                     Err(e) => {
                         // Reconcile repairs what this misses.
                         tracing::warn!(error = %e, provider = %provider_id, "cannot resolve provider fanout");
@@ -186,6 +205,50 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
+
+    fn delivery(session_id: &str) -> Arc<SessionDelivery> {
+        Arc::new(SessionDelivery::new(
+            "sb".into(),
+            session_id.into(),
+            "default".into(),
+            1,
+            true,
+        ))
+    }
+
+    /// Two sessions of one sandbox open at once (a reconnect racing its old
+    /// connection, or two processes with one credential): the second to
+    /// open is accepted first and then replaced by the first, whose
+    /// delivery must still get every write once the second has gone. Chaos
+    /// found the session left without pushes for good when a newer
+    /// registration closed and displaced the older delivery.
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)]
+    async fn a_session_outlasting_a_later_opened_one_of_its_sandbox_still_gets_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::sqlite_for_tests(dir.path()).await;
+        let publisher = Publisher::default();
+        let (first, second) = (delivery("ss-1"), delivery("ss-2"));
+        publisher.register(first.clone());
+        publisher.register(second.clone());
+        // The registry accepts the first last and closes the second, which
+        // tears its own delivery down.
+        second.close();
+        publisher.unregister(&second);
+
+        let write = Publication::sandbox("sb", &[Component::SandboxConfig]);
+        assert_eq!(publisher.publish(&store, &write).await, 1);
+        assert!(!first.is_closed());
+        assert_eq!(first.pending_marks(), 1);
+        assert_eq!(
+            publisher.get("sb").map(|d| d.session_id.clone()),
+            Some("ss-1".into())
+        );
+
+        publisher.unregister(&first);
+        assert!(publisher.is_empty());
+        assert_eq!(publisher.publish(&store, &write).await, 0);
+    }
 
     /// Another task runs between two rounds of a fanout's wake-ups: what
     /// wakes during a fanout does not wait until all of it has woken.
