@@ -1443,18 +1443,13 @@ impl Bench {
     // ---------------- phase 4 ----------------
 
     async fn phase_replicas(&mut self) -> Result<()> {
-        let Some(url) = self.postgres_url.clone() else {
-            self.notes.push(
-                "writes through a replica that does not own the session were skipped: replicas share PostgreSQL, and no --postgres-url (or OPENSHELL_BENCH_POSTGRES_URL) was given"
-                    .into(),
-            );
+        let Some(url) =
+            self.replicas_store("writes through a replica that does not own the session")
+        else {
             return Ok(());
         };
         let n = self.p.replicas_sessions;
-        for i in 0..REPLICA_COUNTS.iter().copied().max().unwrap_or(0) {
-            let log = self.replica_log(i);
-            std::fs::write(&log, b"").with_context(|| format!("cannot write {}", log.display()))?;
-        }
+        self.fresh_replica_logs(REPLICA_COUNTS.iter().copied().max().unwrap_or(0))?;
         let specs = replica_specs(REPLICA_COUNTS.iter().copied().max().unwrap_or(1));
         let spec = |i: usize| specs[i].clone();
         // The sandboxes are created once, through replica-0 (so the copies hold no other
@@ -1513,6 +1508,25 @@ impl Bench {
         self.out.join(format!("gateway-replica-{i}.log"))
     }
 
+    /// Empties the logs of replicas `0..count` for this run.
+    fn fresh_replica_logs(&self, count: usize) -> Result<()> {
+        for i in 0..count {
+            let log = self.replica_log(i);
+            std::fs::write(&log, b"").with_context(|| format!("cannot write {}", log.display()))?;
+        }
+        Ok(())
+    }
+
+    /// The PostgreSQL admin URL replicas need; without one, notes that `what` was skipped.
+    fn replicas_store(&mut self, what: &str) -> Option<String> {
+        if self.postgres_url.is_none() {
+            self.notes.push(format!(
+                "{what}: skipped, as replicas share PostgreSQL and no --postgres-url (or OPENSHELL_BENCH_POSTGRES_URL) was given"
+            ));
+        }
+        self.postgres_url.clone()
+    }
+
     fn replica_launcher(&self, i: usize) -> GatewayLauncher {
         GatewayLauncher {
             log_path: self.replica_log(i),
@@ -1527,11 +1541,7 @@ impl Bench {
     /// connection), and global changes written through replica 0.
     async fn phase_replicas_fleet(&mut self) -> Result<()> {
         const REPLICAS: usize = 3;
-        let Some(url) = self.postgres_url.clone() else {
-            self.notes.push(
-                "the global change over three replicas was skipped: replicas share PostgreSQL, and no --postgres-url (or OPENSHELL_BENCH_POSTGRES_URL) was given"
-                    .into(),
-            );
+        let Some(url) = self.replicas_store("the global change over three replicas") else {
             return Ok(());
         };
         let per = self.p.fleet_sessions;
@@ -1540,10 +1550,7 @@ impl Bench {
             "scenario 8: {REPLICAS} replicas on PostgreSQL, {per} sessions each, {} rounds",
             self.p.fleet_rounds
         ));
-        for i in 0..REPLICAS {
-            let log = self.replica_log(i);
-            std::fs::write(&log, b"").with_context(|| format!("cannot write {}", log.display()))?;
-        }
+        self.fresh_replica_logs(REPLICAS)?;
         let (store, name) =
             setup::postgres_store(&url, &self.work.path().join("replicas-fleet")).await?;
         self.pg_databases.push(name);

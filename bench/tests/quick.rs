@@ -187,7 +187,7 @@ fn quick_mode_writes_a_complete_report() {
         let skipped = r["notes"].as_array().unwrap().iter().any(|n| {
             n.as_str()
                 .unwrap()
-                .contains("does not own the session were skipped")
+                .contains("does not own the session: skipped")
         });
         assert!(skipped, "{:#}", r["notes"]);
     }
