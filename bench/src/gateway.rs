@@ -393,6 +393,14 @@ impl GatewayProc {
         }
     }
 
+    /// Keeps a scrape of the gateway's metrics in `path`, for whoever reads the run's
+    /// output; best effort, as nothing in the report depends on it.
+    pub async fn save_metrics(&mut self, path: &std::path::Path) {
+        if let Ok(text) = self.metrics().await {
+            std::fs::write(path, text).ok();
+        }
+    }
+
     /// Graceful shutdown (sessions end, in-flight calls drain), then the process exits.
     pub async fn stop(mut self) -> Result<Usage> {
         let reply = self

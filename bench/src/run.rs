@@ -986,9 +986,8 @@ impl Bench {
                 self.connect(&gw.endpoint(), sims, true, "reconnect storm")
                     .await?;
             }
-            if let Ok(text) = gw.metrics().await {
-                std::fs::write(self.out.join("gateway-metrics-idle-push.txt"), text).ok();
-            }
+            gw.save_metrics(&self.out.join("gateway-metrics-idle-push.txt"))
+                .await;
             if self.p.runs(ScenarioId::Storm) {
                 pause(Duration::from_secs(1)).await;
                 let (scenario, new_gw) = self.storm(gw, n).await?;
@@ -1013,9 +1012,8 @@ impl Bench {
             pause(Duration::from_secs(1)).await;
             let run = self.fleet_run(&client, &mut gw, n).await?;
             self.add_fleet_run(run);
-            if let Ok(text) = gw.metrics().await {
-                std::fs::write(self.out.join("gateway-metrics-fleet.txt"), text).ok();
-            }
+            gw.save_metrics(&self.out.join("gateway-metrics-fleet.txt"))
+                .await;
             self.stop_sessions().await?;
             gw.stop().await?;
         }
@@ -1073,9 +1071,8 @@ impl Bench {
                 "scenario 4: idle cost, poll every 10 s, {n} sessions"
             ));
             let idle_poll = self.idle_run(&mut gw, n, false).await?;
-            if let Ok(text) = gw.metrics().await {
-                std::fs::write(self.out.join("gateway-metrics-idle-poll.txt"), text).ok();
-            }
+            gw.save_metrics(&self.out.join("gateway-metrics-idle-poll.txt"))
+                .await;
             self.stop_sessions().await?;
             gw.stop().await?;
             let scenario = IdleScenario {
@@ -1307,9 +1304,8 @@ impl Bench {
         let swarm = self.swarm.as_mut().ok_or_else(|| anyhow!("no swarm"))?;
         let got = swarm.collect("storm", Duration::from_secs(600)).await?;
         let (usage, _) = gw.usage().await?;
-        if let Ok(text) = gw.metrics().await {
-            std::fs::write(self.out.join("gateway-metrics-storm.txt"), text).ok();
-        }
+        gw.save_metrics(&self.out.join("gateway-metrics-storm.txt"))
+            .await;
         let per: Vec<f64> = got
             .reached
             .iter()
@@ -1639,14 +1635,12 @@ impl Bench {
             pause(Duration::from_millis(500)).await;
         }
         for (i, gw) in gws.iter_mut().enumerate() {
-            if let Ok(text) = gw.metrics().await {
-                std::fs::write(
-                    self.out
-                        .join(format!("gateway-metrics-replicas-fleet-replica-{i}.txt")),
-                    text,
-                )
-                .ok();
-            }
+            gw.save_metrics(
+                &self
+                    .out
+                    .join(format!("gateway-metrics-replicas-fleet-replica-{i}.txt")),
+            )
+            .await;
         }
         for mut swarm in swarms {
             swarm.stop_all().await?;
@@ -1793,14 +1787,12 @@ impl Bench {
             }
         }
         for (i, gw) in gws.iter_mut().enumerate() {
-            if let Ok(text) = gw.metrics().await {
-                std::fs::write(
-                    self.out
-                        .join(format!("gateway-metrics-replicas-{r}-replica-{i}.txt")),
-                    text,
-                )
-                .ok();
-            }
+            gw.save_metrics(
+                &self
+                    .out
+                    .join(format!("gateway-metrics-replicas-{r}-replica-{i}.txt")),
+            )
+            .await;
         }
         self.stop_sessions().await?;
         if let Some(swarm) = self.swarm.take() {
