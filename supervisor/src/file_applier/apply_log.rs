@@ -15,14 +15,16 @@
 //! A crash between 1 and 2 leaves an active generation without an entry, one the hook may
 //! not have accepted yet: the next start makes the last recorded generation active again
 //! (`FileApplier::new`). A state directory from before the apply log has its active
-//! generation recorded as `recovered` ([`record_recovered`]). A crash in the middle of an
-//! append leaves a torn last line, which [`read`] skips.
+//! generation recorded as `recovered` ([`record_recovered`]). A crash or a full disk in the
+//! middle of an append leaves a torn last line, which [`read`] skips; the next append
+//! starts on a line of its own.
 //!
 //! The log is kept small: past [`MAX_LOG_BYTES`] it is renamed to `apply-log.jsonl.1`
 //! (replacing the previous one) and a new one starts.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -122,9 +124,25 @@ pub fn append(root: &Path, entry: &ApplyLogEntry) -> io::Result<()> {
     if fs::metadata(&path).is_ok_and(|meta| meta.len() > MAX_LOG_BYTES) {
         fs::rename(&path, root.join(ROTATED_APPLY_LOG_FILE))?;
     }
-    let mut line = serde_json::to_vec(entry).map_err(io::Error::other)?;
+    let mut file = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(&path)?;
+    // A torn end (a crash, or a full disk, in the middle of an earlier append) must stay a
+    // line of its own: glued to it, this entry would not parse and would be skipped with
+    // it, and an active generation would have no entry.
+    let len = file.metadata()?.len();
+    let mut last = [b'\n'];
+    if len > 0 {
+        file.read_exact_at(&mut last, len - 1)?;
+    }
+    let mut line = Vec::new();
+    if last[0] != b'\n' {
+        line.push(b'\n');
+    }
+    serde_json::to_writer(&mut line, entry).map_err(io::Error::other)?;
     line.push(b'\n');
-    let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
     file.write_all(&line)?;
     file.sync_data()?;
     // A new log file is only durable once its directory entry is.
@@ -203,6 +221,24 @@ mod tests {
         file.write_all(br#"{"outcome":"activated","genera"#)
             .unwrap();
         assert_eq!(read(dir.path()).unwrap(), [entry(1), entry(2)]);
+    }
+
+    /// Found by the fault-injection suite (a full state directory, seed 11): an append that
+    /// failed part-way left a fragment, the next entry was written onto its end, and the
+    /// generation it recorded, active and reported APPLIED, had no entry that parsed.
+    #[test]
+    fn an_entry_after_a_torn_append_is_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        append(dir.path(), &entry(1)).unwrap();
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(APPLY_LOG_FILE))
+            .unwrap();
+        file.write_all(br#"{"outcome":"activated","genera"#)
+            .unwrap();
+        append(dir.path(), &entry(2)).unwrap();
+        append(dir.path(), &entry(3)).unwrap();
+        assert_eq!(read(dir.path()).unwrap(), [entry(1), entry(2), entry(3)]);
     }
 
     #[test]
