@@ -8,7 +8,8 @@
 //! does) and does not parse policy itself (`openshell-core` does).
 //!
 //! A change flows: `api::update_config` → `config_update::commit_update`
-//! (one transaction: revision, operation, fanout intent) → `operations`
+//! (one transaction: revision, operation, fanout intent; concurrent sandbox
+//! writes share one, `config_update/groups.rs`) → `operations`
 //! (waits) → resolution by supervisor reports.
 
 pub mod api;

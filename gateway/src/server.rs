@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use openshell_proto::v1::gateway_peer_server::GatewayPeerServer;
@@ -16,6 +17,7 @@ use tonic::transport::{Identity, Server, ServerTlsConfig};
 use crate::api::{ApiContext, OpenShellApi};
 use crate::auth::{Authenticated, OperatorAuth};
 use crate::config::GatewayConfig;
+use crate::config_update::ConfigWriter;
 use crate::crypto::CredentialCipher;
 use crate::delivery::{FanoutActivity, Permits, Publisher};
 use crate::error::GatewayError;
@@ -293,6 +295,13 @@ fn assemble(
         "Components of this replica's push sessions marked for a rebuild and not built yet",
         move || i64::try_from(sessions.pending_marks()).unwrap_or(i64::MAX),
     );
+    let config_writer = ConfigWriter::spawn(store.clone());
+    let counts = config_writer.counts_handle();
+    metrics.register_sampled_gauge(
+        "config_writes_queued",
+        "Sandbox configuration writes waiting in a lane for a transaction; writes that queue up commit together",
+        move || i64::try_from(counts.queued.load(Ordering::SeqCst)).unwrap_or(i64::MAX),
+    );
     let metrics = Arc::new(metrics);
     let permits = Arc::new(Permits::for_pool(config.db_pool_size as usize));
     let activity = Arc::new(FanoutActivity::new(permits.clone()));
@@ -320,6 +329,7 @@ fn assemble(
         peers,
         reports: ReportResolver::spawn(store.clone(), metrics.clone(), activity.clone()),
         owner_claims: OwnerClaims::spawn(store.clone()),
+        config_writer,
         session_tasks: tokio_util::task::TaskTracker::new(),
         stopping,
         store,
@@ -344,6 +354,7 @@ fn router(
     let api = OpenShellApi::new(
         ApiContext {
             store: state.store.clone(),
+            config_writer: state.config_writer.clone(),
             config: state.config.clone(),
             announcer: state.announcer(),
             activity: state.activity.clone(),
@@ -372,6 +383,7 @@ fn router(
 fn session_context(state: &GatewayState) -> SessionContext {
     SessionContext {
         store: state.store.clone(),
+        config_writer: state.config_writer.clone(),
         config: state.config.clone(),
         sessions: state.sessions.clone(),
         metrics: state.metrics.clone(),

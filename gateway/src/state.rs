@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use crate::config::GatewayConfig;
+use crate::config_update::ConfigWriter;
 use crate::delivery::{
     DeliveryTuning, FanoutActivity, Permits, Publication, PublicationScope, Publisher,
 };
@@ -23,6 +24,8 @@ use crate::store::{OwnerClaims, Store};
 /// Every part of a running replica.
 pub struct GatewayState {
     pub store: Store,
+    /// Where `UpdateConfig` writes commit (group commit of sandbox writes).
+    pub config_writer: ConfigWriter,
     pub config: Arc<GatewayConfig>,
     pub sessions: SessionRegistry,
     pub metrics: Arc<Metrics>,

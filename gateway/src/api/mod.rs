@@ -55,6 +55,7 @@ const DEFAULT_PAGE: u32 = 100;
 /// and fanout gauge, and this replica's sessions for diagnostics.
 pub struct ApiContext {
     pub store: Store,
+    pub config_writer: crate::config_update::ConfigWriter,
     pub config: Arc<GatewayConfig>,
     pub announcer: Announcer,
     pub activity: Arc<FanoutActivity>,
@@ -1144,7 +1145,7 @@ impl OpenShell for OpenShellApi {
         // the writer thread: its fanout is about to crowd the runtime.
         let fleet_write = (!matches!(update.target, ConfigTarget::Sandbox(_)))
             .then(|| self.state.activity.fleet_write());
-        let committed = commit_update(&self.state.store, &update, retention, place).await?;
+        let committed = commit_update(&self.state.config_writer, &update, retention, place).await?;
         tracing::info!(
             operation = %committed.operation.id,
             target = %committed.operation.target,

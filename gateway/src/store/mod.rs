@@ -55,6 +55,7 @@ pub use providers::ProviderValues;
 pub use records::*;
 pub use replicas::LivePeer;
 pub use reports::{LastReport, LiveTarget, PolicyProgress, ReportRow};
+pub use sandboxes::LockedSandbox;
 pub use session_owners::{OwnerClaim, OwnerClaims, SessionOwner};
 pub use settings::{ScopedSettings, SettingWrite};
 pub use tokens::TokenRecord;

@@ -34,6 +34,68 @@ static INSERT_OPERATION_SQL: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// [`INSERT_OPERATION_SQL`] for the operations of a JSON array bound as `$1`
+/// ([`OperationRow`]s), at the time `$2` (PostgreSQL).
+static INSERT_OPERATIONS_SQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO operations (id, target_kind, target, sandbox_id, state, outcome, error, \
+         policy_revision, settings_revision, global_policy_revision, no_op, caller, \
+         idempotency_key, request_fingerprint, idempotency_expires_at, created_at, updated_at, \
+         touches_policy, provider_env_revision) \
+         SELECT r.id, r.target_kind, r.target, r.sandbox_id, 'PENDING', '', '', \
+         r.policy_revision, r.settings_revision, \
+         COALESCE(r.global_policy_revision, {CURRENT_GLOBAL_POLICY_REVISION}), \
+         r.no_op, r.caller, r.idempotency_key, r.request_fingerprint, r.idempotency_expires_at, \
+         $2, $2, r.touches_policy, r.provider_env_revision \
+         FROM jsonb_to_recordset(CAST($1 AS jsonb)) AS r(id TEXT, target_kind TEXT, \
+         target TEXT, sandbox_id TEXT, policy_revision BIGINT, settings_revision BIGINT, \
+         global_policy_revision BIGINT, no_op BIGINT, caller TEXT, idempotency_key TEXT, \
+         request_fingerprint TEXT, idempotency_expires_at BIGINT, touches_policy BIGINT, \
+         provider_env_revision TEXT) \
+         RETURNING {OPERATION_COLUMNS}"
+    )
+});
+
+/// One operation as an element of [`INSERT_OPERATIONS_SQL`]'s array.
+#[derive(serde::Serialize)]
+struct OperationRow<'a> {
+    id: &'a str,
+    target_kind: &'static str,
+    target: &'a str,
+    sandbox_id: Option<&'a str>,
+    policy_revision: i64,
+    settings_revision: i64,
+    global_policy_revision: Option<i64>,
+    no_op: i64,
+    caller: &'a str,
+    idempotency_key: Option<&'a str>,
+    request_fingerprint: Option<&'a str>,
+    idempotency_expires_at: Option<i64>,
+    touches_policy: i64,
+    provider_env_revision: Option<&'a str>,
+}
+
+impl<'a> From<&'a NewOperation> for OperationRow<'a> {
+    fn from(op: &'a NewOperation) -> Self {
+        Self {
+            id: &op.id,
+            target_kind: op.target_kind.as_str(),
+            target: &op.target,
+            sandbox_id: op.sandbox_id.as_deref(),
+            policy_revision: to_i64(op.policy_revision),
+            settings_revision: to_i64(op.settings_revision),
+            global_policy_revision: op.global_policy_revision.map(to_i64),
+            no_op: i64::from(op.no_op),
+            caller: &op.caller,
+            idempotency_key: op.idempotency_key.as_deref(),
+            request_fingerprint: op.request_fingerprint.as_deref(),
+            idempotency_expires_at: op.idempotency_expires_at,
+            touches_policy: i64::from(op.touches_policy),
+            provider_env_revision: op.provider_env_revision.as_deref(),
+        }
+    }
+}
+
 /// Everything needed to insert an operation row.
 #[derive(Debug, Clone)]
 pub struct NewOperation {
@@ -328,6 +390,52 @@ impl WriteTx {
         }
         let row = query.fetch_one(self.conn()).await?;
         operation_from_row(&row)
+    }
+
+    /// Inserts several operations (and the pending fanout intents) at once:
+    /// one statement on PostgreSQL, where each statement is a round trip;
+    /// one per operation on SQLite, where it is a call into the same
+    /// process. Answers in the order of `ops`.
+    pub async fn insert_operations(
+        &mut self,
+        ops: &[NewOperation],
+    ) -> Result<Vec<OperationRecord>> {
+        if self.backend == Backend::Sqlite || ops.len() < 2 {
+            let mut inserted = Vec::with_capacity(ops.len());
+            for op in ops {
+                inserted.push(self.insert_operation(op).await?);
+            }
+            return Ok(inserted);
+        }
+        let intents = std::mem::take(&mut self.pending_intents);
+        let sql = if intents.is_empty() {
+            INSERT_OPERATIONS_SQL.clone()
+        } else {
+            format!(
+                "WITH intents AS ({}) {}",
+                super::fanout_intents::insert_pending_sql(3),
+                INSERT_OPERATIONS_SQL.as_str()
+            )
+        };
+        let rows: Vec<OperationRow<'_>> = ops.iter().map(OperationRow::from).collect();
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .bind(json_list(&rows)?)
+            .bind(now_ms());
+        if !intents.is_empty() {
+            query = query.bind(json_list(&intents)?);
+        }
+        let mut by_id = std::collections::HashMap::with_capacity(ops.len());
+        for row in query.fetch_all(self.conn()).await? {
+            let operation = operation_from_row(&row)?;
+            by_id.insert(operation.id.clone(), operation);
+        }
+        ops.iter()
+            .map(|op| {
+                by_id.remove(&op.id).ok_or_else(|| {
+                    StoreError::Corrupt(format!("operation {} was not inserted", op.id))
+                })
+            })
+            .collect()
     }
 
     /// Records every live sandbox (of `workspace`, or of all) as a target of a fleet operation,

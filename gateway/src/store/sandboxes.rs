@@ -1,10 +1,12 @@
 //! Sandboxes and workspaces.
 
+use std::collections::HashMap;
+
 use sqlx::{AssertSqlSafe, Row};
 
 use super::error::{Result, StoreError, is_unique_violation};
 use super::records::{Lifecycle, SandboxRecord, sandbox_from_row};
-use super::{Store, WriteTx, now_ms};
+use super::{Store, WriteTx, json_list, now_ms};
 
 pub(super) const SANDBOX_COLUMNS: &str = "id, name, workspace, lifecycle, policy_revision, settings_revision, \
      attachment_epoch, created_at, updated_at";
@@ -245,14 +247,10 @@ impl WriteTx {
     /// [`Self::lock_sandbox`], with the hash of its current policy revision
     /// (None before its first): a write answers with it without another
     /// round trip to the store after its commit.
-    pub async fn lock_sandbox_with_policy_hash(
-        &mut self,
-        id: &str,
-    ) -> Result<(SandboxRecord, Option<String>)> {
+    pub async fn lock_sandbox_with_policy_hash(&mut self, id: &str) -> Result<LockedSandbox> {
         let sql = format!(
-            "SELECT {SANDBOX_COLUMNS}, (SELECT p.policy_hash FROM policy_revisions p \
-             WHERE p.sandbox_id = sandboxes.id AND p.revision = sandboxes.policy_revision) \
-             AS current_policy_hash FROM sandboxes WHERE id = $1{}",
+            "{} WHERE id = $1{}",
+            locked_with_hash_select(),
             self.for_update()
         );
         let row = sqlx::query(AssertSqlSafe(sql))
@@ -261,6 +259,33 @@ impl WriteTx {
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("sandbox {id} not found")))?;
         Ok((sandbox_from_row(&row)?, row.try_get("current_policy_hash")?))
+    }
+
+    /// [`Self::lock_sandbox_with_policy_hash`] for several sandboxes in one
+    /// statement, locked in id order (the order every multi-row lock takes,
+    /// so that two such transactions never wait on each other in a cycle).
+    /// Sandboxes not found are absent from the answer.
+    pub async fn lock_sandboxes_with_policy_hash(
+        &mut self,
+        ids: &[String],
+    ) -> Result<HashMap<String, LockedSandbox>> {
+        let sql = format!(
+            "{} WHERE id {} ORDER BY id{}",
+            locked_with_hash_select(),
+            self.backend.in_json_list(1),
+            self.for_update()
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(json_list(ids)?)
+            .fetch_all(self.conn())
+            .await?;
+        let mut locked = HashMap::with_capacity(rows.len());
+        for row in rows {
+            let sandbox = sandbox_from_row(&row)?;
+            let hash: Option<String> = row.try_get("current_policy_hash")?;
+            locked.insert(sandbox.id.clone(), (sandbox, hash));
+        }
+        Ok(locked)
     }
 
     pub async fn set_lifecycle(&mut self, id: &str, lifecycle: Lifecycle) -> Result<()> {
@@ -298,6 +323,18 @@ impl WriteTx {
         .await?;
         super::records::u64_col(&row, "attachment_epoch")
     }
+}
+
+/// A sandbox read and locked inside a write transaction, with the hash of
+/// its current policy revision (None before its first).
+pub type LockedSandbox = (SandboxRecord, Option<String>);
+
+fn locked_with_hash_select() -> String {
+    format!(
+        "SELECT {SANDBOX_COLUMNS}, (SELECT p.policy_hash FROM policy_revisions p \
+         WHERE p.sandbox_id = sandboxes.id AND p.revision = sandboxes.policy_revision) \
+         AS current_policy_hash FROM sandboxes"
+    )
 }
 
 /// Revisions are u64 in the API and BIGINT in the store.

@@ -172,6 +172,77 @@ fn bump_revision_sql(scope: Scope, condition: &str) -> sqlx::AssertSqlSafe<Strin
 }
 
 impl WriteTx {
+    /// [`Self::write_settings`] for several sandboxes, each with its own
+    /// changes: one statement on PostgreSQL, one write per sandbox on
+    /// SQLite. Answers each sandbox's new settings revision, None where
+    /// nothing changed, in the order of `writes`. A sandbox may appear once.
+    pub async fn write_sandbox_settings(
+        &mut self,
+        writes: &[(&str, &[SettingWrite])],
+    ) -> Result<Vec<Option<u64>>> {
+        if self.backend == Backend::Sqlite || writes.len() < 2 {
+            let mut revisions = Vec::with_capacity(writes.len());
+            for (sandbox_id, settings) in writes {
+                revisions.push(
+                    self.write_settings(Scope::Sandbox, sandbox_id, settings)
+                        .await?,
+                );
+            }
+            return Ok(revisions);
+        }
+        #[derive(serde::Serialize)]
+        struct Input<'a> {
+            scope_id: &'a str,
+            key: &'a str,
+            /// None deletes the key.
+            value_json: Option<String>,
+        }
+        let mut inputs = Vec::new();
+        for (sandbox_id, settings) in writes {
+            for (key, value) in settings.iter() {
+                let value_json = value
+                    .as_ref()
+                    .map(serde_json::to_string)
+                    .transpose()
+                    .map_err(|e| StoreError::Corrupt(format!("setting {key}: {e}")))?;
+                inputs.push(Input {
+                    scope_id: sandbox_id,
+                    key,
+                    value_json,
+                });
+            }
+        }
+        // As in `write_settings_at_once`, per sandbox: an equal value writes
+        // nothing, and only a sandbox whose settings changed gets a revision.
+        let sql = "WITH input AS (SELECT r.scope_id, r.key, r.value_json FROM \
+             jsonb_to_recordset(CAST($1 AS jsonb)) AS r(scope_id TEXT, key TEXT, value_json TEXT)), \
+             upserted AS (INSERT INTO settings (scope, scope_id, key, value_json, updated_at) \
+             SELECT 'sandbox', scope_id, key, value_json, $2 FROM input WHERE value_json IS NOT NULL \
+             ON CONFLICT (scope, scope_id, key) DO UPDATE SET value_json = excluded.value_json, \
+             updated_at = excluded.updated_at WHERE settings.value_json <> excluded.value_json \
+             RETURNING settings.scope_id), \
+             deleted AS (DELETE FROM settings s USING input i WHERE s.scope = 'sandbox' \
+             AND s.scope_id = i.scope_id AND s.key = i.key AND i.value_json IS NULL \
+             RETURNING s.scope_id) \
+             UPDATE sandboxes SET settings_revision = settings_revision + 1 \
+             WHERE id IN (SELECT scope_id FROM upserted UNION SELECT scope_id FROM deleted) \
+             RETURNING id, settings_revision";
+        let rows = sqlx::query(sql)
+            .bind(json_list(&inputs)?)
+            .bind(now_ms())
+            .fetch_all(self.conn())
+            .await?;
+        let mut bumped = std::collections::HashMap::with_capacity(rows.len());
+        for row in rows {
+            let id: String = row.try_get("id")?;
+            bumped.insert(id, super::records::u64_col(&row, "settings_revision")?);
+        }
+        Ok(writes
+            .iter()
+            .map(|(sandbox_id, _)| bumped.get(*sandbox_id).copied())
+            .collect())
+    }
+
     /// [`Self::write_settings`] in one statement (PostgreSQL): the upserts,
     /// the deletes and the revision bump are parts of one `WITH`, so a
     /// settings write costs one round trip however many keys it changes.

@@ -589,7 +589,7 @@ async fn startup_exchange(
         };
         let retention = crate::store::duration_ms(state.config.idempotency_retention);
         let committed = commit_update(
-            &state.store,
+            &state.config_writer,
             &update,
             retention,
             state.activity.write_place(),

@@ -14,6 +14,8 @@ use crate::store::{OwnerClaims, Store};
 /// claims go.
 pub struct SessionContext {
     pub store: Store,
+    /// Where a supervisor's startup policy is written.
+    pub config_writer: crate::config_update::ConfigWriter,
     pub config: Arc<GatewayConfig>,
     pub sessions: SessionRegistry,
     pub metrics: Arc<Metrics>,

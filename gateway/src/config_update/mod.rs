@@ -23,9 +23,13 @@ use crate::error::{GatewayError, Result};
 use crate::operations::fleet_targets;
 use crate::policy_diff::{self, PolicyDiff};
 use crate::store::{
-    Lifecycle, NewOperation, OperationRecord, OperationSignal, OperationState, SandboxRecord,
-    Store, TargetKind, WritePlace, WriteTx, new_id, now_ms,
+    Lifecycle, LockedSandbox, NewOperation, OperationRecord, OperationSignal, OperationState,
+    SandboxRecord, Store, TargetKind, WritePlace, WriteTx, new_id, now_ms,
 };
+
+mod groups;
+
+pub use groups::ConfigWriter;
 
 /// What to write.
 #[derive(Debug, Clone)]
@@ -338,22 +342,22 @@ fn request_fingerprint(
 /// not its caller still waits: a client that hangs up while its policy is
 /// parsed or its transaction waits must still find its change committed.
 pub async fn commit_update(
-    store: &Store,
+    writer: &ConfigWriter,
     update: &ConfigUpdate,
     idempotency_retention_ms: i64,
     place: WritePlace,
 ) -> Result<Committed> {
-    let (store, update) = (store.clone(), update.clone());
+    let (writer, update) = (writer.clone(), update.clone());
     tokio::spawn(async move {
-        commit_update_to_end(&store, &update, idempotency_retention_ms, place).await
+        commit_update_to_end(&writer, update, idempotency_retention_ms, place).await
     })
     .await
     .map_err(|_| GatewayError::Unavailable("the write stopped unexpectedly; retry".into()))?
 }
 
 async fn commit_update_to_end(
-    store: &Store,
-    update: &ConfigUpdate,
+    writer: &ConfigWriter,
+    update: ConfigUpdate,
     idempotency_retention_ms: i64,
     place: WritePlace,
 ) -> Result<Committed> {
@@ -364,24 +368,31 @@ async fn commit_update_to_end(
         None => None,
     };
     let validated = update.validate(parsed)?;
-    let (writes, update) = (store.clone(), update.clone());
-    let committed = store
-        .run_write(place, async move {
-            // A concurrent request with the same key can win the unique index
-            // between our lookup and insert (PostgreSQL); the retry then finds
-            // its operation.
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
-                match try_commit(&writes, &update, &validated, idempotency_retention_ms).await {
-                    Err(GatewayError::Store(e)) if attempt < 3 && e.is_unique_violation() => {
-                        continue;
-                    }
-                    other => return other,
-                }
+    let store = writer.store();
+    if matches!(update.target, ConfigTarget::Sandbox(_)) {
+        let write = Arc::new(QueuedWrite {
+            update,
+            validated,
+            idempotency_retention_ms,
+            place,
+        });
+        return match writer.commit_sandbox_write(write.clone()).await? {
+            InTx::Written(committed) => Ok(*committed),
+            InTx::Replay(operation_id) => {
+                replayed(store, &write.update, &write.validated, &operation_id).await
             }
-        })
-        .await?;
+        };
+    }
+    let committed = commit_alone(
+        store,
+        Arc::new(QueuedWrite {
+            update,
+            validated,
+            idempotency_retention_ms,
+            place,
+        }),
+    )
+    .await?;
     let listing = committed.operation.fleet.is_some_and(|f| f.listing);
     if listing && !committed.idempotent_replay {
         fleet_targets::list_targets(store, &committed.operation).await;
@@ -393,14 +404,111 @@ async fn commit_update_to_end(
     Ok(committed)
 }
 
+/// A validated write on its way to the store.
+struct QueuedWrite {
+    update: ConfigUpdate,
+    validated: Validated,
+    idempotency_retention_ms: i64,
+    place: WritePlace,
+}
+
+/// Commits one write in a transaction of its own.
+async fn commit_alone(store: &Store, write: Arc<QueuedWrite>) -> Result<Committed> {
+    let writes = store.clone();
+    store
+        .run_write(write.place, async move {
+            // A concurrent request with the same key can win the unique index
+            // between our lookup and insert (PostgreSQL); the retry then finds
+            // its operation.
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                match try_commit(
+                    &writes,
+                    &write.update,
+                    &write.validated,
+                    write.idempotency_retention_ms,
+                )
+                .await
+                {
+                    Err(GatewayError::Store(e)) if attempt < 3 && e.is_unique_violation() => {
+                        continue;
+                    }
+                    other => return other,
+                }
+            }
+        })
+        .await
+}
+
 async fn try_commit(
     store: &Store,
     update: &ConfigUpdate,
     validated: &Validated,
     idempotency_retention_ms: i64,
 ) -> Result<Committed> {
-    let (target_kind, target) = update.target_key();
     let mut tx = store.begin_write().await?;
+    match write_in_tx(store, &mut tx, update, validated, idempotency_retention_ms).await? {
+        InTx::Written(committed) => {
+            tx.commit().await?;
+            Ok(*committed)
+        }
+        InTx::Replay(operation_id) => {
+            drop(tx);
+            replayed(store, update, validated, &operation_id).await
+        }
+    }
+}
+
+/// What a write did inside a transaction it does not commit.
+enum InTx {
+    /// Written; the answer once the transaction commits.
+    Written(Box<Committed>),
+    /// The idempotency key names this earlier operation: nothing was written.
+    Replay(String),
+}
+
+/// A write's statements inside `tx`, which the caller commits.
+async fn write_in_tx(
+    store: &Store,
+    tx: &mut WriteTx,
+    update: &ConfigUpdate,
+    validated: &Validated,
+    idempotency_retention_ms: i64,
+) -> Result<InTx> {
+    match prepare_in_tx(tx, update, validated, idempotency_retention_ms, None).await? {
+        Prepared::Replay(operation_id) => Ok(InTx::Replay(operation_id)),
+        Prepared::Ready(ready) => {
+            let inserted = tx.insert_operation(&ready.op).await?;
+            finish_in_tx(store, tx, ready, inserted).await
+        }
+    }
+}
+
+/// A write whose changes are made and whose operation is not inserted yet.
+struct Ready<'a> {
+    op: NewOperation,
+    written: TargetWrite<'a>,
+}
+
+enum Prepared<'a> {
+    Ready(Box<Ready<'a>>),
+    /// The idempotency key names this earlier operation: nothing was written.
+    Replay(String),
+}
+
+/// A write's changes inside `tx`, short of its operation, which the caller
+/// inserts. `group` is set for a sandbox write that is one of a group
+/// (`groups.rs`): the group locked its sandbox, given here, and writes its
+/// settings changes with the other writes' before the operations.
+async fn prepare_in_tx<'a>(
+    tx: &mut WriteTx,
+    update: &'a ConfigUpdate,
+    validated: &Validated,
+    idempotency_retention_ms: i64,
+    group: Option<LockedSandbox>,
+) -> Result<Prepared<'a>> {
+    let (target_kind, target) = update.target_key();
     if let Some(key) = &update.idempotency_key
         && let Some(found) = tx
             .find_idempotent(target_kind, &target, &update.caller, key)
@@ -409,12 +517,10 @@ async fn try_commit(
         if found.request_fingerprint != validated.fingerprint {
             return Err(key_used_for_another_request(key, &found.operation_id));
         }
-        drop(tx);
-        return replayed(store, update, validated, &found.operation_id).await;
+        return Ok(Prepared::Replay(found.operation_id));
     }
-    let operation_id = new_id("op");
     let mut op = NewOperation {
-        id: operation_id.clone(),
+        id: new_id("op"),
         target_kind,
         target,
         sandbox_id: None,
@@ -439,36 +545,43 @@ async fn try_commit(
     };
     let written = match &update.target {
         ConfigTarget::Sandbox(sandbox_id) => {
-            write_to_sandbox(&mut tx, sandbox_id, validated, &mut op).await?
+            write_to_sandbox(tx, sandbox_id, validated, &mut op, group).await?
         }
         ConfigTarget::Workspace(workspace) => {
-            write_to_workspace(&mut tx, workspace, validated, &mut op).await?
+            write_to_workspace(tx, workspace, validated, &mut op).await?
         }
-        ConfigTarget::Global => write_to_global(&mut tx, update, validated, &mut op).await?,
+        ConfigTarget::Global => write_to_global(tx, update, validated, &mut op).await?,
     };
-    written
-        .publication
-        .record(&mut tx, Some(&operation_id))
-        .await?;
-    let mut operation = tx.insert_operation(&op).await?;
-    let signal = tx.subscribe(&operation_id);
+    written.publication.record(tx, Some(&op.id)).await?;
+    Ok(Prepared::Ready(Box::new(Ready { op, written })))
+}
+
+/// What follows the insert of a prepared write's operation, `inserted`.
+async fn finish_in_tx(
+    store: &Store,
+    tx: &mut WriteTx,
+    ready: Box<Ready<'_>>,
+    inserted: OperationRecord,
+) -> Result<InTx> {
+    let Ready { op, written } = *ready;
+    let mut operation = inserted;
+    let signal = tx.subscribe(&op.id);
     // A sandbox write's operation is returned as inserted; ending it at once
     // or counting fleet targets changes the row, which is then read back.
     let mut changed_after_insert = false;
     if let Some(reason) = written.inactive_reason {
-        tx.resolve_operation_by_lifecycle(&operation_id, OperationState::Inactive, reason)
+        tx.resolve_operation_by_lifecycle(&op.id, OperationState::Inactive, reason)
             .await?;
         changed_after_insert = true;
     }
     if let Some(fleet) = written.fleet {
-        list_fleet_targets(store, &mut tx, &operation_id, fleet.workspace()).await?;
+        list_fleet_targets(store, tx, &op.id, fleet.workspace()).await?;
         changed_after_insert = true;
     }
     if changed_after_insert {
-        operation = tx.get_operation(&operation_id).await?;
+        operation = tx.get_operation(&op.id).await?;
     }
-    tx.commit().await?;
-    Ok(Committed {
+    Ok(InTx::Written(Box::new(Committed {
         operation,
         idempotent_replay: false,
         signal: Some(signal),
@@ -476,7 +589,7 @@ async fn try_commit(
         kept_static_sections: written.kept_static_sections,
         sandbox_policy_hash: written.sandbox_policy_hash,
         merge_notes: written.merge_notes,
-    })
+    })))
 }
 
 /// The answer to a request whose idempotency key already made `operation_id`.
@@ -537,8 +650,13 @@ async fn write_to_sandbox<'a>(
     sandbox_id: &str,
     validated: &Validated,
     op: &mut NewOperation,
+    group: Option<LockedSandbox>,
 ) -> Result<TargetWrite<'a>> {
-    let (current, mut policy_hash) = tx.lock_sandbox_with_policy_hash(sandbox_id).await?;
+    let grouped = group.is_some();
+    let (current, mut policy_hash) = match group {
+        Some(locked) => locked,
+        None => tx.lock_sandbox_with_policy_hash(sandbox_id).await?,
+    };
     if current.lifecycle == Lifecycle::Deleted {
         return Err(GatewayError::NotFound(format!(
             "sandbox {sandbox_id} was deleted"
@@ -574,7 +692,9 @@ async fn write_to_sandbox<'a>(
             policy_hash = Some(hash);
         }
     }
-    if !validated.settings.is_empty()
+    // A group writes its writes' settings together, after this.
+    if !grouped
+        && !validated.settings.is_empty()
         && let Some(revision) = tx
             .write_settings(Scope::Sandbox, &current.id, &validated.settings)
             .await?
