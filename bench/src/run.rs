@@ -46,7 +46,7 @@ const FLEET_KEY: &str = "log_rate_limit_per_second";
 /// Production poll interval of supervisors.
 const PRODUCTION_POLL: Duration = Duration::from_secs(10);
 /// Gateway heartbeat and reconcile defaults (the harness does not change them).
-const HEARTBEAT_S: u64 = 5;
+const HEARTBEAT_S: u64 = openshell_gateway::config::DEFAULT_HEARTBEAT_INTERVAL.as_secs();
 const RECONCILE_S: u64 = 30;
 const BACKOFF: &str = "supervisor default: 1 s × 1.6 per attempt, ±20 % jitter, cap 30 s";
 /// Replica counts of the cross-replica scenario, in the order they run.
@@ -129,7 +129,8 @@ pub struct RunArgs {
     /// steady state; quick: 1s].
     #[arg(long, value_parser = humantime::parse_duration)]
     pub idle_settle: Option<Duration>,
-    /// CPU measurement window with idle sessions [default: 10s; quick: 2s].
+    /// CPU measurement window with idle sessions [default: 30s, a whole number of heartbeat
+    /// (15 s), poll (10 s) and reconcile (30 s) intervals; quick: 2s].
     #[arg(long, value_parser = humantime::parse_duration)]
     pub idle_window: Option<Duration>,
     /// Length of each commit-throughput run [default: 10s; quick: 2s].
@@ -268,7 +269,7 @@ impl Params {
             starvation_writers: 8.min(fleet_sessions),
             fleet_nice: a.fleet_nice,
             idle_settle: pick_d(a.idle_settle, 1000, 60_000),
-            idle_window: pick_d(a.idle_window, 2000, 10_000),
+            idle_window: pick_d(a.idle_window, 2000, 30_000),
             throughput_duration: pick_d(a.throughput_duration, 2000, 10_000),
             throughput_clients: a.throughput_clients,
             channels: a.channels,

@@ -304,7 +304,8 @@ pub async fn run(
     metrics: Arc<Metrics>,
 ) {
     let first_reconcile = tuning.reconcile_first_min + jitter(tuning.reconcile_interval);
-    let mut next_reconcile = Instant::now() + first_reconcile;
+    let mut next_reconcile =
+        on_reconcile_tick(Instant::now() + first_reconcile, tuning.reconcile_interval);
     loop {
         if delivery.is_closed() || out.is_closed() {
             return;
@@ -317,7 +318,8 @@ pub async fn run(
         }
         let now = Instant::now();
         if now >= next_reconcile {
-            next_reconcile = now + tuning.reconcile_interval;
+            next_reconcile =
+                on_reconcile_tick(now + tuning.reconcile_interval, tuning.reconcile_interval);
             let mut components = vec![Component::SandboxConfig];
             {
                 let inner = delivery.lock();
@@ -440,6 +442,28 @@ async fn acquire_permit(
         delivery.notify.notify_one();
     }
     (permit, raised_by_write)
+}
+
+/// Reconcile passes start on ticks of a thirtieth of the reconcile interval
+/// (1 s in production), counted from one instant shared by every session.
+/// The sessions due within one tick then wake together and their builds
+/// read their inputs in shared statements (`store/build_inputs.rs`), where
+/// passes spread over the interval came one or two per statement: 10k idle
+/// sessions spent most of their gateway CPU on reconcile reads and the
+/// thread hand-offs of each statement.
+pub(super) fn on_reconcile_tick(at: Instant, interval: Duration) -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let tick = interval / 30;
+    let tick_nanos = tick.as_nanos();
+    if tick_nanos == 0 {
+        return at;
+    }
+    let since = at.saturating_duration_since(*EPOCH.get_or_init(Instant::now));
+    let into_tick = since.as_nanos() % tick_nanos;
+    if into_tick == 0 {
+        return at;
+    }
+    at + Duration::from_nanos(u64::try_from(tick_nanos - into_tick).unwrap_or(0))
 }
 
 fn jitter(range: Duration) -> Duration {
