@@ -369,13 +369,14 @@ async fn commit_update_to_end(
     };
     let validated = update.validate(parsed)?;
     let store = writer.store();
-    if matches!(update.target, ConfigTarget::Sandbox(_)) {
-        let write = Arc::new(QueuedWrite {
-            update,
-            validated,
-            idempotency_retention_ms,
-            place,
-        });
+    let sandbox_write = matches!(update.target, ConfigTarget::Sandbox(_));
+    let write = Arc::new(QueuedWrite {
+        update,
+        validated,
+        idempotency_retention_ms,
+        place,
+    });
+    if sandbox_write {
         return match writer.commit_sandbox_write(write.clone()).await? {
             InTx::Written(committed) => Ok(*committed),
             InTx::Replay(operation_id) => {
@@ -383,16 +384,7 @@ async fn commit_update_to_end(
             }
         };
     }
-    let committed = commit_alone(
-        store,
-        Arc::new(QueuedWrite {
-            update,
-            validated,
-            idempotency_retention_ms,
-            place,
-        }),
-    )
-    .await?;
+    let committed = commit_alone(store, write).await?;
     let listing = committed.operation.fleet.is_some_and(|f| f.listing);
     if listing && !committed.idempotent_replay {
         fleet_targets::list_targets(store, &committed.operation).await;

@@ -208,18 +208,22 @@ mod tests {
         }
     }
 
+    /// What an append that stopped part-way (a crash, a full disk) leaves behind.
+    fn tear_an_append(state_dir: &Path) {
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(state_dir.join(APPLY_LOG_FILE))
+            .unwrap();
+        file.write_all(br#"{"outcome":"activated","genera"#)
+            .unwrap();
+    }
+
     #[test]
     fn entries_read_back_in_order_and_a_torn_line_is_skipped() {
         let dir = tempfile::tempdir().unwrap();
         append(dir.path(), &entry(1)).unwrap();
         append(dir.path(), &entry(2)).unwrap();
-        // A crash in the middle of the third append.
-        let mut file = OpenOptions::new()
-            .append(true)
-            .open(dir.path().join(APPLY_LOG_FILE))
-            .unwrap();
-        file.write_all(br#"{"outcome":"activated","genera"#)
-            .unwrap();
+        tear_an_append(dir.path());
         assert_eq!(read(dir.path()).unwrap(), [entry(1), entry(2)]);
     }
 
@@ -230,12 +234,7 @@ mod tests {
     fn an_entry_after_a_torn_append_is_read_back() {
         let dir = tempfile::tempdir().unwrap();
         append(dir.path(), &entry(1)).unwrap();
-        let mut file = OpenOptions::new()
-            .append(true)
-            .open(dir.path().join(APPLY_LOG_FILE))
-            .unwrap();
-        file.write_all(br#"{"outcome":"activated","genera"#)
-            .unwrap();
+        tear_an_append(dir.path());
         append(dir.path(), &entry(2)).unwrap();
         append(dir.path(), &entry(3)).unwrap();
         assert_eq!(read(dir.path()).unwrap(), [entry(1), entry(2), entry(3)]);
