@@ -54,7 +54,7 @@ pub const MAX_GROUP_WRITES: usize = 32;
 #[derive(Clone)]
 pub struct ConfigWriter {
     store: Store,
-    lanes: Arc<[UnboundedSender<Lane>]>,
+    lanes: Arc<[UnboundedSender<LaneEntry>]>,
     counts: Arc<GroupCounts>,
 }
 
@@ -82,7 +82,7 @@ impl std::fmt::Debug for ConfigWriter {
 }
 
 /// A write waiting in a lane, and where its answer goes.
-type Lane = (Arc<QueuedWrite>, oneshot::Sender<Result<InTx>>);
+type LaneEntry = (Arc<QueuedWrite>, oneshot::Sender<Result<InTx>>);
 
 impl ConfigWriter {
     /// Starts the lanes on the current runtime.
@@ -149,7 +149,7 @@ fn lane_of(sandbox_id: &str, lanes: usize) -> usize {
     usize::try_from(hasher.finish() % lanes.max(1) as u64).unwrap_or(0)
 }
 
-async fn run_lane(store: Store, mut queue: UnboundedReceiver<Lane>, counts: Arc<GroupCounts>) {
+async fn run_lane(store: Store, mut queue: UnboundedReceiver<LaneEntry>, counts: Arc<GroupCounts>) {
     let mut waiting = VecDeque::new();
     loop {
         let first = match waiting.pop_front() {
@@ -178,10 +178,10 @@ async fn run_lane(store: Store, mut queue: UnboundedReceiver<Lane>, counts: Arc<
 /// [`MAX_GROUP_WRITES`] in all. The others stay in `waiting`, in the order
 /// they arrived.
 fn next_group(
-    first: Lane,
-    waiting: &mut VecDeque<Lane>,
-    queue: &mut UnboundedReceiver<Lane>,
-) -> Vec<Lane> {
+    first: LaneEntry,
+    waiting: &mut VecDeque<LaneEntry>,
+    queue: &mut UnboundedReceiver<LaneEntry>,
+) -> Vec<LaneEntry> {
     let mut sandboxes = HashSet::from([sandbox_of(&first.0).to_owned()]);
     let mut group = vec![first];
     let mut deferred = VecDeque::new();
@@ -205,7 +205,7 @@ fn next_group(
     group
 }
 
-async fn commit_group(store: Store, group: Vec<Lane>, counts: Arc<GroupCounts>) {
+async fn commit_group(store: Store, group: Vec<LaneEntry>, counts: Arc<GroupCounts>) {
     let store = &store;
     let (writes, replies): (Vec<_>, Vec<_>) = group.into_iter().unzip();
     if let [write] = writes.as_slice() {
