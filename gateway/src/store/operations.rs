@@ -20,15 +20,17 @@ pub(crate) const OPERATION_COLUMNS: &str = "id, target_kind, target, sandbox_id,
      targets_applied, targets_failed, targets_superseded, targets_inactive, targets_cancelled, \
      targets_listing, provider_env_revision";
 
+/// The columns a new operation sets, in the order both inserts give them.
+const INSERT_INTO_OPERATIONS: &str = "INSERT INTO operations (id, target_kind, target, sandbox_id, \
+     state, outcome, error, policy_revision, settings_revision, global_policy_revision, no_op, \
+     caller, idempotency_key, request_fingerprint, idempotency_expires_at, created_at, \
+     updated_at, touches_policy, provider_env_revision)";
+
 /// Every write runs it, so it is rendered once. `$7` None takes the
 /// current global policy revision.
 static INSERT_OPERATION_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "INSERT INTO operations (id, target_kind, target, sandbox_id, state, outcome, error, \
-         policy_revision, settings_revision, global_policy_revision, no_op, caller, \
-         idempotency_key, request_fingerprint, idempotency_expires_at, created_at, updated_at, \
-         touches_policy, provider_env_revision) \
-         VALUES ($1, $2, $3, $4, 'PENDING', '', '', $5, $6, \
+        "{INSERT_INTO_OPERATIONS} VALUES ($1, $2, $3, $4, 'PENDING', '', '', $5, $6, \
          COALESCE($7, {CURRENT_GLOBAL_POLICY_REVISION}), \
          $8, $9, $10, $11, $12, $13, $13, $14, $15) RETURNING {OPERATION_COLUMNS}"
     )
@@ -38,11 +40,7 @@ static INSERT_OPERATION_SQL: LazyLock<String> = LazyLock::new(|| {
 /// ([`OperationRow`]s), at the time `$2` (PostgreSQL).
 static INSERT_OPERATIONS_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "INSERT INTO operations (id, target_kind, target, sandbox_id, state, outcome, error, \
-         policy_revision, settings_revision, global_policy_revision, no_op, caller, \
-         idempotency_key, request_fingerprint, idempotency_expires_at, created_at, updated_at, \
-         touches_policy, provider_env_revision) \
-         SELECT r.id, r.target_kind, r.target, r.sandbox_id, 'PENDING', '', '', \
+        "{INSERT_INTO_OPERATIONS} SELECT r.id, r.target_kind, r.target, r.sandbox_id, 'PENDING', '', '', \
          r.policy_revision, r.settings_revision, \
          COALESCE(r.global_policy_revision, {CURRENT_GLOBAL_POLICY_REVISION}), \
          r.no_op, r.caller, r.idempotency_key, r.request_fingerprint, r.idempotency_expires_at, \
@@ -55,6 +53,20 @@ static INSERT_OPERATIONS_SQL: LazyLock<String> = LazyLock::new(|| {
          RETURNING {OPERATION_COLUMNS}"
     )
 });
+
+/// `insert`, preceded by the insert of the pending fanout intents bound as
+/// parameter `param` unless there are none: they ride the operation's
+/// statement instead of costing a round trip of their own.
+fn with_pending_intents(insert: &str, no_intents: bool, param: usize) -> String {
+    if no_intents {
+        insert.to_owned()
+    } else {
+        format!(
+            "WITH intents AS ({}) {insert}",
+            super::fanout_intents::insert_pending_sql(param)
+        )
+    }
+}
 
 /// One operation as an element of [`INSERT_OPERATIONS_SQL`]'s array.
 #[derive(serde::Serialize)]
@@ -359,16 +371,8 @@ impl WriteTx {
     pub async fn insert_operation(&mut self, op: &NewOperation) -> Result<OperationRecord> {
         let now = now_ms();
         let intents = std::mem::take(&mut self.pending_intents);
-        let sql = if intents.is_empty() {
-            INSERT_OPERATION_SQL.clone()
-        } else {
-            // The operation's own parameters are $1-$15.
-            format!(
-                "WITH intents AS ({}) {}",
-                super::fanout_intents::insert_pending_sql(16),
-                INSERT_OPERATION_SQL.as_str()
-            )
-        };
+        // The operation's own parameters are $1-$15.
+        let sql = with_pending_intents(&INSERT_OPERATION_SQL, intents.is_empty(), 16);
         let mut query = sqlx::query(AssertSqlSafe(sql))
             .bind(&op.id)
             .bind(op.target_kind.as_str())
@@ -408,15 +412,7 @@ impl WriteTx {
             return Ok(inserted);
         }
         let intents = std::mem::take(&mut self.pending_intents);
-        let sql = if intents.is_empty() {
-            INSERT_OPERATIONS_SQL.clone()
-        } else {
-            format!(
-                "WITH intents AS ({}) {}",
-                super::fanout_intents::insert_pending_sql(3),
-                INSERT_OPERATIONS_SQL.as_str()
-            )
-        };
+        let sql = with_pending_intents(&INSERT_OPERATIONS_SQL, intents.is_empty(), 3);
         let rows: Vec<OperationRow<'_>> = ops.iter().map(OperationRow::from).collect();
         let mut query = sqlx::query(AssertSqlSafe(sql))
             .bind(json_list(&rows)?)
