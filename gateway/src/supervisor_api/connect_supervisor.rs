@@ -189,7 +189,19 @@ struct Admitted {
 struct Opened {
     session_id: String,
     delivery: Option<Arc<SessionDelivery>>,
-    bootstrap: Option<BootstrapFrames>,
+    bootstrap: Option<Box<BootstrapFrames>>,
+}
+
+/// An accepted session, as its read loop and its teardown need it.
+struct Established {
+    sandbox_id: String,
+    session_id: String,
+    delivery: Option<Arc<SessionDelivery>>,
+    bootstrap: Option<Box<BootstrapFrames>>,
+    closer: Arc<SessionCloser>,
+    apply_enabled: bool,
+    legacy: bool,
+    accepted: Frame,
 }
 
 async fn run(
@@ -199,17 +211,85 @@ async fn run(
     tx: mpsc::Sender<Frame>,
     config_tx: mpsc::Sender<Frame>,
 ) {
-    // The metadata moves into the one-off admission step and is freed with it:
-    // an idle session keeps no copy of its request headers.
-    let admitted = match Box::pin(admit(&state, metadata, &mut inbound, &tx)).await {
-        Ok(admitted) => admitted,
-        Err(turnaway) => return turnaway.send(&state, &tx).await,
+    // A task's memory is its future's largest state, held for its whole life. The
+    // admission's state (hello, sandbox record, bootstrap frames) lives in this boxed
+    // step and is freed with it, so an idle session's task holds its read loop only.
+    let Some(established) = Box::pin(establish(&state, metadata, &mut inbound, &tx)).await else {
+        return;
     };
-    let opened = match Box::pin(open(&state, &admitted)).await {
+    let Established {
+        sandbox_id,
+        session_id,
+        delivery,
+        bootstrap,
+        closer,
+        apply_enabled,
+        legacy,
+        accepted,
+    } = established;
+    if tx.send(accepted).await.is_ok() {
+        let mut session = LiveSession {
+            state: &state,
+            sandbox_id: &sandbox_id,
+            session_id: &session_id,
+            tx: &tx,
+            config_tx,
+            delivery: delivery.clone(),
+            bootstrap,
+            awaiting_bootstrap_until: None,
+            delivery_task: None,
+            closer,
+        };
+        if apply_enabled {
+            session.awaiting_bootstrap_until =
+                Some(tokio::time::Instant::now() + state.tuning.bootstrap_result_timeout);
+        } else {
+            session.start_delivery();
+        }
+        session
+            .serve(&mut inbound, state.config.heartbeat_interval)
+            .await;
+        if let Some(task) = session.delivery_task.take() {
+            task.abort();
+        }
+    }
+    if let Some(delivery) = &delivery {
+        delivery.close();
+        state.publisher.unregister(delivery);
+    }
+    state.sessions.unregister(&sandbox_id, &session_id);
+    state.metrics.sessions_connected.dec();
+    if legacy {
+        state.metrics.legacy_sessions_connected.dec();
+    }
+    if let Err(e) = Box::pin(state.store.release_session(&sandbox_id, &session_id)).await {
+        tracing::warn!(error = %e, sandbox = %sandbox_id, "cannot release session owner");
+    }
+    tracing::info!(sandbox = %sandbox_id, session = %session_id, "supervisor session closed");
+}
+
+/// Admits the supervisor, opens its session and registers it; `None` when it was
+/// turned away (and told so).
+async fn establish(
+    state: &SessionContext,
+    metadata: MetadataMap,
+    inbound: &mut Streaming<pb::SupervisorMessage>,
+    tx: &mpsc::Sender<Frame>,
+) -> Option<Established> {
+    // The metadata moves into the admission and is freed with it: an idle session
+    // keeps no copy of its request headers.
+    let admitted = match admit(state, metadata, inbound, tx).await {
+        Ok(admitted) => admitted,
+        Err(turnaway) => {
+            turnaway.send(state, tx).await;
+            return None;
+        }
+    };
+    let opened = match open(state, &admitted).await {
         Ok(opened) => opened,
         Err(turnaway) => {
-            let turnaway = turnaway.of_sandbox(&admitted.sandbox.id);
-            return turnaway.send(&state, &tx).await;
+            turnaway.of_sandbox(&admitted.sandbox.id).send(state, tx).await;
+            return None;
         }
     };
     let Admitted {
@@ -236,47 +316,19 @@ async fn run(
         poll_interval_ms: 0,
         replica_id: state.config.replica_id.clone(),
     };
-    let closer = register(&state, &hello, &sandbox, &negotiation, &session_id);
-    let accepted_frame = pb::GatewayMessage {
-        payload: Some(pb::gateway_message::Payload::SessionAccepted(accepted)),
-    };
-    if tx.send(Box::new(accepted_frame)).await.is_ok() {
-        let mut session = LiveSession {
-            state: &state,
-            sandbox_id: &sandbox.id,
-            session_id: &session_id,
-            tx: &tx,
-            config_tx,
-            delivery: delivery.clone(),
-            bootstrap,
-            awaiting_bootstrap_until: None,
-            delivery_task: None,
-            closer,
-        };
-        if negotiation.apply_enabled {
-            session.awaiting_bootstrap_until =
-                Some(tokio::time::Instant::now() + state.tuning.bootstrap_result_timeout);
-        } else {
-            session.start_delivery();
-        }
-        session.serve(&mut inbound, heartbeat_interval).await;
-        if let Some(task) = session.delivery_task.take() {
-            task.abort();
-        }
-    }
-    if let Some(delivery) = &delivery {
-        delivery.close();
-        state.publisher.unregister(delivery);
-    }
-    state.sessions.unregister(&sandbox.id, &session_id);
-    state.metrics.sessions_connected.dec();
-    if negotiation.legacy {
-        state.metrics.legacy_sessions_connected.dec();
-    }
-    if let Err(e) = Box::pin(state.store.release_session(&sandbox.id, &session_id)).await {
-        tracing::warn!(error = %e, sandbox = %sandbox.id, "cannot release session owner");
-    }
-    tracing::info!(sandbox = %sandbox.id, session = %session_id, "supervisor session closed");
+    let closer = register(state, &hello, &sandbox, &negotiation, &session_id);
+    Some(Established {
+        sandbox_id: sandbox.id,
+        session_id,
+        delivery,
+        bootstrap,
+        closer,
+        apply_enabled: negotiation.apply_enabled,
+        legacy: negotiation.legacy,
+        accepted: Box::new(pb::GatewayMessage {
+            payload: Some(pb::gateway_message::Payload::SessionAccepted(accepted)),
+        }),
+    })
 }
 
 /// Hello, identity, lifecycle, negotiation, and the startup exchange of a
@@ -377,7 +429,7 @@ async fn open(state: &SessionContext, admitted: &Admitted) -> Result<Opened, Tur
     };
     let bootstrap = match &delivery {
         Some(delivery) => match build_bootstrap_frames(state, delivery).await {
-            Ok(frames) => Some(frames),
+            Ok(frames) => Some(Box::new(frames)),
             Err(reason) => {
                 unregister();
                 tracing::warn!(sandbox = %sandbox.id, %reason, "bootstrap could not be built");
@@ -710,7 +762,7 @@ struct LiveSession<'a> {
     tx: &'a mpsc::Sender<Frame>,
     config_tx: mpsc::Sender<Frame>,
     delivery: Option<Arc<SessionDelivery>>,
-    bootstrap: Option<BootstrapFrames>,
+    bootstrap: Option<Box<BootstrapFrames>>,
     awaiting_bootstrap_until: Option<tokio::time::Instant>,
     delivery_task: Option<tokio::task::JoinHandle<()>>,
     closer: Arc<SessionCloser>,
