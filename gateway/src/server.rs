@@ -236,7 +236,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     })
 }
 
-async fn open_store(config: &GatewayConfig) -> Result<Store, StartError> {
+pub(crate) async fn open_store(config: &GatewayConfig) -> Result<Store, StartError> {
     std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::TlsFile {
         path: config.data_dir.display().to_string(),
         source,

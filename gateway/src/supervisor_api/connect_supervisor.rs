@@ -288,7 +288,10 @@ async fn establish(
     let opened = match open(state, &admitted).await {
         Ok(opened) => opened,
         Err(turnaway) => {
-            turnaway.of_sandbox(&admitted.sandbox.id).send(state, tx).await;
+            turnaway
+                .of_sandbox(&admitted.sandbox.id)
+                .send(state, tx)
+                .await;
             return None;
         }
     };
@@ -1083,5 +1086,52 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic::codec::Codec;
+
+    use super::*;
+    use crate::config::GatewayConfig;
+
+    /// A session task costs its future's largest state for the session's whole life, so the
+    /// one-off admission (hello, sandbox record, bootstrap frames) must not count toward it.
+    /// With them inline the future was about 9 KiB in a release build.
+    const MAX_SESSION_TASK_BYTES: usize = 3 * 1024;
+
+    #[tokio::test]
+    async fn a_session_task_is_sized_by_its_read_loop_not_its_admission() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let config = GatewayConfig::for_data_dir(dir.path(), "test-operator-token");
+        let store = crate::server::open_store(&config)
+            .await
+            .expect("the store opens");
+        let (_stop, stopping) = tokio::sync::watch::channel(false);
+        let api = crate::server::supervisor_api(store, config, stopping);
+        let decoder =
+            tonic_prost::ProstCodec::<pb::SupervisorMessage, pb::SupervisorMessage>::new()
+                .decoder();
+        let inbound = Streaming::new_request(
+            decoder,
+            http_body_util::Full::new(prost::bytes::Bytes::new()),
+            None,
+            None,
+        );
+        let (control_tx, _control_rx) = mpsc::channel(1);
+        let (config_tx, _config_rx) = mpsc::channel(1);
+        let session = run(
+            api.state.clone(),
+            MetadataMap::new(),
+            inbound,
+            control_tx,
+            config_tx,
+        );
+        let bytes = std::mem::size_of_val(&session);
+        assert!(
+            bytes <= MAX_SESSION_TASK_BYTES,
+            "a session task's future is {bytes} bytes; at most {MAX_SESSION_TASK_BYTES} expected"
+        );
     }
 }
