@@ -46,7 +46,7 @@ enum Command {
 
 // The gateway runs in this binary too; it gets the allocator the gateway
 // binary has, and so do the simulated supervisors.
-#[cfg(not(target_env = "msvc"))]
+#[cfg(all(not(target_env = "msvc"), not(feature = "system-allocator")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
