@@ -377,6 +377,9 @@ pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9464";
 /// supervisors expect about that. At 5 s, 10k idle push sessions kept a
 /// sixth of a core busy with heartbeats alone (benchmark, issue 29).
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(15);
+/// A session wakes its gateway at least once per interval; below this a
+/// mistyped unit (`15ms` for `15s`) would keep a replica busy with heartbeats.
+pub const MIN_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(100);
 pub const DEFAULT_IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 impl GatewayConfig {
@@ -471,6 +474,15 @@ impl GatewayConfig {
             };
             return Err(ConfigError::Invalid(format!("{field} must be at least 1")));
         }
+        let heartbeat_interval = flags
+            .heartbeat_interval
+            .or(file.heartbeat_interval)
+            .unwrap_or(DEFAULT_HEARTBEAT_INTERVAL);
+        if heartbeat_interval < MIN_HEARTBEAT_INTERVAL {
+            return Err(ConfigError::Invalid(format!(
+                "heartbeat_interval must be at least {MIN_HEARTBEAT_INTERVAL:?}, got {heartbeat_interval:?}"
+            )));
+        }
         Ok(Self {
             max_waits_per_token,
             max_sessions,
@@ -485,10 +497,7 @@ impl GatewayConfig {
             delivery: crate::delivery::DeliveryTuning::default(),
             db_pool_size: DEFAULT_DB_POOL_SIZE,
             metrics_listen,
-            heartbeat_interval: flags
-                .heartbeat_interval
-                .or(file.heartbeat_interval)
-                .unwrap_or(DEFAULT_HEARTBEAT_INTERVAL),
+            heartbeat_interval,
             listen,
             database_url,
             data_dir,
@@ -651,6 +660,21 @@ mod tests {
         let err = GatewayConfig::resolve(flags(&["--max-sessions", "0"])).unwrap_err();
         assert!(err.to_string().contains("max_sessions"), "{err}");
         assert_eq!(cfg.max_sessions, DEFAULT_MAX_SESSIONS);
+    }
+
+    #[test]
+    fn a_heartbeat_interval_below_the_floor_is_refused_by_name() {
+        let cfg = GatewayConfig::resolve(flags(&["--heartbeat-interval", "2s"])).unwrap();
+        assert_eq!(cfg.heartbeat_interval, Duration::from_secs(2));
+        for too_short in ["0s", "50ms"] {
+            let err = GatewayConfig::resolve(flags(&["--heartbeat-interval", too_short]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("heartbeat_interval must be at least 100ms"),
+                "{err}"
+            );
+        }
     }
 
     #[test]
