@@ -19,6 +19,7 @@ pub mod config;
 pub mod config_update;
 pub mod crypto;
 pub mod delivery;
+pub mod encoded_policies;
 pub mod error;
 pub mod group_commit;
 pub mod in_flight;

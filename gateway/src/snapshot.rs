@@ -7,14 +7,13 @@
 //! writes end INACTIVE ("takes effect when it starts"), and that must stay true
 //! of what its supervisor holds. Starting it again publishes a rebuild.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use prost::bytes::Bytes;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use openshell_core::policy::parse_policy;
 use openshell_core::settings;
 use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
@@ -22,8 +21,11 @@ use sha2::{Digest, Sha256};
 
 use crate::delivery::activity::FanoutActivity;
 use crate::delivery::marks::{Component, Lane};
+use crate::encoded_policies;
 use crate::error::{GatewayError, Result};
-use crate::store::{Lifecycle, PendingInputs, ReadPriority, SandboxRecord, Store, now_ms};
+use crate::store::{
+    Lifecycle, OwnPolicy, PendingInputs, PolicyBody, ReadPriority, SandboxRecord, Store, now_ms,
+};
 use crate::wire;
 
 /// Said to a stopped sandbox's supervisor when it asks for configuration.
@@ -110,12 +112,15 @@ async fn sandbox_config_from(
     ensure_deliverable(&inputs.sandbox)?;
     let (policy, policy_hash, source) = match (&inputs.global_policy, inputs.own_policy.take()) {
         (Some(g), _) => (
-            encoded_policy(&g.policy_hash, &g.policy_json)?,
+            encoded_policies::encode(&g.policy_hash, &g.policy_json)?,
             g.policy_hash.clone(),
             sb::PolicySource::Global,
         ),
-        (None, Some((hash, json))) => (
-            encoded_policy(&hash, &json)?,
+        (None, Some(OwnPolicy { hash, body })) => (
+            match body {
+                PolicyBody::Encoded(encoded) => encoded,
+                PolicyBody::Json(json) => encoded_policies::encode(&hash, &json)?,
+            },
             hash,
             sb::PolicySource::Sandbox,
         ),
@@ -172,36 +177,6 @@ async fn sandbox_config_from(
         built_at: Some(wire::timestamp(now_ms())),
     };
     Ok((snapshot, inputs.pending_operation))
-}
-
-/// Encoded policies by hash. Many sandboxes share one policy (the global
-/// one above all): a fanout converts and encodes it once, and every snapshot
-/// holds a reference to the same bytes, not a copy of the policy's message
-/// tree. A hash names its content, so an entry never goes stale; the map is
-/// emptied when it grows past a bound, which costs one encoding per policy in use.
-static ENCODED_POLICIES: LazyLock<Mutex<HashMap<String, Bytes>>> = LazyLock::new(Mutex::default);
-const ENCODED_POLICIES_KEPT: usize = 1024;
-
-/// The wire form of a stored policy (canonical JSON, valid when stored).
-fn encoded_policy(hash: &str, policy_json: &str) -> Result<Bytes> {
-    let cached = ENCODED_POLICIES
-        .lock()
-        .ok()
-        .and_then(|map| map.get(hash).cloned());
-    if let Some(encoded) = cached {
-        return Ok(encoded);
-    }
-    let policy = parse_policy(policy_json).map_err(|e| GatewayError::Corrupt(e.to_string()))?;
-    let encoded = Bytes::from(prost::Message::encode_to_vec(&sb::SandboxPolicy::from(
-        &policy,
-    )));
-    if let Ok(mut map) = ENCODED_POLICIES.lock() {
-        if map.len() >= ENCODED_POLICIES_KEPT {
-            map.clear();
-        }
-        map.insert(hash.to_string(), encoded.clone());
-    }
-    Ok(encoded)
 }
 
 /// A cheap summary of the provider environment: the attachment epoch plus

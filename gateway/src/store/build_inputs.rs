@@ -11,12 +11,16 @@
 //! process, keyed by revision. The content of a revision never changes, so
 //! a cached entry is valid for as long as that revision is current, also
 //! when another replica made the write; the revisions come from the store
-//! on every build.
+//! on every build. A sandbox's own policy is read as its hash alone when
+//! the policy is already in wire form in process ([`crate::encoded_policies`]):
+//! its stored text, the bulk of a sandbox's rows, is read only for hashes
+//! not seen lately, by a second statement for the whole batch.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use openshell_core::settings::Scope;
+use prost::bytes::Bytes;
 use sqlx::any::AnyRow;
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -29,13 +33,14 @@ use super::records::{GlobalPolicyRecord, SandboxRecord, sandbox_from_row, u64_co
 use super::sandboxes::SANDBOX_COLUMNS;
 use super::settings::ScopedSettings;
 use super::{Backend, Store, json_list};
+use crate::encoded_policies;
 
 /// Everything a `sandbox_config` snapshot is built from.
 #[derive(Debug, Clone)]
 pub struct SandboxConfigInputs {
     pub sandbox: SandboxRecord,
-    /// Hash and canonical JSON of the sandbox's own latest policy.
-    pub own_policy: Option<(String, String)>,
+    /// The sandbox's own latest policy.
+    pub own_policy: Option<OwnPolicy>,
     pub global_policy_revision: u64,
     pub global_policy: Option<Arc<GlobalPolicyRecord>>,
     pub global_settings: Arc<ScopedSettings>,
@@ -47,6 +52,21 @@ pub struct SandboxConfigInputs {
     /// then can sending this snapshot deliver one: an operation committed
     /// later is not in the snapshot.
     pub pending_operation: bool,
+}
+
+/// A sandbox's own latest policy, as a build reads it.
+#[derive(Debug, Clone)]
+pub struct OwnPolicy {
+    pub hash: String,
+    pub body: PolicyBody,
+}
+
+#[derive(Debug, Clone)]
+pub enum PolicyBody {
+    /// Already in wire form: the stored text was not read.
+    Encoded(Bytes),
+    /// The stored canonical JSON.
+    Json(String),
 }
 
 /// Shared build inputs by revision; cheap to clone.
@@ -75,21 +95,30 @@ static SANDBOX_CONFIG_INPUTS_SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
         .split(',')
         .map(|c| format!("s.{}", c.trim()))
         .collect();
-    // The sandbox's counter always names its latest policy revision.
-    let select = format!(
-        "SELECT {}, p.policy_hash AS own_policy_hash, p.policy_json AS own_policy_json, \
-         w.settings_revision AS workspace_settings_revision, \
-         (SELECT value FROM counters WHERE name = 'global_settings_revision') AS global_settings_revision, \
-         {CURRENT_GLOBAL_POLICY_REVISION} AS global_policy_revision, \
-         CAST(CASE WHEN EXISTS (SELECT 1 FROM operations o \
-         WHERE o.sandbox_id = s.id AND o.state = 'PENDING') THEN 1 ELSE 0 END AS BIGINT) \
-         AS pending_operation \
-         FROM sandboxes s JOIN workspaces w ON w.name = s.workspace \
-         LEFT JOIN policy_revisions p ON p.sandbox_id = s.id AND p.revision = s.policy_revision \
-         WHERE s.id ",
-        columns.join(", ")
-    );
-    [Backend::Sqlite, Backend::Postgres].map(|b| format!("{select}{}", b.in_json_list(1)))
+    let columns = columns.join(", ");
+    [Backend::Sqlite, Backend::Postgres].map(|backend| {
+        // SQLite's planner prefers the primary key, which makes it read the
+        // table row with the policy's text; the hash index answers alone.
+        let policy_index = match backend {
+            Backend::Sqlite => "INDEXED BY policy_revisions_hash ",
+            Backend::Postgres => "",
+        };
+        // The sandbox's counter always names its latest policy revision.
+        format!(
+            "SELECT {columns}, p.policy_hash AS own_policy_hash, \
+             w.settings_revision AS workspace_settings_revision, \
+             (SELECT value FROM counters WHERE name = 'global_settings_revision') AS global_settings_revision, \
+             {CURRENT_GLOBAL_POLICY_REVISION} AS global_policy_revision, \
+             CAST(CASE WHEN EXISTS (SELECT 1 FROM operations o \
+             WHERE o.sandbox_id = s.id AND o.state = 'PENDING') THEN 1 ELSE 0 END AS BIGINT) \
+             AS pending_operation \
+             FROM sandboxes s JOIN workspaces w ON w.name = s.workspace \
+             LEFT JOIN policy_revisions p {policy_index}\
+             ON p.sandbox_id = s.id AND p.revision = s.policy_revision \
+             WHERE s.id {}",
+            backend.in_json_list(1)
+        )
+    })
 });
 
 fn sandbox_config_inputs_sql(backend: Backend) -> &'static str {
@@ -99,11 +128,25 @@ fn sandbox_config_inputs_sql(backend: Backend) -> &'static str {
     }
 }
 
+/// The stored text of given revisions of sandbox policies, for the
+/// hashes of a batch that are not in wire form in process. Each sandbox id
+/// and each revision is a JSON list; the caller keeps the pairs it asked for.
+static POLICY_TEXT_SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [Backend::Sqlite, Backend::Postgres].map(|b| {
+        format!(
+            "SELECT sandbox_id, revision, policy_json FROM policy_revisions \
+             WHERE sandbox_id {} AND CAST(revision AS TEXT) {}",
+            b.in_json_list(1),
+            b.in_json_list(2)
+        )
+    })
+});
+
 /// The per-sandbox part of the build statement's row.
 #[derive(Debug)]
 struct SandboxInputs {
     sandbox: SandboxRecord,
-    own_policy: Option<(String, String)>,
+    own_policy: Option<OwnPolicy>,
     global_policy_revision: u64,
     global_settings_revision: u64,
     workspace_settings_revision: u64,
@@ -111,22 +154,101 @@ struct SandboxInputs {
 }
 
 impl SandboxInputs {
-    fn from_row(row: &AnyRow) -> Result<Self> {
-        let own_policy = match (
-            row.try_get::<Option<String>, _>("own_policy_hash")?,
-            row.try_get::<Option<String>, _>("own_policy_json")?,
-        ) {
-            (Some(hash), Some(json)) => Some((hash, json)),
-            _ => None,
+    /// `row`'s inputs, the sandbox's policy taken from `policies`.
+    fn from_row(row: &AnyRow, policies: &BatchPolicies) -> Result<Self> {
+        let sandbox = sandbox_from_row(row)?;
+        let own_policy = match row.try_get::<Option<String>, _>("own_policy_hash")? {
+            Some(hash) => Some(policies.own_policy(&sandbox, hash)?),
+            None => None,
         };
         Ok(Self {
-            sandbox: sandbox_from_row(row)?,
+            sandbox,
             own_policy,
             global_policy_revision: u64_col(row, "global_policy_revision")?,
             global_settings_revision: u64_col(row, "global_settings_revision")?,
             workspace_settings_revision: u64_col(row, "workspace_settings_revision")?,
             pending_operation: row.try_get::<i64, _>("pending_operation")? != 0,
         })
+    }
+}
+
+/// The own policies of one batch's sandboxes: in wire form by hash, looked
+/// up once per batch, and the stored text of the revisions whose hash was
+/// not there, by `(sandbox id, revision)`.
+#[derive(Debug, Default)]
+struct BatchPolicies {
+    encoded: HashMap<String, Bytes>,
+    texts: HashMap<(String, u64), String>,
+}
+
+impl BatchPolicies {
+    /// Looks up every row's policy hash and reads the text of those not in
+    /// wire form, in one statement.
+    async fn read(pool: &AnyPool, backend: Backend, rows: &[AnyRow]) -> Result<Self> {
+        let mut policies = Self::default();
+        let mut unread: Vec<(String, u64)> = Vec::new();
+        for row in rows {
+            // A row that does not decode fails its own read, in `from_row`.
+            let (Ok(Some(hash)), Ok(id), Ok(revision)) = (
+                row.try_get::<Option<String>, _>("own_policy_hash"),
+                row.try_get::<String, _>("id"),
+                u64_col(row, "policy_revision"),
+            ) else {
+                continue;
+            };
+            if policies.encoded.contains_key(&hash) {
+                continue;
+            }
+            match encoded_policies::get(&hash) {
+                Some(encoded) => {
+                    policies.encoded.insert(hash, encoded);
+                }
+                None => unread.push((id, revision)),
+            }
+        }
+        if unread.is_empty() {
+            return Ok(policies);
+        }
+        let ids: Vec<&str> = unread.iter().map(|(id, _)| id.as_str()).collect();
+        let revisions: Vec<String> = unread.iter().map(|(_, r)| r.to_string()).collect();
+        let sql = match backend {
+            Backend::Sqlite => &POLICY_TEXT_SQL[0],
+            Backend::Postgres => &POLICY_TEXT_SQL[1],
+        };
+        let rows = sqlx::query(AssertSqlSafe(sql.as_str()))
+            .bind(json_list(&ids)?)
+            .bind(json_list(&revisions)?)
+            .fetch_all(pool)
+            .await?;
+        // Other revisions of these sandboxes match the two lists too.
+        for row in &rows {
+            let key = (
+                row.try_get::<String, _>("sandbox_id")?,
+                u64_col(row, "revision")?,
+            );
+            if unread.contains(&key) {
+                policies.texts.insert(key, row.try_get("policy_json")?);
+            }
+        }
+        Ok(policies)
+    }
+
+    fn own_policy(&self, sandbox: &SandboxRecord, hash: String) -> Result<OwnPolicy> {
+        let body = match self.encoded.get(&hash) {
+            Some(encoded) => PolicyBody::Encoded(encoded.clone()),
+            None => PolicyBody::Json(
+                self.texts
+                    .get(&(sandbox.id.clone(), sandbox.policy_revision))
+                    .cloned()
+                    .ok_or_else(|| {
+                        StoreError::Corrupt(format!(
+                            "sandbox {} names policy revision {}, which is not stored",
+                            sandbox.id, sandbox.policy_revision
+                        ))
+                    })?,
+            ),
+        };
+        Ok(OwnPolicy { hash, body })
     }
 }
 
@@ -178,11 +300,10 @@ pub struct PendingInputs {
 impl InputReads {
     /// Starts the batchers; they end with the last handle.
     pub(crate) fn start(pool: AnyPool, backend: Backend) -> Self {
-        let sql = sandbox_config_inputs_sql(backend);
         let (foreground, foreground_reads) = mpsc::unbounded_channel();
         let (background, background_reads) = mpsc::unbounded_channel();
         let batchers = [foreground_reads, background_reads].map(|incoming| {
-            AbortOnDropHandle::new(tokio::spawn(batch_reads(pool.clone(), sql, incoming)))
+            AbortOnDropHandle::new(tokio::spawn(batch_reads(pool.clone(), backend, incoming)))
         });
         Self {
             foreground,
@@ -212,7 +333,7 @@ impl InputReads {
 
 async fn batch_reads(
     pool: AnyPool,
-    sql: &'static str,
+    backend: Backend,
     mut incoming: mpsc::UnboundedReceiver<InputRead>,
 ) {
     let slots = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
@@ -228,7 +349,7 @@ async fn batch_reads(
         }
         let pool = pool.clone();
         running.spawn(async move {
-            answer_batch(&pool, sql, batch).await;
+            answer_batch(&pool, backend, batch).await;
             drop(slot);
         });
         while running.try_join_next().is_some() {}
@@ -255,18 +376,18 @@ fn next_batch(
     batch
 }
 
-async fn answer_batch(pool: &AnyPool, sql: &'static str, batch: Vec<InputRead>) {
+async fn answer_batch(pool: &AnyPool, backend: Backend, batch: Vec<InputRead>) {
     let ids: Vec<&str> = batch.iter().map(|r| r.sandbox_id.as_str()).collect();
-    let rows = match json_list(&ids) {
-        Ok(ids) => sqlx::query(AssertSqlSafe(sql))
-            .bind(ids)
+    let read = async {
+        let rows = sqlx::query(AssertSqlSafe(sandbox_config_inputs_sql(backend)))
+            .bind(json_list(&ids)?)
             .fetch_all(pool)
-            .await
-            .map_err(StoreError::from),
-        Err(e) => Err(e),
+            .await?;
+        let policies = BatchPolicies::read(pool, backend, &rows).await?;
+        Ok::<_, StoreError>((rows, policies))
     };
-    let rows = match rows {
-        Ok(rows) => rows,
+    let (rows, policies) = match read.await {
+        Ok(read) => read,
         Err(e) => {
             // sqlx errors cannot be cloned: each read gets the message.
             let message = format!("reading build inputs failed: {e}");
@@ -284,7 +405,7 @@ async fn answer_batch(pool: &AnyPool, sql: &'static str, batch: Vec<InputRead>) 
         .collect();
     for read in batch {
         let inputs = match by_id.get(&read.sandbox_id) {
-            Some(row) => SandboxInputs::from_row(row),
+            Some(row) => SandboxInputs::from_row(row, &policies),
             None => Err(StoreError::NotFound(format!(
                 "sandbox {} not found",
                 read.sandbox_id
@@ -420,6 +541,36 @@ mod tests {
 
     fn ids(batch: &[InputRead]) -> Vec<&str> {
         batch.iter().map(|r| r.sandbox_id.as_str()).collect()
+    }
+
+    /// Reconcile runs this statement for every session every 30 s: reading
+    /// each sandbox's policy row for it made SQLite page in every stored
+    /// policy text, most of a fleet's store, where the hash is all it needs.
+    #[tokio::test]
+    async fn the_build_statement_reads_the_policy_hash_from_its_index_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::sqlite_for_tests(dir.path()).await;
+        let sql = format!(
+            "EXPLAIN QUERY PLAN {}",
+            sandbox_config_inputs_sql(Backend::Sqlite)
+        );
+        let plan: Vec<String> = sqlx::query(AssertSqlSafe(sql))
+            .bind("[\"sb-1\"]")
+            .fetch_all(store.pool())
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.try_get::<String, _>("detail").unwrap())
+            .collect();
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("USING COVERING INDEX policy_revisions_hash")),
+            "{plan:#?}"
+        );
+        assert!(
+            !sandbox_config_inputs_sql(Backend::Postgres).contains("policy_json"),
+            "the statement reads the policy text"
+        );
     }
 
     #[test]

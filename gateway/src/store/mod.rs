@@ -42,7 +42,9 @@ use crate::crypto::CredentialCipher;
 use crate::in_flight::InFlight;
 
 use build_inputs::InputReads;
-pub use build_inputs::{PendingInputs, ReadPriority, SandboxConfigInputs, SharedInputCache};
+pub use build_inputs::{
+    OwnPolicy, PendingInputs, PolicyBody, ReadPriority, SandboxConfigInputs, SharedInputCache,
+};
 pub use error::{Result, StoreError};
 use events::ChangedOperation;
 pub use events::{DEFAULT_WAIT_RECHECK, OperationEvents, OperationSignal};
