@@ -5,11 +5,14 @@
 //! 8 KiB decode buffer. A gateway holds one long-lived `ConnectSupervisor`
 //! stream per sandbox whose frames are mostly heartbeats of a few bytes, so
 //! those buffers were a third of an idle session's memory. Buffers still
-//! grow to fit a large snapshot when one is sent.
+//! grow to fit a large snapshot when one is sent: by the message's whole
+//! length at once, and (with the patched tonic in `third_party/tonic`) only
+//! for as long as that message is in flight.
 
 use std::marker::PhantomData;
 
-use tonic::codec::{BufferSettings, Codec};
+use tonic::Status;
+use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder};
 use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
 
 /// Initial encode and decode buffer of a stream.
@@ -42,14 +45,34 @@ where
 {
     type Encode = T;
     type Decode = U;
-    type Encoder = ProstEncoder<T>;
+    type Encoder = ReservingEncoder<T>;
     type Decoder = ProstDecoder<U>;
 
     fn encoder(&mut self) -> Self::Encoder {
-        ProstCodec::<T, U>::raw_encoder(buffer_settings())
+        ReservingEncoder(ProstCodec::<T, U>::raw_encoder(buffer_settings()))
     }
 
     fn decoder(&mut self) -> Self::Decoder {
         ProstCodec::<T, U>::raw_decoder(buffer_settings())
+    }
+}
+
+/// Prost encoding that reserves a message's encoded length before writing
+/// it: a snapshot larger than the buffer takes one allocation, not a
+/// series of doublings, each copying what was written so far.
+#[derive(Debug)]
+pub struct ReservingEncoder<T>(ProstEncoder<T>);
+
+impl<T: prost::Message> Encoder for ReservingEncoder<T> {
+    type Item = T;
+    type Error = Status;
+
+    fn encode(&mut self, item: T, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.reserve(item.encoded_len());
+        self.0.encode(item, dst)
+    }
+
+    fn buffer_settings(&self) -> BufferSettings {
+        self.0.buffer_settings()
     }
 }
