@@ -45,6 +45,7 @@ impl Deque {
     }
 
     pub fn push_back<T>(&mut self, buf: &mut Buffer<T>, value: T) {
+        reserve_first_slot(&mut buf.slab);
         let key = buf.slab.insert(Slot { value, next: None });
 
         match self.indices {
@@ -62,6 +63,7 @@ impl Deque {
     }
 
     pub fn push_front<T>(&mut self, buf: &mut Buffer<T>, value: T) {
+        reserve_first_slot(&mut buf.slab);
         let key = buf.slab.insert(Slot { value, next: None });
 
         match self.indices {
@@ -95,5 +97,15 @@ impl Deque {
             }
             None => None,
         }
+    }
+}
+
+/// Patched (see the project's third_party/README.md): a slab's first insert
+/// takes one slot instead of `Vec`'s minimum of four. Most connections of a
+/// gateway carry one long-lived stream and queue one frame at a time, and
+/// the slab keeps its capacity for the connection's life.
+pub(super) fn reserve_first_slot<T>(slab: &mut Slab<T>) {
+    if slab.capacity() == 0 {
+        slab.reserve_exact(1);
     }
 }

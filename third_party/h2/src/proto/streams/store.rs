@@ -102,6 +102,7 @@ impl Store {
     }
 
     pub fn insert(&mut self, id: StreamId, val: Stream) -> Ptr<'_> {
+        super::buffer::reserve_first_slot(&mut self.slab);
         let index = SlabIndex(self.slab.insert(val) as u32);
         assert!(self.ids.insert(id, index).is_none());
 
@@ -464,6 +465,7 @@ impl<'a> VacantEntry<'a> {
     pub fn insert(self, value: Stream) -> Key {
         // Insert the value in the slab
         let stream_id = value.id;
+        super::buffer::reserve_first_slot(self.slab);
         let index = SlabIndex(self.slab.insert(value) as u32);
 
         // Insert the handle in the ID map
