@@ -250,6 +250,19 @@ impl TestGateway {
     }
 }
 
+/// Runs `sql` on a SQLite test gateway's store file beside the gateway, as an
+/// operator or a fault would.
+pub async fn alter_sqlite_store(gw: &TestGateway, sql: &str) {
+    let mut conn = sqlx::SqliteConnection::connect(&gw.store.url)
+        .await
+        .unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+}
+
 /// Polls `check` until it returns Some, or panics after `deadline`.
 pub async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
 where

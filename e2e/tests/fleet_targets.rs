@@ -17,7 +17,6 @@ use openshell_gateway::store::{
     NewOperation, OperationRecord, OperationState, Store, TargetKind, new_id,
 };
 use openshell_proto::v1 as pb;
-use sqlx::Connection;
 
 fn report(
     sandbox_id: &str,
@@ -226,18 +225,6 @@ async fn a_fleet_write_over_no_sandbox_is_applied_once_listed() {
     assert_eq!(op.fleet.unwrap().targets, 0);
 }
 
-/// Runs one statement on the test gateway's SQLite file beside the gateway.
-async fn alter_store(gw: &TestGateway, sql: &str) {
-    let mut conn = sqlx::SqliteConnection::connect(&gw.store.url)
-        .await
-        .unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listing_that_fails_is_taken_up_again() {
     let gw = TestGateway::start(Backend::Sqlite).await;
@@ -245,7 +232,7 @@ async fn a_listing_that_fails_is_taken_up_again() {
     let ids = sandboxes(&gw, "retried", 3).await;
     let op = listing_operation(store).await;
     list_one_chunk(store, &op, 1).await;
-    alter_store(
+    openshell_e2e::alter_sqlite_store(
         &gw,
         "ALTER TABLE operation_targets RENAME TO operation_targets_away",
     )
@@ -262,7 +249,7 @@ async fn a_listing_that_fails_is_taken_up_again() {
     // Failing meanwhile, it keeps trying.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!retry.is_finished());
-    alter_store(
+    openshell_e2e::alter_sqlite_store(
         &gw,
         "ALTER TABLE operation_targets_away RENAME TO operation_targets",
     )

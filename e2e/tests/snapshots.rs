@@ -198,19 +198,6 @@ async fn a_build_someone_waits_for_does_not_queue_behind_a_fanouts_reads_sqlite(
     a_build_someone_waits_for_does_not_queue_behind_a_fanouts_reads(Backend::Sqlite).await
 }
 
-/// Runs one statement on the test gateway's SQLite file beside the gateway.
-async fn alter_store(gw: &TestGateway, sql: &str) {
-    use sqlx::Connection;
-    let mut conn = sqlx::SqliteConnection::connect(&gw.store.url)
-        .await
-        .unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-}
-
 /// A policy's hash names its content: a build whose policy is already in
 /// wire form in the gateway does not need the stored text, and one whose
 /// hash is new reads it (here, text that is no policy at all).
@@ -223,7 +210,7 @@ async fn the_stored_policy_text_is_read_only_for_a_hash_not_yet_encoded() {
     let (unseen, _) = create_sandbox(&mut api, "unseen", &policy_with_port(12_002)).await;
     build_sandbox_config(store, &encoded).await.unwrap();
 
-    alter_store(
+    openshell_e2e::alter_sqlite_store(
         &gw,
         "UPDATE policy_revisions SET policy_json = 'not a policy'",
     )
