@@ -11,11 +11,9 @@
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, PoisonError};
 
-use openshell_core::policy::parse_policy;
+use openshell_core::policy::{PolicyError, parse_policy};
 use openshell_proto::sandbox::v1 as sb;
 use prost::bytes::Bytes;
-
-use crate::error::{GatewayError, Result};
 
 static ENCODED: LazyLock<Mutex<HashMap<String, Bytes>>> = LazyLock::new(Mutex::default);
 
@@ -33,12 +31,13 @@ pub fn get(hash: &str) -> Option<Bytes> {
 }
 
 /// The wire form of a stored policy (canonical JSON, valid when stored),
-/// kept for the next build that names `hash`.
-pub fn encode(hash: &str, policy_json: &str) -> Result<Bytes> {
+/// kept for the next build that names `hash`. An error means the stored
+/// text is not a policy (the store is corrupt).
+pub fn encode(hash: &str, policy_json: &str) -> Result<Bytes, PolicyError> {
     if let Some(encoded) = get(hash) {
         return Ok(encoded);
     }
-    let policy = parse_policy(policy_json).map_err(|e| GatewayError::Corrupt(e.to_string()))?;
+    let policy = parse_policy(policy_json)?;
     let encoded = Bytes::from(prost::Message::encode_to_vec(&sb::SandboxPolicy::from(
         &policy,
     )));

@@ -112,14 +112,16 @@ async fn sandbox_config_from(
     ensure_deliverable(&inputs.sandbox)?;
     let (policy, policy_hash, source) = match (&inputs.global_policy, inputs.own_policy.take()) {
         (Some(g), _) => (
-            encoded_policies::encode(&g.policy_hash, &g.policy_json)?,
+            encoded_policies::encode(&g.policy_hash, &g.policy_json).map_err(corrupt_policy)?,
             g.policy_hash.clone(),
             sb::PolicySource::Global,
         ),
         (None, Some(OwnPolicy { hash, body })) => (
             match body {
                 PolicyBody::Encoded(encoded) => encoded,
-                PolicyBody::Json(json) => encoded_policies::encode(&hash, &json)?,
+                PolicyBody::Json(json) => {
+                    encoded_policies::encode(&hash, &json).map_err(corrupt_policy)?
+                }
             },
             hash,
             sb::PolicySource::Sandbox,
@@ -177,6 +179,10 @@ async fn sandbox_config_from(
         built_at: Some(wire::timestamp(now_ms())),
     };
     Ok((snapshot, inputs.pending_operation))
+}
+
+fn corrupt_policy(e: openshell_core::policy::PolicyError) -> GatewayError {
+    GatewayError::Corrupt(e.to_string())
 }
 
 /// A cheap summary of the provider environment: the attachment epoch plus
