@@ -17,6 +17,23 @@ fn count(v: &Value, path: &str) -> u64 {
         .unwrap_or_else(|| panic!("{path} missing or not a count in {v:#}"))
 }
 
+/// Every process log the run left: the gateway's, each replica's and each swarm's. A replica
+/// that dies writes its panic only to its own log, so a failure shows them all.
+fn run_logs(out: &std::path::Path) -> String {
+    let mut logs: Vec<_> = std::fs::read_dir(out)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    logs.retain(|p| p.extension().is_some_and(|e| e == "log"));
+    logs.sort();
+    logs.iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            format!("--- {} ---\n{text}", p.display())
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[test]
 fn quick_mode_writes_a_complete_report() {
     let out = tempfile::tempdir().unwrap();
@@ -46,10 +63,10 @@ fn quick_mode_writes_a_complete_report() {
     let output = cmd.output().unwrap();
     assert!(
         output.status.success(),
-        "openshell-bench --quick failed\nstdout:\n{}\nstderr:\n{}\ngateway log:\n{}",
+        "openshell-bench --quick failed\nstdout:\n{}\nstderr:\n{}\nlogs:\n{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr),
-        std::fs::read_to_string(out.path().join("gateway.log")).unwrap_or_default()
+        run_logs(out.path())
     );
 
     let text = std::fs::read_to_string(out.path().join("report.json")).unwrap();
@@ -245,9 +262,10 @@ fn quick_mode_over_tls_reaches_every_session() {
         .unwrap();
     assert!(
         output.status.success(),
-        "openshell-bench --quick --tls failed\nstdout:\n{}\nstderr:\n{}",
+        "openshell-bench --quick --tls failed\nstdout:\n{}\nstderr:\n{}\nlogs:\n{}",
         String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+        String::from_utf8_lossy(&output.stderr),
+        run_logs(out.path())
     );
     let text = std::fs::read_to_string(out.path().join("report.json")).unwrap();
     let r: Value = serde_json::from_str(&text).unwrap();
