@@ -5,6 +5,10 @@
 #
 #   bash scripts/demo.sh              # keeps running until Ctrl-C
 #   bash scripts/demo.sh --exit       # exits after the demo (used by tests)
+#
+# OPENSHELL_DEMO_BINARIES=DIR runs the binaries in DIR instead of building
+# them: the test suite sets it, since a build beside running tests would
+# re-link binaries those tests are starting.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,14 +16,18 @@ exit_after=false
 for arg in "$@"; do
     case "$arg" in
         --exit|--exit-after-demo) exit_after=true ;;
-        -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
         *) echo "unknown argument: $arg" >&2; exit 2 ;;
     esac
 done
 
-echo "== building (cargo build --workspace --bins)"
-cargo build --workspace --bins --quiet
-bin="$PWD/target/debug"
+if [ -n "${OPENSHELL_DEMO_BINARIES:-}" ]; then
+    bin="$OPENSHELL_DEMO_BINARIES"
+else
+    echo "== building (cargo build --workspace --bins)"
+    cargo build --workspace --bins --quiet
+    bin="$PWD/target/debug"
+fi
 
 demo="$PWD/.demo"
 rm -rf "$demo"

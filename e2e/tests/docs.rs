@@ -201,10 +201,15 @@ async fn every_command_in_the_troubleshooting_skill_runs() {
 fn the_readme_demo_runs_to_the_end() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let port = free_port();
+    let binaries = binary("openshell");
     let output = Command::new("bash")
         .arg(root.join("scripts/demo.sh"))
         .arg("--exit")
         .current_dir(&root)
+        .env(
+            "OPENSHELL_DEMO_BINARIES",
+            binaries.parent().expect("the binaries' directory"),
+        )
         .env("OPENSHELL_DEMO_PORT", port.to_string())
         .env("NO_COLOR", "1")
         .output()
