@@ -238,11 +238,15 @@ def test_ctrl_c_interrupts_a_blocking_wait(gateway: Gateway) -> None:
     created = client.create_sandbox(unique("sigint"), policy=POLICY)
     op = created.operation
     assert op is not None
+    # If the child still runs 20 s after its last progress report, faulthandler prints every
+    # thread's stack: a wait that missed the interrupt and an exit that hangs look alike
+    # from outside.
     script = (
-        "import sys\n"
+        "import faulthandler, sys\n"
         "from openshell import Client\n"
         "client = Client(sys.argv[1], sys.argv[2])\n"
         "def ready(update):\n"
+        "    faulthandler.dump_traceback_later(20)\n"
         "    print('waiting', flush=True)\n"
         "try:\n"
         "    client.wait_for_apply(sys.argv[3], timeout=600, on_progress=ready)\n"
@@ -253,6 +257,7 @@ def test_ctrl_c_interrupts_a_blocking_wait(gateway: Gateway) -> None:
     child = subprocess.Popen(
         [sys.executable, "-c", script, gateway.endpoint, gateway.token, op.id],
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
     try:
@@ -260,8 +265,16 @@ def test_ctrl_c_interrupts_a_blocking_wait(gateway: Gateway) -> None:
         assert child.stdout.readline().strip() == "waiting"
         child.send_signal(signal.SIGINT)
         # Far below the 600 s wait: only the interrupt can end it this soon.
-        assert child.wait(timeout=APPLY) == 7
-        assert child.stdout.read().strip() == "interrupted"
+        try:
+            out, err = child.communicate(timeout=APPLY)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            out, err = child.communicate()
+            pytest.fail(
+                f"the child did not end {APPLY} s after Ctrl-C\nstdout: {out!r}\nstderr:\n{err}"
+            )
+        assert child.returncode == 7, f"stdout: {out!r}\nstderr:\n{err}"
+        assert out.strip() == "interrupted"
     finally:
         if child.poll() is None:
             child.kill()
