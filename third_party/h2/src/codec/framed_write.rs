@@ -175,6 +175,13 @@ where
         // Flush the upstream
         ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
 
+        // Patched (see third_party/README.md): everything is written, so the
+        // buffer is given back until the next frame; an idle connection then
+        // holds none.
+        if self.encoder.is_empty() && self.encoder.buf.get_ref().capacity() != 0 {
+            self.encoder.buf = Cursor::new(BytesMut::new());
+        }
+
         Poll::Ready(Ok(()))
     }
 
@@ -225,6 +232,11 @@ where
     fn buffer(&mut self, item: Frame<B>) -> Result<(), UserError> {
         // Ensure that we have enough capacity to accept the write.
         assert!(self.has_capacity());
+        // Patched (see third_party/README.md): a buffer given back while idle
+        // is allocated again for the next frame.
+        if self.buf.get_ref().capacity() == 0 {
+            self.buf.get_mut().reserve(DEFAULT_BUFFER_CAPACITY);
+        }
         let span = tracing::trace_span!("FramedWrite::buffer", frame = ?item);
         let _e = span.enter();
 
@@ -309,9 +321,11 @@ where
     }
 
     fn has_capacity(&self) -> bool {
+        // A buffer given back while idle (capacity 0) is allocated again by `buffer`.
         self.next.is_none()
-            && (self.buf.get_ref().capacity() - self.buf.get_ref().len()
-                >= self.min_buffer_capacity)
+            && (self.buf.get_ref().capacity() == 0
+                || self.buf.get_ref().capacity() - self.buf.get_ref().len()
+                    >= self.min_buffer_capacity)
     }
 
     fn is_empty(&self) -> bool {
