@@ -84,6 +84,7 @@ impl Deque {
         match self.indices {
             Some(mut idxs) => {
                 let mut slot = buf.slab.remove(idxs.head);
+                release_when_empty(&mut buf.slab);
 
                 if idxs.head == idxs.tail {
                     assert!(slot.next.is_none());
@@ -102,10 +103,19 @@ impl Deque {
 
 /// Patched (see the project's third_party/README.md): a slab's first insert
 /// takes one slot instead of `Vec`'s minimum of four. Most connections of a
-/// gateway carry one long-lived stream and queue one frame at a time, and
-/// the slab keeps its capacity for the connection's life.
+/// gateway carry one long-lived stream and queue one frame at a time.
 pub(super) fn reserve_first_slot<T>(slab: &mut Slab<T>) {
     if slab.capacity() == 0 {
         slab.reserve_exact(1);
+    }
+}
+
+/// Patched (see the project's third_party/README.md): a slab that holds
+/// nothing (no frame queued, no stream open) gives its slots back. A slab
+/// otherwise keeps the capacity of its busiest moment for the connection's
+/// life, while an idle connection holds no frame between two heartbeats.
+pub(super) fn release_when_empty<T>(slab: &mut Slab<T>) {
+    if slab.is_empty() && slab.capacity() != 0 {
+        *slab = Slab::new();
     }
 }

@@ -406,6 +406,7 @@ impl<'a> Ptr<'a> {
 
         // Remove the stream state
         let stream = self.store.slab.remove(self.key.index.0 as usize);
+        super::buffer::release_when_empty(&mut self.store.slab);
         assert_eq!(stream.id, self.key.stream_id);
         stream.id
     }
