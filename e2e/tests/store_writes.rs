@@ -248,6 +248,45 @@ async fn queued_writes_commit_as_a_group(backend: Backend) {
                 failed_before
             );
         }
+        // The counts are exported as they are, so an operator sees the group commit work.
+        let counts = writer.counts();
+        for (series, count) in [
+            (
+                "openshell_config_writes_started_total",
+                &counts.writes_started,
+            ),
+            (
+                "openshell_config_write_groups_total",
+                &counts.groups_committed,
+            ),
+            (
+                "openshell_config_writes_grouped_total",
+                &counts.writes_grouped,
+            ),
+            (
+                "openshell_config_write_groups_failed_total",
+                &counts.groups_failed,
+            ),
+        ] {
+            assert_eq!(
+                metric(&gateway, series).await,
+                count.load(Ordering::SeqCst) as f64,
+                "{series}"
+            );
+        }
+        if refuse {
+            assert_eq!(
+                metric(&gateway, "openshell_config_write_groups_failed_total").await,
+                (failed_before + 1) as f64
+            );
+        } else {
+            let groups = metric(&gateway, "openshell_config_write_groups_total").await;
+            assert!(groups >= 1.0, "{groups}");
+            assert!(
+                metric(&gateway, "openshell_config_writes_grouped_total").await >= 2.0 * groups,
+                "every group holds two writes or more"
+            );
+        }
     }
 }
 

@@ -391,10 +391,25 @@ impl Metrics {
         help: &'static str,
         sample: impl Fn() -> i64 + Send + Sync + 'static,
     ) {
-        self.registry.register_collector(Box::new(SampledGauge {
+        self.registry.register_collector(Box::new(Sampled {
             name,
             help,
-            sample: Box::new(sample),
+            sample: SampledValue::Gauge(Box::new(sample)),
+        }));
+    }
+
+    /// Exports `sample()` as counter `name` (`_total` is appended), read at
+    /// each scrape: for a count a component keeps in its own atomics.
+    pub fn register_sampled_counter(
+        &mut self,
+        name: &'static str,
+        help: &'static str,
+        sample: impl Fn() -> u64 + Send + Sync + 'static,
+    ) {
+        self.registry.register_collector(Box::new(Sampled {
+            name,
+            help,
+            sample: SampledValue::Counter(Box::new(sample)),
         }));
     }
 
@@ -408,30 +423,46 @@ impl Metrics {
     }
 }
 
-/// A gauge whose value is read when the metrics are encoded.
-struct SampledGauge {
+/// A metric whose value is read when the metrics are encoded.
+struct Sampled {
     name: &'static str,
     help: &'static str,
-    sample: Box<dyn Fn() -> i64 + Send + Sync>,
+    sample: SampledValue,
 }
 
-impl std::fmt::Debug for SampledGauge {
+enum SampledValue {
+    Gauge(Box<dyn Fn() -> i64 + Send + Sync>),
+    Counter(Box<dyn Fn() -> u64 + Send + Sync>),
+}
+
+impl std::fmt::Debug for Sampled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SampledGauge")
+        f.debug_struct("Sampled")
             .field("name", &self.name)
             .finish_non_exhaustive()
     }
 }
 
-impl prometheus_client::collector::Collector for SampledGauge {
+impl prometheus_client::collector::Collector for Sampled {
     fn encode(
         &self,
         mut encoder: prometheus_client::encoding::DescriptorEncoder,
     ) -> Result<(), std::fmt::Error> {
         use prometheus_client::encoding::EncodeMetric;
-        let gauge = prometheus_client::metrics::gauge::ConstGauge::new((self.sample)());
-        let metric = encoder.encode_descriptor(self.name, self.help, None, gauge.metric_type())?;
-        gauge.encode(metric)
+        match &self.sample {
+            SampledValue::Gauge(sample) => {
+                let gauge = prometheus_client::metrics::gauge::ConstGauge::new(sample());
+                let metric =
+                    encoder.encode_descriptor(self.name, self.help, None, gauge.metric_type())?;
+                gauge.encode(metric)
+            }
+            SampledValue::Counter(sample) => {
+                let counter = prometheus_client::metrics::counter::ConstCounter::new(sample());
+                let metric =
+                    encoder.encode_descriptor(self.name, self.help, None, counter.metric_type())?;
+                counter.encode(metric)
+            }
+        }
     }
 }
 

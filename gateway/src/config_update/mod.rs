@@ -29,7 +29,7 @@ use crate::store::{
 
 mod groups;
 
-pub use groups::ConfigWriter;
+pub use groups::{ConfigWriter, GroupCounts};
 
 /// What to write.
 #[derive(Debug, Clone)]
