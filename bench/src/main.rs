@@ -11,6 +11,7 @@ mod ctl;
 mod etcd;
 mod floor;
 mod gateway;
+mod pgbench;
 mod report;
 mod run;
 mod setup;

@@ -274,6 +274,8 @@ pub struct ThroughputScenario {
     pub machine: Machine,
     pub params: ThroughputParams,
     pub runs: Vec<ThroughputRun>,
+    /// PostgreSQL's own pgbench on the same server, right after the gateway's run.
+    pub pgbench: Option<crate::pgbench::PgbenchRun>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -296,6 +298,21 @@ pub struct ThroughputRun {
     pub serial: SerialCeiling,
     /// `commits_per_s` over the serial ceiling's.
     pub over_serial: f64,
+    /// How the clients' writes shared transactions, from the gateway's metrics.
+    pub groups: GroupCommit,
+}
+
+/// The gateway's group commit over the clients' run (`openshell_config_write*` counters).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GroupCommit {
+    /// Transactions of two writes or more.
+    pub groups: u64,
+    /// Writes committed in them.
+    pub writes_grouped: u64,
+    /// Writes taken into a transaction, alone or grouped.
+    pub writes_started: u64,
+    /// `writes_grouped / groups`.
+    pub mean_group_writes: f64,
 }
 
 /// The serial commit ceiling: the same writes, one at a time.
@@ -631,6 +648,14 @@ pub fn evaluate_targets(s: &Scenarios) -> Vec<TargetCheck> {
                 )
             } else {
                 ("≥ 4,000 commits/s", run.commits_per_s >= 4000.0)
+            };
+            let measured = match (&t.pgbench, run.store) {
+                (Some(pg), "postgres") => format!(
+                    "{measured}; pgbench simple-update on the same server: {:.0}/s, the gateway {:.2}× it",
+                    pg.tps,
+                    run.commits_per_s / pg.tps.max(1e-9)
+                ),
+                _ => measured,
             };
             out.push(TargetCheck {
                 target: format!("Commit throughput ({})", run.store),
@@ -1065,6 +1090,21 @@ fn rows(r: &Report) -> Vec<Row> {
             );
             row(
                 "5. Commit throughput",
+                format!(
+                    "{}, {} clients, {:.0} s",
+                    run.store, t.params.clients, run.seconds
+                ),
+                "group commit: writes per group (mean); writes grouped / all",
+                format!(
+                    "{:.1} ({} groups); {} / {}",
+                    run.groups.mean_group_writes,
+                    run.groups.groups,
+                    run.groups.writes_grouped,
+                    run.groups.writes_started
+                ),
+            );
+            row(
+                "5. Commit throughput",
                 format!("{}, 1 client, {:.0} s", run.store, t.params.duration_s),
                 "serial ceiling: commits/s (latency p50/p90/p99/max); clients over it",
                 format!(
@@ -1076,6 +1116,21 @@ fn rows(r: &Report) -> Vec<Row> {
                 ),
             );
         }
+    }
+    if let Some(pg) = s
+        .commit_throughput
+        .as_ref()
+        .and_then(|t| t.pgbench.as_ref())
+    {
+        row(
+            "5. Commit throughput",
+            format!(
+                "pgbench {}, {} clients / 1 client, {} s, same PostgreSQL server",
+                pg.script, pg.clients, pg.seconds
+            ),
+            "PostgreSQL's own transactions/s (the database's ceiling on this machine now)",
+            format!("{:.0}/s / {:.0}/s ({})", pg.tps, pg.serial_tps, pg.version),
+        );
     }
     if let Some(st) = &s.reconnect_storm {
         let params = format!("{} sessions, {}", st.params.sessions, st.params.store);

@@ -29,9 +29,10 @@ use openshell_sdk::{
 use rand::Rng;
 
 use crate::gateway::{GatewayLauncher, GatewayProc, ReplicaSpec, StoreSpec, TlsMaterial};
+use crate::pgbench::{self, PgbenchRun};
 use crate::report::{
-    self, ConnectRecord, FleetParams, FleetRound, FleetRun, FleetScenario, Harness, IdleParams,
-    IdleRun, IdleScenario, LatencyParams, LatencyRun, LatencyScenario, ReplicaWrites,
+    self, ConnectRecord, FleetParams, FleetRound, FleetRun, FleetScenario, GroupCommit, Harness,
+    IdleParams, IdleRun, IdleScenario, LatencyParams, LatencyRun, LatencyScenario, ReplicaWrites,
     ReplicasFleetParams, ReplicasFleetScenario, ReplicasParams, ReplicasRun, ReplicasScenario,
     Report, Scenarios, SerialCeiling, StarvationParams, StarvationScenario, StormParams,
     StormScenario, ThroughputParams, ThroughputRun, ThroughputScenario,
@@ -1344,6 +1345,7 @@ impl Bench {
 
     async fn phase_throughput(&mut self) -> Result<()> {
         let mut runs = Vec::new();
+        let mut pgbench = None;
         let sqlite = setup::sqlite_store(&self.work.path().join("throughput-sqlite"))?;
         runs.push(self.throughput_run(&sqlite).await?);
         if let Some(url) = self.postgres_url.clone() {
@@ -1351,6 +1353,7 @@ impl Bench {
                 setup::postgres_store(&url, &self.work.path().join("throughput-postgres")).await?;
             self.pg_databases.push(name);
             runs.push(self.throughput_run(&pg).await?);
+            pgbench = self.pgbench_run(&url).await?;
         } else {
             self.notes.push(
                 "commit throughput on PostgreSQL was skipped: no --postgres-url (or OPENSHELL_BENCH_POSTGRES_URL) given"
@@ -1365,6 +1368,7 @@ impl Bench {
                 write: "sandbox-scoped setting change (log_rate_limit_per_second), UpdateConfig COMMIT_ONLY; each client has its own connection and sandbox; fresh store, no supervisor connected",
             },
             runs,
+            pgbench,
         };
         println!(
             "{}",
@@ -1374,13 +1378,39 @@ impl Bench {
         Ok(())
     }
 
+    /// PostgreSQL's own commit rate on the same server, right after the gateway's.
+    async fn pgbench_run(&mut self, admin_url: &str) -> Result<Option<PgbenchRun>> {
+        let Some(exe) = pgbench::find() else {
+            self.notes.push(
+                "PostgreSQL's pgbench was not found on PATH: the commit throughput has no database baseline".into(),
+            );
+            return Ok(None);
+        };
+        let (db, name) =
+            setup::postgres_store(admin_url, &self.work.path().join("throughput-pgbench")).await?;
+        self.pg_databases.push(name);
+        let clients = self.p.throughput_clients;
+        self.clock.log(format!(
+            "scenario 5: pgbench simple-update on the same server, {clients} clients, {:?}",
+            self.p.throughput_duration
+        ));
+        let run = pgbench::run(&exe, &db.url, clients, self.p.throughput_duration)
+            .await
+            .context("pgbench baseline")?;
+        self.clock.log(format!(
+            "  pgbench: {:.0} transactions/s; one client: {:.0}/s",
+            run.tps, run.serial_tps
+        ));
+        Ok(Some(run))
+    }
+
     async fn throughput_run(&mut self, store: &StoreSpec) -> Result<ThroughputRun> {
         let clients_n = self.p.throughput_clients;
         self.clock.log(format!(
             "scenario 5: commit throughput on {}, {clients_n} clients, {:?}",
             store.backend, self.p.throughput_duration
         ));
-        let gw = self.launcher.start(store, DeliveryMode::Push, None).await?;
+        let mut gw = self.launcher.start(store, DeliveryMode::Push, None).await?;
         let endpoint = gw.endpoint();
         let admin = self.launcher.client(&endpoint).await?;
         let sandboxes = setup::create_sandboxes(&admin, "tp", 0..clients_n, 16).await?;
@@ -1396,8 +1426,10 @@ impl Bench {
         }
         let duration = self.p.throughput_duration;
         let serial = vec![(clients[0].clone(), sandboxes[0].clone())];
+        let groups_before = group_commit_counts(&gw.metrics().await?);
         let (latencies, errors, seconds) =
             drive_writes(clients.into_iter().zip(sandboxes).collect(), duration).await?;
+        let groups = group_commit_counts(&gw.metrics().await?).since(&groups_before);
         // The serial ceiling: the same writes, one at a time, on the same store. What the
         // clients together commit beyond it is what concurrent writes share (a group commit).
         let (serial_latencies, serial_errors, serial_seconds) =
@@ -1422,12 +1454,14 @@ impl Bench {
                 latency: Summary::of(&serial_latencies),
             },
             over_serial: round3(commits_per_s / serial_commits_per_s.max(1e-9)),
+            groups,
         };
         self.clock.log(format!(
-            "  {}: {:.0} commits/s ({} errors); one client: {:.0} commits/s ({} errors); {:.2}x",
+            "  {}: {:.0} commits/s ({} errors; {:.1} writes per group); one client: {:.0} commits/s ({} errors); {:.2}x",
             run.store,
             run.commits_per_s,
             run.errors,
+            run.groups.mean_group_writes,
             run.serial.commits_per_s,
             run.serial.errors,
             run.over_serial
@@ -2105,11 +2139,76 @@ fn last_frame_sent_since(metrics: &str, since: std::time::SystemTime) -> Option<
     (ms >= 0.0).then_some(ms)
 }
 
+/// The group commit counters of one metrics scrape.
+fn group_commit_counts(metrics: &str) -> GroupCommit {
+    let value = |series: &str| {
+        metrics
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| {
+                let (name, value) = l.rsplit_once(' ')?;
+                (name == series).then(|| value.parse::<f64>().ok())?
+            })
+            .map_or(0, |v| v as u64)
+    };
+    GroupCommit {
+        groups: value("openshell_config_write_groups_total"),
+        writes_grouped: value("openshell_config_writes_grouped_total"),
+        writes_started: value("openshell_config_writes_started_total"),
+        mean_group_writes: 0.0,
+    }
+}
+
+impl GroupCommit {
+    /// What happened between `before` and this reading.
+    fn since(&self, before: &GroupCommit) -> GroupCommit {
+        let groups = self.groups.saturating_sub(before.groups);
+        let writes_grouped = self.writes_grouped.saturating_sub(before.writes_grouped);
+        GroupCommit {
+            groups,
+            writes_grouped,
+            writes_started: self.writes_started.saturating_sub(before.writes_started),
+            mean_group_writes: round3(writes_grouped as f64 / groups.max(1) as f64),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
 
     use super::*;
+
+    #[test]
+    fn group_commit_is_read_from_the_counters_and_taken_between_two_scrapes() {
+        let scrape = |groups: u64, grouped: u64, started: u64| {
+            format!(
+                "# TYPE openshell_config_write_groups counter\n\
+                 openshell_config_write_groups_total {groups}\n\
+                 openshell_config_write_groups_failed_total 7\n\
+                 openshell_config_writes_grouped_total {grouped}\n\
+                 openshell_config_writes_started_total {started}\n"
+            )
+        };
+        let before = group_commit_counts(&scrape(2, 5, 9));
+        assert_eq!(
+            (before.groups, before.writes_grouped, before.writes_started),
+            (2, 5, 9)
+        );
+        let during = group_commit_counts(&scrape(12, 45, 59)).since(&before);
+        assert_eq!(
+            (during.groups, during.writes_grouped, during.writes_started),
+            (10, 40, 50)
+        );
+        assert_eq!(during.mean_group_writes, 4.0);
+        // No group at all: no division by zero.
+        assert_eq!(
+            group_commit_counts("")
+                .since(&GroupCommit::default())
+                .mean_group_writes,
+            0.0
+        );
+    }
 
     #[derive(Parser)]
     struct Cli {

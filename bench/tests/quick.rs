@@ -161,6 +161,30 @@ fn quick_mode_writes_a_complete_report() {
             run["over_serial"].as_f64().is_some_and(|r| r > 0.0),
             "{run:#}"
         );
+        // Read from the gateway's counters: every write of the clients' run started a
+        // transaction, and a group holds two writes or more.
+        let started = count(run, "/groups/writes_started");
+        assert!(started >= count(run, "/commits"), "{run:#}");
+        assert!(
+            count(run, "/groups/writes_grouped") >= 2 * count(run, "/groups/groups"),
+            "{run:#}"
+        );
+    }
+    // PostgreSQL's own pgbench beside it, on the server that has PostgreSQL (and its pgbench).
+    let pgbench = &s["commit_throughput"]["pgbench"];
+    if postgres.is_some() {
+        assert!(
+            pgbench["tps"].as_f64().is_some_and(|r| r > 0.0),
+            "{pgbench:#}"
+        );
+        assert!(
+            pgbench["serial_tps"].as_f64().is_some_and(|r| r > 0.0),
+            "{pgbench:#}"
+        );
+        let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+        assert!(md.contains("pgbench simple-update"), "{md}");
+    } else {
+        assert!(pgbench.is_null(), "{pgbench:#}");
     }
 
     // 6. reconnect storm: everyone came back.
