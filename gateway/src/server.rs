@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use openshell_proto::v1::gateway_peer_server::GatewayPeerServer;
@@ -302,30 +302,7 @@ fn assemble(
         "Sandbox configuration writes waiting in a lane for a transaction; writes that queue up commit together",
         move || i64::try_from(counts.queued.load(Ordering::SeqCst)).unwrap_or(i64::MAX),
     );
-    let count_of = |read: fn(&GroupCounts) -> &AtomicU64| {
-        let counts = config_writer.counts_handle();
-        move || read(&counts).load(Ordering::SeqCst)
-    };
-    metrics.register_sampled_counter(
-        "config_writes_started",
-        "Sandbox configuration writes taken into a transaction, alone or in a group",
-        count_of(|c| &c.writes_started),
-    );
-    metrics.register_sampled_counter(
-        "config_write_groups",
-        "Transactions that committed two or more sandbox configuration writes together (group commit)",
-        count_of(|c| &c.groups_committed),
-    );
-    metrics.register_sampled_counter(
-        "config_writes_grouped",
-        "Sandbox configuration writes committed in a group with others",
-        count_of(|c| &c.writes_grouped),
-    );
-    metrics.register_sampled_counter(
-        "config_write_groups_failed",
-        "Groups rolled back because one of their writes failed; each of their writes then committed or failed alone",
-        count_of(|c| &c.groups_failed),
-    );
+    GroupCounts::register_metrics(&config_writer.counts_handle(), &mut metrics);
     let metrics = Arc::new(metrics);
     let permits = Arc::new(Permits::for_pool(config.db_pool_size as usize));
     let activity = Arc::new(FanoutActivity::new(permits.clone()));

@@ -37,6 +37,7 @@ use tokio::sync::oneshot;
 
 use super::{ConfigTarget, InTx, Prepared, QueuedWrite, commit_alone, finish_in_tx, prepare_in_tx};
 use crate::error::{GatewayError, Result};
+use crate::metrics::Metrics;
 use crate::store::{NewOperation, SettingWrite, Store, WritePlace};
 
 /// Lanes committing sandbox writes side by side. Fewer lanes make bigger
@@ -71,6 +72,42 @@ pub struct GroupCounts {
     pub writes_grouped: AtomicU64,
     /// Groups rolled back because one of their writes failed.
     pub groups_failed: AtomicU64,
+}
+
+impl GroupCounts {
+    /// Exports the counts as counters, read at each scrape, so an operator
+    /// sees how many writes share a transaction.
+    pub fn register_metrics(counts: &Arc<Self>, metrics: &mut Metrics) {
+        type Count = fn(&GroupCounts) -> &AtomicU64;
+        let counters: [(&'static str, &'static str, Count); 4] = [
+            (
+                "config_writes_started",
+                "Sandbox configuration writes taken into a transaction, alone or in a group",
+                |c| &c.writes_started,
+            ),
+            (
+                "config_write_groups",
+                "Transactions that committed two or more sandbox configuration writes together (group commit)",
+                |c| &c.groups_committed,
+            ),
+            (
+                "config_writes_grouped",
+                "Sandbox configuration writes committed in a group with others",
+                |c| &c.writes_grouped,
+            ),
+            (
+                "config_write_groups_failed",
+                "Groups rolled back because one of their writes failed; each of their writes then committed or failed alone",
+                |c| &c.groups_failed,
+            ),
+        ];
+        for (name, help, count) in counters {
+            let counts = counts.clone();
+            metrics.register_sampled_counter(name, help, move || {
+                count(&counts).load(Ordering::SeqCst)
+            });
+        }
+    }
 }
 
 impl std::fmt::Debug for ConfigWriter {
