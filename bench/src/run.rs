@@ -2125,12 +2125,10 @@ async fn fleet_round(
 /// Milliseconds from `since` to the gateway's `supervisor_config_frame_last_sent`
 /// gauge in a metrics scrape; `None` when the gauge is absent or older.
 fn last_frame_sent_since(metrics: &str, since: std::time::SystemTime) -> Option<f64> {
-    let sent_s: f64 = metrics.lines().find_map(|line| {
-        line.strip_prefix("openshell_supervisor_config_frame_last_sent_timestamp_seconds ")?
-            .trim()
-            .parse()
-            .ok()
-    })?;
+    let sent_s = series_value(
+        metrics,
+        "openshell_supervisor_config_frame_last_sent_timestamp_seconds",
+    )?;
     let since_s = since
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?
@@ -2139,18 +2137,20 @@ fn last_frame_sent_since(metrics: &str, since: std::time::SystemTime) -> Option<
     (ms >= 0.0).then_some(ms)
 }
 
+/// The value of `series` (its name and labels as written) in a metrics scrape.
+fn series_value(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            (name == series).then(|| value.trim().parse().ok())?
+        })
+}
+
 /// The group commit counters of one metrics scrape.
 fn group_commit_counts(metrics: &str) -> GroupCommit {
-    let value = |series: &str| {
-        metrics
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .find_map(|l| {
-                let (name, value) = l.rsplit_once(' ')?;
-                (name == series).then(|| value.parse::<f64>().ok())?
-            })
-            .map_or(0, |v| v as u64)
-    };
+    let value = |series: &str| series_value(metrics, series).map_or(0, |v| v as u64);
     GroupCommit {
         groups: value("openshell_config_write_groups_total"),
         writes_grouped: value("openshell_config_writes_grouped_total"),
