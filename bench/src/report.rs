@@ -311,8 +311,13 @@ pub struct GroupCommit {
     pub writes_grouped: u64,
     /// Writes taken into a transaction, alone or grouped.
     pub writes_started: u64,
-    /// `writes_grouped / groups`.
-    pub mean_group_writes: f64,
+}
+
+impl GroupCommit {
+    /// Writes per group on average (0 without a group).
+    pub fn mean_group_writes(&self) -> f64 {
+        self.writes_grouped as f64 / self.groups.max(1) as f64
+    }
 }
 
 /// The serial commit ceiling: the same writes, one at a time.
@@ -1097,7 +1102,7 @@ fn rows(r: &Report) -> Vec<Row> {
                 "group commit: writes per group (mean); writes grouped / all",
                 format!(
                     "{:.1} ({} groups); {} / {}",
-                    run.groups.mean_group_writes,
+                    run.groups.mean_group_writes(),
                     run.groups.groups,
                     run.groups.writes_grouped,
                     run.groups.writes_started
