@@ -156,6 +156,8 @@ pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 128;
 
 struct Validated {
     policy: Option<SandboxPolicy>,
+    /// The hash of `policy` as sent, before any static section is kept.
+    policy_hash: Option<String>,
     edits: Vec<PolicyEdit>,
     expected_policy_revision: Option<u64>,
     settings: Vec<(String, Option<SettingValue>)>,
@@ -299,10 +301,16 @@ impl ConfigUpdate {
             return Err(GatewayError::from_violations(violations));
         }
         settings_out.sort_by(|a, b| a.0.cmp(&b.0));
-        let fingerprint =
-            request_fingerprint(&self.target_key(), policy.as_ref(), self, &settings_out);
+        let policy_hash = policy.as_ref().map(SandboxPolicy::policy_hash);
+        let fingerprint = request_fingerprint(
+            &self.target_key(),
+            policy_hash.as_deref(),
+            self,
+            &settings_out,
+        );
         Ok(Validated {
             policy,
+            policy_hash,
             edits: self.policy_edits.clone(),
             expected_policy_revision: self.expected_policy_revision,
             settings: settings_out,
@@ -311,17 +319,31 @@ impl ConfigUpdate {
     }
 }
 
+impl Validated {
+    /// Hands the policy a sandbox write stored, in wire form, to the build
+    /// its publication starts. A policy that kept static sections from the
+    /// latest revision was stored under another hash, and is left to be
+    /// read from the store.
+    fn keep_encoded_policy(&self, committed: &Committed) {
+        if let (Some(policy), Some(hash)) = (&self.policy, &self.policy_hash)
+            && committed.sandbox_policy_hash.as_ref() == Some(hash)
+        {
+            crate::encoded_policies::keep(hash, policy);
+        }
+    }
+}
+
 /// Equal requests get equal fingerprints whatever their formatting: the
 /// policy enters by its canonical hash.
 fn request_fingerprint(
     target: &(TargetKind, String),
-    policy: Option<&SandboxPolicy>,
+    policy_hash: Option<&str>,
     update: &ConfigUpdate,
     settings: &[(String, Option<SettingValue>)],
 ) -> String {
     let mut doc = serde_json::json!({
         "target": [target.0.as_str(), target.1],
-        "policy": policy.map(SandboxPolicy::policy_hash),
+        "policy": policy_hash,
         "clear_global_policy": update.clear_global_policy,
         "settings": settings,
     });
@@ -378,7 +400,10 @@ async fn commit_update_to_end(
     });
     if sandbox_write {
         return match writer.commit_sandbox_write(write.clone()).await? {
-            InTx::Written(committed) => Ok(*committed),
+            InTx::Written(committed) => {
+                write.validated.keep_encoded_policy(&committed);
+                Ok(*committed)
+            }
             InTx::Replay(operation_id) => {
                 replayed(store, &write.update, &write.validated, &operation_id).await
             }
