@@ -111,7 +111,7 @@ pub async fn create_sandbox(
     let mut operation = None;
     if let Some(policy) = &policy {
         let op_id = new_id("op");
-        let written = write_sandbox_policy(&mut tx, &sandbox, policy, &op_id).await?;
+        let written = write_sandbox_policy(&mut tx, &sandbox, None, policy, &op_id).await?;
         sandbox.policy_revision = written.revision.map_or(0, |(revision, _)| revision);
         let inserted = tx
             .insert_operation(&NewOperation {

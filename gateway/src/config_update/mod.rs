@@ -19,6 +19,7 @@ use openshell_core::settings::{self, Scope, SettingValue};
 use sha2::{Digest, Sha256};
 
 use crate::delivery::{Component, Publication, PublicationScope};
+use crate::encoded_policies;
 use crate::error::{GatewayError, Result};
 use crate::operations::fleet_targets;
 use crate::policy_diff::{self, PolicyDiff};
@@ -156,8 +157,6 @@ pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 128;
 
 struct Validated {
     policy: Option<SandboxPolicy>,
-    /// The hash of `policy` as sent, before any static section is kept.
-    policy_hash: Option<String>,
     edits: Vec<PolicyEdit>,
     expected_policy_revision: Option<u64>,
     settings: Vec<(String, Option<SettingValue>)>,
@@ -301,16 +300,10 @@ impl ConfigUpdate {
             return Err(GatewayError::from_violations(violations));
         }
         settings_out.sort_by(|a, b| a.0.cmp(&b.0));
-        let policy_hash = policy.as_ref().map(SandboxPolicy::policy_hash);
-        let fingerprint = request_fingerprint(
-            &self.target_key(),
-            policy_hash.as_deref(),
-            self,
-            &settings_out,
-        );
+        let fingerprint =
+            request_fingerprint(&self.target_key(), policy.as_ref(), self, &settings_out);
         Ok(Validated {
             policy,
-            policy_hash,
             edits: self.policy_edits.clone(),
             expected_policy_revision: self.expected_policy_revision,
             settings: settings_out,
@@ -319,31 +312,17 @@ impl ConfigUpdate {
     }
 }
 
-impl Validated {
-    /// Hands the policy a sandbox write stored, in wire form, to the build
-    /// its publication starts. A policy that kept static sections from the
-    /// latest revision was stored under another hash, and is left to be
-    /// read from the store.
-    fn keep_encoded_policy(&self, committed: &Committed) {
-        if let (Some(policy), Some(hash)) = (&self.policy, &self.policy_hash)
-            && committed.sandbox_policy_hash.as_ref() == Some(hash)
-        {
-            crate::encoded_policies::keep(hash, policy);
-        }
-    }
-}
-
 /// Equal requests get equal fingerprints whatever their formatting: the
 /// policy enters by its canonical hash.
 fn request_fingerprint(
     target: &(TargetKind, String),
-    policy_hash: Option<&str>,
+    policy: Option<&SandboxPolicy>,
     update: &ConfigUpdate,
     settings: &[(String, Option<SettingValue>)],
 ) -> String {
     let mut doc = serde_json::json!({
         "target": [target.0.as_str(), target.1],
-        "policy": policy_hash,
+        "policy": policy.map(SandboxPolicy::policy_hash),
         "clear_global_policy": update.clear_global_policy,
         "settings": settings,
     });
@@ -400,10 +379,7 @@ async fn commit_update_to_end(
     });
     if sandbox_write {
         return match writer.commit_sandbox_write(write.clone()).await? {
-            InTx::Written(committed) => {
-                write.validated.keep_encoded_policy(&committed);
-                Ok(*committed)
-            }
+            InTx::Written(committed) => Ok(*committed),
             InTx::Replay(operation_id) => {
                 replayed(store, &write.update, &write.validated, &operation_id).await
             }
@@ -692,16 +668,17 @@ async fn write_to_sandbox<'a>(
     let edited = if validated.edits.is_empty() {
         None
     } else {
-        let latest = tx.latest_policy(&current.id).await?;
-        let stored = latest
-            .map(|l| parse_stored(&l.policy_json, &current.id))
-            .transpose()?;
-        let edited = edit_policy(stored.as_ref(), &validated.edits)?;
+        let latest = latest_stored_policy(tx, &current.id, policy_hash.as_deref()).await?;
+        let edited = edit_policy(
+            latest.as_ref().map(|(_, stored)| &**stored),
+            &validated.edits,
+        )?;
         merge_notes = edited.notes;
         Some(edited.policy)
     };
     if let Some(policy) = edited.as_ref().or(validated.policy.as_ref()) {
-        let written = write_sandbox_policy(tx, &current, policy, &op.id).await?;
+        let written =
+            write_sandbox_policy(tx, &current, policy_hash.as_deref(), policy, &op.id).await?;
         kept_static_sections = written.kept_static_sections;
         if let Some((revision, hash)) = written.revision {
             op.policy_revision = revision;
@@ -1098,28 +1075,57 @@ pub async fn dry_run_update(store: &Store, update: &ConfigUpdate) -> Result<DryR
     Ok(out)
 }
 
+/// The sandbox's latest stored policy and its hash. `locked_hash` is the
+/// latest revision's hash as the sandbox's lock read it: a policy kept in
+/// process under it is not read from the store again.
+async fn latest_stored_policy(
+    tx: &mut WriteTx,
+    sandbox_id: &str,
+    locked_hash: Option<&str>,
+) -> Result<Option<(String, Arc<SandboxPolicy>)>> {
+    if let Some(hash) = locked_hash
+        && let Some(parsed) = encoded_policies::parsed(hash)
+    {
+        return Ok(Some((hash.to_owned(), parsed)));
+    }
+    let Some(latest) = tx.latest_policy(sandbox_id).await? else {
+        return Ok(None);
+    };
+    let stored = parse_stored(&latest.policy_json, sandbox_id)?;
+    Ok(Some((latest.policy_hash, Arc::new(stored))))
+}
+
 /// Writes `policy` as the sandbox's next revision unless it equals the
 /// latest one. Static sections are fixed at the first revision; ones the
 /// policy omits are kept from the latest ([`prepare_sandbox_policy`]).
+/// `locked_hash`: the latest revision's hash, when the caller's lock of the
+/// sandbox read it.
 pub async fn write_sandbox_policy(
     tx: &mut WriteTx,
     sandbox: &SandboxRecord,
+    locked_hash: Option<&str>,
     policy: &SandboxPolicy,
     operation_id: &str,
 ) -> Result<PolicyWrite> {
     let mut hash = policy.policy_hash();
-    let latest = tx.latest_policy(&sandbox.id).await?;
+    // The same document again: nothing to check, nothing to keep.
+    if locked_hash == Some(hash.as_str()) {
+        return Ok(PolicyWrite::default());
+    }
+    let latest = latest_stored_policy(tx, &sandbox.id, locked_hash).await?;
     let stored = match &latest {
-        // The same document again: nothing to check, nothing to keep.
-        Some(latest) if latest.policy_hash == hash => return Ok(PolicyWrite::default()),
-        Some(latest) => Some(parse_stored(&latest.policy_json, &sandbox.id)?),
+        Some((latest_hash, _)) if *latest_hash == hash => return Ok(PolicyWrite::default()),
+        Some((_, stored)) => Some(&**stored),
         None => None,
     };
-    let prepared = prepare_sandbox_policy(stored.as_ref(), policy)?;
+    let prepared = prepare_sandbox_policy(stored, policy)?;
     let kept_static_sections = prepared.kept_static_sections;
     if !kept_static_sections.is_empty() {
         hash = prepared.policy.policy_hash();
-        if latest.is_some_and(|l| l.policy_hash == hash) {
+        if latest
+            .as_ref()
+            .is_some_and(|(latest_hash, _)| *latest_hash == hash)
+        {
             return Ok(PolicyWrite {
                 revision: None,
                 kept_static_sections,
@@ -1135,8 +1141,95 @@ pub async fn write_sandbox_policy(
         operation_id,
     )
     .await?;
+    encoded_policies::keep(&hash, &prepared.policy);
     Ok(PolicyWrite {
         revision: Some((revision, hash)),
         kept_static_sections,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use openshell_core::policy::parse_and_validate;
+
+    use super::*;
+
+    const NETWORK: &str = "network_policies:\n  api:\n    endpoints:\n      - host: api.example.com\n        port: 443\n";
+
+    fn policy(static_dir: &str, network: bool) -> SandboxPolicy {
+        let mut text = format!("version: 1\nfilesystem_policy:\n  read_only: [{static_dir}]\n");
+        if network {
+            text.push_str(NETWORK);
+        }
+        parse_and_validate(&text).unwrap()
+    }
+
+    /// The static-section rule holds whether the sandbox's latest policy is
+    /// read from the store (no hash from the lock: another replica wrote
+    /// it, or this process restarted) or taken as kept by the write that
+    /// stored it.
+    #[tokio::test]
+    async fn static_sections_are_checked_against_the_latest_policy_kept_or_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::sqlite_for_tests(dir.path()).await;
+        let mut tx = store.begin_write().await.unwrap();
+        tx.ensure_workspace("default").await.unwrap();
+        let mut sandbox = tx
+            .insert_sandbox("sb-static", "static", "default", "credential-hash")
+            .await
+            .unwrap();
+        let first = write_sandbox_policy(&mut tx, &sandbox, None, &policy("/usr", false), "op-1")
+            .await
+            .unwrap();
+        let (revision, first_hash) = first.revision.unwrap();
+        sandbox.policy_revision = revision;
+        tx.commit().await.unwrap();
+        assert!(encoded_policies::parsed(&first_hash).is_some());
+
+        for locked_hash in [None, Some(first_hash.as_str())] {
+            let mut tx = store.begin_write().await.unwrap();
+            let changed = write_sandbox_policy(
+                &mut tx,
+                &sandbox,
+                locked_hash,
+                &policy("/opt", true),
+                "op-2",
+            )
+            .await
+            .unwrap_err();
+            assert!(
+                changed.to_string().contains("policy.filesystem_policy"),
+                "{locked_hash:?}: {changed}"
+            );
+            // The same document as the latest: nothing is written.
+            let again = write_sandbox_policy(
+                &mut tx,
+                &sandbox,
+                locked_hash,
+                &policy("/usr", false),
+                "op-4",
+            )
+            .await
+            .unwrap();
+            assert_eq!(again, PolicyWrite::default(), "{locked_hash:?}");
+            let omitted = parse_and_validate(&format!("version: 1\n{NETWORK}")).unwrap();
+            let kept = write_sandbox_policy(&mut tx, &sandbox, locked_hash, &omitted, "op-3")
+                .await
+                .unwrap();
+            assert_eq!(
+                kept.kept_static_sections,
+                ["filesystem_policy"],
+                "{locked_hash:?}"
+            );
+            let (_, kept_hash) = kept.revision.unwrap();
+            assert_eq!(
+                kept_hash,
+                policy("/usr", true).policy_hash(),
+                "{locked_hash:?}"
+            );
+            drop(tx);
+        }
+    }
 }
