@@ -200,7 +200,9 @@ async fn a_build_someone_waits_for_does_not_queue_behind_a_fanouts_reads_sqlite(
 
 /// A policy's hash names its content: a build whose policy is already in
 /// wire form in the gateway does not need the stored text, and one whose
-/// hash is new reads it (here, text that is no policy at all).
+/// hash is new reads it (here, text that is no policy at all). The write
+/// that stores a policy keeps it in wire form, so the unseen hash is one
+/// this gateway never wrote, as when another replica wrote it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stored_policy_text_is_read_only_for_a_hash_not_yet_encoded() {
     let gw = TestGateway::start(Backend::Sqlite).await;
@@ -212,7 +214,11 @@ async fn the_stored_policy_text_is_read_only_for_a_hash_not_yet_encoded() {
 
     openshell_e2e::alter_sqlite_store(
         &gw,
-        "UPDATE policy_revisions SET policy_json = 'not a policy'",
+        &format!(
+            "UPDATE policy_revisions SET policy_json = 'not a policy'; \
+             UPDATE policy_revisions SET policy_hash = 'written-by-another-replica' \
+             WHERE sandbox_id = '{unseen}'"
+        ),
     )
     .await;
 
