@@ -63,7 +63,10 @@ pub fn encode(hash: &str, policy_json: &str) -> Result<Bytes, PolicyError> {
 /// single-sandbox path that read is one statement of the few between the
 /// commit and the snapshot going out), nor does the sandbox's next write.
 /// An entry for a write that then rolls back is harmless: the hash names
-/// the content.
+/// the content. The kept policy is the one a build would read back from
+/// the stored text because every document parses back from its canonical
+/// JSON unchanged (`core/tests/corpus.rs` holds each accepted upstream
+/// document to that).
 pub fn keep(hash: &str, policy: &SandboxPolicy) -> Arc<SandboxPolicy> {
     match parsed(hash) {
         Some(parsed) => parsed,
