@@ -1166,6 +1166,15 @@ mod tests {
         parse_and_validate(&text).unwrap()
     }
 
+    async fn write(
+        tx: &mut WriteTx,
+        sandbox: &SandboxRecord,
+        locked_hash: Option<&str>,
+        policy: &SandboxPolicy,
+    ) -> Result<PolicyWrite> {
+        write_sandbox_policy(tx, sandbox, locked_hash, policy, "op-static").await
+    }
+
     /// The static-section rule holds whether the sandbox's latest policy is
     /// read from the store (no hash from the lock: another replica wrote
     /// it, or this process restarted) or taken as kept by the write that
@@ -1180,7 +1189,7 @@ mod tests {
             .insert_sandbox("sb-static", "static", "default", "credential-hash")
             .await
             .unwrap();
-        let first = write_sandbox_policy(&mut tx, &sandbox, None, &policy("/usr", false), "op-1")
+        let first = write(&mut tx, &sandbox, None, &policy("/usr", false))
             .await
             .unwrap();
         let (revision, first_hash) = first.revision.unwrap();
@@ -1190,32 +1199,20 @@ mod tests {
 
         for locked_hash in [None, Some(first_hash.as_str())] {
             let mut tx = store.begin_write().await.unwrap();
-            let changed = write_sandbox_policy(
-                &mut tx,
-                &sandbox,
-                locked_hash,
-                &policy("/opt", true),
-                "op-2",
-            )
-            .await
-            .unwrap_err();
+            let changed = write(&mut tx, &sandbox, locked_hash, &policy("/opt", true))
+                .await
+                .unwrap_err();
             assert!(
                 changed.to_string().contains("policy.filesystem_policy"),
                 "{locked_hash:?}: {changed}"
             );
             // The same document as the latest: nothing is written.
-            let again = write_sandbox_policy(
-                &mut tx,
-                &sandbox,
-                locked_hash,
-                &policy("/usr", false),
-                "op-4",
-            )
-            .await
-            .unwrap();
+            let again = write(&mut tx, &sandbox, locked_hash, &policy("/usr", false))
+                .await
+                .unwrap();
             assert_eq!(again, PolicyWrite::default(), "{locked_hash:?}");
             let omitted = parse_and_validate(&format!("version: 1\n{NETWORK}")).unwrap();
-            let kept = write_sandbox_policy(&mut tx, &sandbox, locked_hash, &omitted, "op-3")
+            let kept = write(&mut tx, &sandbox, locked_hash, &omitted)
                 .await
                 .unwrap();
             assert_eq!(
