@@ -14,7 +14,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use openshell_core::Violation;
-use openshell_core::policy::{PolicyEdit, PolicyError, SandboxPolicy, apply_edits};
+use openshell_core::policy::{
+    PolicyEdit, PolicyError, SandboxPolicy, apply_edits, hash_of_canonical_json,
+};
 use openshell_core::settings::{self, Scope, SettingValue};
 use sha2::{Digest, Sha256};
 
@@ -1107,7 +1109,9 @@ pub async fn write_sandbox_policy(
     policy: &SandboxPolicy,
     operation_id: &str,
 ) -> Result<PolicyWrite> {
-    let mut hash = policy.policy_hash();
+    // Serialized once: its hash is checked and, when new, it is what is stored.
+    let mut canonical = policy.canonical_json();
+    let mut hash = hash_of_canonical_json(&canonical);
     // The same document again: nothing to check, nothing to keep.
     if locked_hash == Some(hash.as_str()) {
         return Ok(PolicyWrite::default());
@@ -1121,7 +1125,8 @@ pub async fn write_sandbox_policy(
     let prepared = prepare_sandbox_policy(stored, policy)?;
     let kept_static_sections = prepared.kept_static_sections;
     if !kept_static_sections.is_empty() {
-        hash = prepared.policy.policy_hash();
+        canonical = prepared.policy.canonical_json();
+        hash = hash_of_canonical_json(&canonical);
         if latest
             .as_ref()
             .is_some_and(|(latest_hash, _)| *latest_hash == hash)
@@ -1133,14 +1138,8 @@ pub async fn write_sandbox_policy(
         }
     }
     let revision = sandbox.policy_revision + 1;
-    tx.insert_policy_revision(
-        &sandbox.id,
-        revision,
-        &hash,
-        &prepared.policy.canonical_json(),
-        operation_id,
-    )
-    .await?;
+    tx.insert_policy_revision(&sandbox.id, revision, &hash, &canonical, operation_id)
+        .await?;
     encoded_policies::keep(&hash, &prepared.policy);
     Ok(PolicyWrite {
         revision: Some((revision, hash)),
