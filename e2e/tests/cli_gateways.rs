@@ -715,6 +715,18 @@ async fn login_on_a_terminal_hides_the_token() {
         let mut seen = prompt.as_bytes().to_vec();
         let pid = session.get_process().pid();
         let argv = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        // The prompt is written before echo is switched off, and switching
+        // it off (TCSAFLUSH) discards input typed until then: type only
+        // once the terminal no longer echoes, as a person reading the
+        // prompt does.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while session.get_process().get_echo().unwrap() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the prompt never switched echo off"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
         session.send(format!("{TOKEN}\r")).unwrap();
         let rest = session.expect(Eof).unwrap();
         seen.extend_from_slice(rest.as_bytes());
