@@ -921,3 +921,69 @@ async fn a_pushed_change_is_delivered_before_it_is_acked() {
     let done = terminal_operation(&api, &op.id).await;
     assert_eq!(state(&done), pb::OperationState::Applied, "{done:?}");
 }
+
+/// A write whose publication never reached the session (made through another replica whose
+/// hint and fanout intent were both lost, here written into the store directly) is delivered
+/// by reconcile: the pass finds the sandbox's revisions moved. Passes that find nothing moved
+/// rebuild nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_delivers_a_write_whose_mark_was_missed() {
+    let store = openshell_e2e::TestStore::new(openshell_e2e::Backend::Sqlite).await;
+    let gw = TestGateway::start_with(store, DeliveryMode::Push, |config| {
+        // Only the revisions decide here: no full-rebuild pass.
+        config.delivery.reconcile_full_rebuild_every = 0;
+    })
+    .await;
+    let mut api = gw.api().await;
+    let (id, credential) = create_sandbox(&mut api, "missed", POLICY).await;
+    let dir = gw.store.dir.path().join("missed");
+    let supervisor = spawn_supervisor(&gw.endpoint(), &id, &credential, &dir, &[]);
+    wait_started(&supervisor).await;
+    wait_running(&api, &id).await;
+    let op = commit_setting(&mut api, &id, "log_level", "debug").await;
+    assert_eq!(
+        state(&terminal_operation(&api, &op.id).await),
+        pb::OperationState::Applied
+    );
+    assert!(
+        supervisor
+            .active_file("settings.json")
+            .unwrap()
+            .contains("debug")
+    );
+
+    eventually(
+        "reconcile passes that find nothing moved",
+        DEADLINE,
+        || async {
+            (metric(&gw, "openshell_config_reconcile_unchanged_total").await >= 3.0).then_some(())
+        },
+    )
+    .await;
+    let reconcile_builds = "openshell_config_builds_total{component=\"sandbox_config\",lane=\"fanout\",outcome=\"unchanged\"}";
+    assert_eq!(metric(&gw, reconcile_builds).await, 0.0);
+
+    openshell_e2e::alter_sqlite_store(
+        &gw,
+        &format!(
+            "UPDATE settings SET value_json = replace(value_json, 'debug', 'warn') \
+             WHERE scope = 'sandbox' AND scope_id = '{id}'; \
+             UPDATE sandboxes SET settings_revision = settings_revision + 1 WHERE id = '{id}'"
+        ),
+    )
+    .await;
+    eventually("the missed write applied", DEADLINE, || async {
+        supervisor
+            .active_file("settings.json")
+            .filter(|settings| settings.contains("warn"))
+    })
+    .await;
+    assert_eq!(
+        metric(
+            &gw,
+            "openshell_config_builds_total{component=\"sandbox_config\",lane=\"fanout\",outcome=\"built\"}"
+        )
+        .await,
+        1.0
+    );
+}

@@ -8,8 +8,9 @@
 use futures::FutureExt;
 use openshell_e2e::{Backend, POLICY, TestGateway, TestStore, create_sandbox, policy_with_port};
 use openshell_gateway::DeliveryMode;
+use openshell_gateway::delivery::Component;
 use openshell_gateway::error::GatewayError;
-use openshell_gateway::snapshot::build_sandbox_config;
+use openshell_gateway::snapshot::{build_sandbox_config, start_build};
 use openshell_gateway::store::{ReadPriority, StoreError};
 use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
@@ -228,4 +229,132 @@ async fn the_stored_policy_text_is_read_only_for_a_hash_not_yet_encoded() {
         Err(GatewayError::Corrupt(message)) => assert!(!message.is_empty()),
         other => panic!("expected the unseen policy's text to be read and refused, got {other:?}"),
     }
+}
+
+/// The revisions reconcile reads for a sandbox are exactly those its build
+/// read (else every pass would rebuild, or a missed write would never be
+/// found), and every kind of write that changes its snapshot moves them.
+async fn reconcile_reads_the_revisions_a_build_reads(backend: Backend) {
+    let gw = TestGateway::start(backend).await;
+    let mut api = gw.api().await;
+    let store = &gw.state().store;
+    let (id, _) = create_sandbox(&mut api, "revisions", POLICY).await;
+    let agreed = || async {
+        let built = start_build(
+            store,
+            &id,
+            Component::SandboxConfig,
+            ReadPriority::Foreground,
+        )
+        .await
+        .unwrap();
+        let read = store
+            .config_input_revisions(&[id.as_str(), "sb-missing"])
+            .await
+            .unwrap();
+        assert_eq!(read.len(), 1, "a missing sandbox is left out: {read:?}");
+        assert_eq!(Some(&read[&id]), built.input_revisions.as_ref());
+        read[&id].clone()
+    };
+    let mut last = agreed().await;
+    let writes: Vec<(&str, pb::UpdateConfigRequest)> = vec![
+        (
+            "sandbox policy",
+            pb::UpdateConfigRequest {
+                policy_text: policy_with_port(9101),
+                mode: pb::UpdateMode::CommitOnly as i32,
+                ..openshell_e2e::to_sandbox(&id)
+            },
+        ),
+        (
+            "sandbox setting",
+            setting(openshell_e2e::to_sandbox(&id), "log_level", "debug"),
+        ),
+        (
+            "workspace setting",
+            setting(openshell_e2e::to_workspace("default"), "log_level", "warn"),
+        ),
+        (
+            "global setting",
+            setting(
+                openshell_e2e::to_global(),
+                "log_rate_limit_per_second",
+                "55",
+            ),
+        ),
+        (
+            "global policy",
+            pb::UpdateConfigRequest {
+                policy_text: policy_with_port(9102),
+                mode: pb::UpdateMode::CommitOnly as i32,
+                ..openshell_e2e::to_global()
+            },
+        ),
+    ];
+    for (what, write) in writes {
+        api.update_config(write).await.unwrap();
+        let now = agreed().await;
+        assert_ne!(now, last, "a {what} write moved nothing");
+        last = now;
+    }
+
+    api.create_provider(pb::CreateProviderRequest {
+        name: "org".into(),
+        r#type: "github".into(),
+        values: vec![pb::ProviderValueInput {
+            name: "GITHUB_ORG".into(),
+            value: "acme".into(),
+            class: pb::ValueClass::NonSecret as i32,
+            expires_at: None,
+        }],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    api.attach_provider(pb::AttachProviderRequest {
+        sandbox: openshell_e2e::sandbox_ref(&id),
+        provider: "org".into(),
+    })
+    .await
+    .unwrap();
+    let attached = agreed().await;
+    assert_eq!(attached.attached_providers, 1);
+    assert_ne!(attached, last);
+    api.update_provider(pb::UpdateProviderRequest {
+        provider: "org".into(),
+        workspace: "default".into(),
+        values: vec![pb::ProviderValueInput {
+            name: "GITHUB_ORG".into(),
+            value: "example".into(),
+            class: pb::ValueClass::NonSecret as i32,
+            expires_at: None,
+        }],
+        expires_at: None,
+    })
+    .await
+    .unwrap();
+    let updated = agreed().await;
+    assert_eq!(updated.attachment_epoch, attached.attachment_epoch);
+    assert!(updated.attached_provider_revision_sum > attached.attached_provider_revision_sum);
+
+    // Stopped, it builds nothing; reconcile sees that it stopped.
+    api.set_sandbox_lifecycle(pb::SetSandboxLifecycleRequest {
+        sandbox: openshell_e2e::sandbox_ref(&id),
+        lifecycle: pb::SandboxLifecycle::Stopped as i32,
+    })
+    .await
+    .unwrap();
+    let stopped = &store.config_input_revisions(&[id.as_str()]).await.unwrap()[&id];
+    assert!(stopped.stopped);
+    assert_ne!(*stopped, updated);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_reads_the_revisions_a_build_reads_sqlite() {
+    reconcile_reads_the_revisions_a_build_reads(Backend::Sqlite).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_reads_the_revisions_a_build_reads_postgres() {
+    reconcile_reads_the_revisions_a_build_reads(Backend::Postgres).await
 }

@@ -130,6 +130,9 @@ pub struct Metrics {
     pub suppressed_resends: Counter,
     /// Reconcile passes started.
     pub reconcile_passes: Counter,
+    /// Reconcile passes that found a session's input revisions where its
+    /// latest build read them, so nothing was rebuilt.
+    pub reconcile_unchanged: Counter,
     /// Bootstraps by outcome.
     pub bootstraps: Family<OutcomeLabel, Counter>,
     /// Snapshots sent on push sessions, by component.
@@ -257,6 +260,12 @@ impl Metrics {
             "Reconcile passes started",
             reconcile_passes.clone(),
         );
+        let reconcile_unchanged = Counter::default();
+        registry.register(
+            "config_reconcile_unchanged",
+            "Reconcile passes that found the session's input revisions unchanged and rebuilt nothing",
+            reconcile_unchanged.clone(),
+        );
         let bootstraps = Family::<OutcomeLabel, Counter>::default();
         registry.register(
             "config_bootstraps",
@@ -349,6 +358,7 @@ impl Metrics {
             acks,
             suppressed_resends,
             reconcile_passes,
+            reconcile_unchanged,
             bootstraps,
             registry,
             legacy_sessions,

@@ -26,6 +26,7 @@ use crate::metrics::Metrics;
 use crate::operations::ReportResolver;
 use crate::peers::{PeerApi, PeerContext, PeerNotifier};
 use crate::session_registry::SessionRegistry;
+use crate::snapshot::StoreSource;
 use crate::state::GatewayState;
 use crate::store::{Backend, OwnerClaims, Store, StoreOptions, now_ms};
 use crate::supervisor_api::{SessionContext, SupervisorApi};
@@ -73,6 +74,8 @@ pub struct GatewayHandle {
     housekeeping: JoinHandle<()>,
     /// Renews provider credentials before they expire (idle without hooks).
     credential_refresh: JoinHandle<()>,
+    /// Reconcile passes of this replica's push sessions.
+    reconcile: JoinHandle<()>,
     metrics_task: Option<JoinHandle<()>>,
     /// The replica heartbeat, the hint senders and the intent replay.
     peer_tasks: Vec<JoinHandle<()>>,
@@ -88,6 +91,7 @@ impl GatewayHandle {
         }
         self.housekeeping.abort();
         self.credential_refresh.abort();
+        self.reconcile.abort();
         if let Some(task) = &self.metrics_task {
             task.abort();
         }
@@ -214,6 +218,16 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         state.config.provider_refresh_check,
         state.stopping.clone(),
     ));
+    let reconcile = tokio::spawn(crate::delivery::reconcile::run(
+        state.publisher.clone(),
+        Arc::new(StoreSource {
+            store: state.store.clone(),
+            activity: state.activity.clone(),
+        }),
+        state.tuning.clone(),
+        state.metrics.clone(),
+        state.stopping.clone(),
+    ));
     tracing::info!(
         %addr,
         replica = %state.config.replica_id,
@@ -232,6 +246,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
         server,
         housekeeping,
         credential_refresh,
+        reconcile,
         peer_tasks,
     })
 }

@@ -7,7 +7,7 @@
 //! writes end INACTIVE ("takes effect when it starts"), and that must stay true
 //! of what its supervisor holds. Starting it again publishes a rebuild.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use prost::bytes::Bytes;
@@ -24,7 +24,8 @@ use crate::delivery::marks::{Component, Lane};
 use crate::encoded_policies;
 use crate::error::{GatewayError, Result};
 use crate::store::{
-    Lifecycle, OwnPolicy, PendingInputs, PolicyBody, ReadPriority, SandboxRecord, Store, now_ms,
+    ConfigInputRevisions, Lifecycle, OwnPolicy, PendingInputs, PolicyBody, ReadPriority,
+    SandboxRecord, Store, now_ms,
 };
 use crate::wire;
 
@@ -48,6 +49,9 @@ pub struct Built {
     /// The build saw a `PENDING` sandbox operation, so sending it may deliver
     /// one; most sends (fanouts, reconcile) then skip the store entirely.
     pub pending_operation: bool,
+    /// For `sandbox_config`: the revisions it was built from, which
+    /// reconcile compares with the store's instead of rebuilding.
+    pub input_revisions: Option<ConfigInputRevisions>,
 }
 
 /// Why a build failed.
@@ -75,6 +79,12 @@ pub trait SnapshotSource: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Built, BuildError>>;
     /// Called after a `sandbox_config` snapshot was handed to the session.
     fn delivered<'a>(&'a self, sandbox_id: &'a str, built: &'a Built) -> BoxFuture<'a, ()>;
+    /// The current `sandbox_config` input revisions of these sandboxes, by
+    /// id; one that does not exist is left out.
+    fn input_revisions<'a>(
+        &'a self,
+        sandbox_ids: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<HashMap<String, ConfigInputRevisions>, BuildError>>;
 }
 
 /// Refuses to build for a sandbox whose configuration must not reach its supervisor now.
@@ -93,7 +103,7 @@ pub async fn build_sandbox_config(
     sandbox_id: &str,
 ) -> Result<sb::GetSandboxConfigResponse> {
     let read = store.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground);
-    let mut snapshot = sandbox_config_from(store, sandbox_id, read).await?.0;
+    let (mut snapshot, ..) = sandbox_config_from(store, sandbox_id, read).await?;
     // Sets `config_revision`, which upstream supervisors compare between polls.
     sandbox_config_fingerprint(&mut snapshot);
     snapshot
@@ -107,9 +117,10 @@ async fn sandbox_config_from(
     store: &Store,
     sandbox_id: &str,
     read: PendingInputs,
-) -> Result<(pb::SandboxConfigSnapshot, bool)> {
+) -> Result<(pb::SandboxConfigSnapshot, bool, ConfigInputRevisions)> {
     let mut inputs = read.inputs(store).await?;
     ensure_deliverable(&inputs.sandbox)?;
+    let revisions = inputs.revisions();
     let (policy, policy_hash, source) = match (&inputs.global_policy, inputs.own_policy.take()) {
         (Some(g), _) => (
             encoded_policies::encode(&g.policy_hash, &g.policy_json).map_err(corrupt_policy)?,
@@ -178,7 +189,7 @@ async fn sandbox_config_from(
         provider_env_fingerprint: provider_env,
         built_at: Some(wire::timestamp(now_ms())),
     };
-    Ok((snapshot, inputs.pending_operation))
+    Ok((snapshot, inputs.pending_operation, revisions))
 }
 
 fn corrupt_policy(e: openshell_core::policy::PolicyError) -> GatewayError {
@@ -306,8 +317,9 @@ pub fn start_build<'a>(
         Component::SandboxConfig => {
             let read = store.request_sandbox_config_inputs(sandbox_id, priority);
             Box::pin(async move {
-                let (snapshot, pending) = sandbox_config_from(store, sandbox_id, read).await?;
-                Ok(sandbox_config_built(snapshot, pending))
+                let (snapshot, pending, revisions) =
+                    sandbox_config_from(store, sandbox_id, read).await?;
+                Ok(sandbox_config_built(snapshot, pending, Some(revisions)))
             })
         }
         Component::ProviderEnvironment => Box::pin(async move {
@@ -317,10 +329,11 @@ pub fn start_build<'a>(
     }
 }
 
-/// `pending_operation`: see [`Built::pending_operation`].
+/// `pending_operation` and `input_revisions`: see [`Built`].
 pub fn sandbox_config_built(
     mut snapshot: pb::SandboxConfigSnapshot,
     pending_operation: bool,
+    input_revisions: Option<ConfigInputRevisions>,
 ) -> Built {
     let fingerprint = sandbox_config_fingerprint(&mut snapshot);
     let hash_prefix: String = snapshot.policy_hash.chars().take(12).collect();
@@ -352,6 +365,7 @@ pub fn sandbox_config_built(
         },
         fingerprint,
         summary,
+        input_revisions,
     }
 }
 
@@ -379,6 +393,7 @@ pub fn provider_environment_built(
         },
         fingerprint,
         summary,
+        input_revisions: None,
     }
 }
 
@@ -389,24 +404,26 @@ pub async fn build_bootstrap(
     store: &Store,
     sandbox_id: &str,
 ) -> Result<(Built, Built), BootstrapError> {
-    let (config, pending, env) = consistent_pair(|| async {
+    let agreed = consistent_pair(|| async {
         // Only compared, never sent: no fingerprint, no upstream form.
         let read = store.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground);
-        let (config, _) = sandbox_config_from(store, sandbox_id, read).await?;
+        let (config, ..) = sandbox_config_from(store, sandbox_id, read).await?;
         let env = build_provider_environment(store, sandbox_id).await?;
         let read = store.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground);
-        let (again, pending) = sandbox_config_from(store, sandbox_id, read).await?;
+        let (again, pending, again_revisions) =
+            sandbox_config_from(store, sandbox_id, read).await?;
         Ok(Attempt {
             first: config,
             env,
             again,
             pending,
+            again_revisions: Some(again_revisions),
         })
     })
     .await?;
     Ok((
-        sandbox_config_built(config, pending),
-        provider_environment_built(env),
+        sandbox_config_built(agreed.again, agreed.pending, agreed.again_revisions),
+        provider_environment_built(agreed.env),
     ))
 }
 
@@ -420,6 +437,8 @@ struct Attempt {
     again: pb::SandboxConfigSnapshot,
     /// Whether a sandbox operation was pending when `again` was read.
     pending: bool,
+    /// The revisions `again` was built from.
+    again_revisions: Option<ConfigInputRevisions>,
 }
 
 impl Attempt {
@@ -431,16 +450,7 @@ impl Attempt {
 }
 
 /// The first of `1 + MAX_BOOTSTRAP_REBUILDS` attempts whose halves agree.
-async fn consistent_pair<F, Fut>(
-    mut attempt: F,
-) -> Result<
-    (
-        pb::SandboxConfigSnapshot,
-        bool,
-        pb::GetSandboxProviderEnvironmentResponse,
-    ),
-    BootstrapError,
->
+async fn consistent_pair<F, Fut>(mut attempt: F) -> Result<Attempt, BootstrapError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Attempt>>,
@@ -448,7 +458,7 @@ where
     for _ in 0..=MAX_BOOTSTRAP_REBUILDS {
         let tried = attempt().await?;
         if tried.consistent() {
-            return Ok((tried.again, tried.pending, tried.env));
+            return Ok(tried);
         }
     }
     Err(BootstrapError::Inconsistent)
@@ -500,6 +510,18 @@ impl SnapshotSource for StoreSource {
             }
         })
     }
+
+    fn input_revisions<'a>(
+        &'a self,
+        sandbox_ids: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<HashMap<String, ConfigInputRevisions>, BuildError>> {
+        Box::pin(async move {
+            self.store
+                .config_input_revisions(sandbox_ids)
+                .await
+                .map_err(|e| BuildError::Store(e.to_string()))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -520,6 +542,7 @@ mod tests {
             },
             again: config(again_fingerprint),
             pending: false,
+            again_revisions: None,
         }
     }
 
@@ -544,10 +567,10 @@ mod tests {
             async move { Ok(attempt("e1-a", if agreed { "e1-a" } else { "e1-c" })) }
         })
         .await;
-        let (config, _, env) = outcome.unwrap();
+        let agreed = outcome.unwrap();
         assert_eq!(
-            config.provider_env_fingerprint,
-            env.provider_env_fingerprint
+            agreed.again.provider_env_fingerprint,
+            agreed.env.provider_env_fingerprint
         );
         assert_eq!(tries, 4);
     }

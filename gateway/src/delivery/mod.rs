@@ -1,6 +1,6 @@
 //! Push delivery: dirty marks (`marks`), build permits with a sandbox-lane
 //! reserve (`permits`), one delivery task per push session (`task`) with
-//! latest-wins slots and ack holds, periodic reconcile, publication of
+//! latest-wins slots and ack holds, periodic reconcile (`reconcile`), publication of
 //! committed writes to the affected sessions (`publish`), and whether a
 //! fanout crowds the runtime, so where writes run (`activity`).
 //!
@@ -11,6 +11,7 @@ pub mod activity;
 pub mod marks;
 pub mod permits;
 pub mod publish;
+pub mod reconcile;
 pub mod task;
 pub mod tuning;
 

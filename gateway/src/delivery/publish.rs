@@ -118,6 +118,14 @@ impl Publisher {
         self.lock().get(sandbox_id).cloned().unwrap_or_default()
     }
 
+    /// Calls `f` with every open delivery, under the publisher's lock: `f`
+    /// must not register, unregister or publish.
+    pub(super) fn for_each(&self, mut f: impl FnMut(&Arc<SessionDelivery>)) {
+        for delivery in self.lock().values().flatten() {
+            f(delivery);
+        }
+    }
+
     /// Sandboxes with an open delivery.
     pub fn len(&self) -> usize {
         self.lock().len()

@@ -7,8 +7,8 @@
 //! component; a fingerprint the supervisor rejected is not sent again until
 //! a build differs (no reject loops); a fingerprint the supervisor already
 //! applied is not resent; build failures back off 1-2-4-8-16-30 s and a new
-//! write cuts the wait; every reconcile interval `sandbox_config` (and any
-//! failed component) is rebuilt.
+//! write cuts the wait. Reconcile (`reconcile.rs`) marks a session when
+//! its inputs moved since its latest build, or a component failed.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,10 +22,11 @@ use tokio::time::Instant;
 
 use super::marks::{Component, Lane, Mark};
 use super::permits::{BuildPermit, Permits};
+use super::reconcile::{ReconcileDue, on_reconcile_tick};
 use super::tuning::DeliveryTuning;
 use crate::metrics::{ComponentLabel, DeliveryLabels, Metrics, StatusLabel};
 use crate::snapshot::{BuildError, Built, SnapshotSource};
-use crate::store::now_ms;
+use crate::store::{ConfigInputRevisions, now_ms};
 
 /// The supervisor's answer to one delivery, as the scheduler needs it.
 #[derive(Debug, Clone)]
@@ -70,6 +71,8 @@ pub struct ComponentState {
     failed_last: bool,
     /// Provider environment revision of the latest build of this component.
     built_env_revision: String,
+    /// For `sandbox_config`: the input revisions of its latest build.
+    built_revisions: Option<ConfigInputRevisions>,
 }
 
 /// Per-component state and recent events (time in ms, text) of a session.
@@ -91,6 +94,9 @@ struct Inner {
     failures: u32,
     backoff_until: Option<Instant>,
     events: VecDeque<(i64, String)>,
+    /// When reconcile next looks at this session; None until its task runs.
+    next_reconcile: Option<Instant>,
+    reconcile_passes: u32,
 }
 
 /// Shared state of one push session's delivery: marked by publications,
@@ -207,6 +213,7 @@ impl SessionDelivery {
         for built in [config, provider_env] {
             let state = &mut inner.components[built.component.index()];
             state.built_env_revision = built.provider_env_revision.clone();
+            state.built_revisions = built.input_revisions.clone();
             state.desired = built.summary.clone();
             state.sent = built.summary.clone();
             state.sent_at_ms = Some(now_ms());
@@ -234,6 +241,7 @@ impl SessionDelivery {
             let in_effect = policy_rejected && built.component == Component::ProviderEnvironment;
             let state = &mut inner.components[built.component.index()];
             state.built_env_revision = built.provider_env_revision.clone();
+            state.built_revisions = built.input_revisions.clone();
             state.desired = built.summary.clone();
             state.sent = built.summary.clone();
             state.sent_at_ms = Some(now_ms());
@@ -285,6 +293,77 @@ impl SessionDelivery {
     }
 }
 
+/// What reconcile asks of a session (`reconcile.rs`).
+impl SessionDelivery {
+    /// Starts this session's reconcile pass if one is due at `now`, and
+    /// schedules the next. Marks at once whatever it rebuilds whatever the
+    /// store says: a component the supervisor last failed to apply, a
+    /// `sandbox_config` without known input revisions, every component on
+    /// a full-rebuild pass, and anything already marked (merged as before).
+    pub(super) fn start_reconcile_pass(
+        &self,
+        now: Instant,
+        tuning: &DeliveryTuning,
+    ) -> Option<ReconcileDue> {
+        let mut inner = self.lock();
+        if inner.next_reconcile.is_none_or(|at| now < at) {
+            return None;
+        }
+        inner.next_reconcile = Some(on_reconcile_tick(
+            now + tuning.reconcile_interval,
+            tuning.reconcile_interval,
+        ));
+        inner.reconcile_passes = inner.reconcile_passes.wrapping_add(1);
+        let full_pass = tuning.reconcile_full_rebuild_every > 0
+            && inner
+                .reconcile_passes
+                .is_multiple_of(tuning.reconcile_full_rebuild_every);
+        let config = &inner.components[Component::SandboxConfig.index()];
+        let env = &inner.components[Component::ProviderEnvironment.index()];
+        let rebuild_config = full_pass
+            || config.failed_last
+            || config.built_revisions.is_none()
+            || !inner.mark.is_empty()
+            || !inner.taken.is_empty();
+        let mut components = Vec::with_capacity(2);
+        if rebuild_config {
+            components.push(Component::SandboxConfig);
+        }
+        if env.failed_last {
+            components.push(Component::ProviderEnvironment);
+        }
+        let mark = Mark::new(&components, Lane::Fanout);
+        if !mark.is_empty() {
+            inner.mark.merge(mark);
+            drop(inner);
+            self.wake();
+        }
+        Some(if rebuild_config {
+            ReconcileDue::Rebuilt
+        } else {
+            ReconcileDue::Check
+        })
+    }
+
+    /// Ends a reconcile check: marks `sandbox_config` for a rebuild unless
+    /// its latest build read exactly `current` (None: the sandbox is gone,
+    /// or its revisions could not be read). Says whether it marked.
+    pub(super) fn rebuild_unless_built_from(&self, current: Option<&ConfigInputRevisions>) -> bool {
+        let built_from_current = {
+            let inner = self.lock();
+            current.is_some()
+                && inner.components[Component::SandboxConfig.index()]
+                    .built_revisions
+                    .as_ref()
+                    == current
+        };
+        if !built_from_current {
+            self.mark(Mark::new(&[Component::SandboxConfig], Lane::Fanout), false);
+        }
+        !built_from_current
+    }
+}
+
 fn push_event(inner: &mut Inner, text: String) {
     if inner.events.len() == RECENT_EVENTS {
         inner.events.pop_front();
@@ -303,32 +382,22 @@ pub async fn run(
     tuning: DeliveryTuning,
     metrics: Arc<Metrics>,
 ) {
-    let first_reconcile = tuning.reconcile_first_min + jitter(tuning.reconcile_interval);
-    let mut next_reconcile =
-        on_reconcile_tick(Instant::now() + first_reconcile, tuning.reconcile_interval);
+    {
+        let first_reconcile = tuning.reconcile_first_min + jitter(tuning.reconcile_interval);
+        delivery.lock().next_reconcile = Some(on_reconcile_tick(
+            Instant::now() + first_reconcile,
+            tuning.reconcile_interval,
+        ));
+    }
     loop {
         if delivery.is_closed() || out.is_closed() {
             return;
         }
-        let wake_at = next_wake(&delivery, next_reconcile, &tuning);
+        let wake_at = next_wake(&delivery, &tuning);
         tokio::select! {
             () = delivery.notify.notified() => {}
-            () = tokio::time::sleep_until(wake_at) => {}
+            () = sleep_until_opt(wake_at) => {}
             () = out.closed() => return,
-        }
-        let now = Instant::now();
-        if now >= next_reconcile {
-            next_reconcile =
-                on_reconcile_tick(now + tuning.reconcile_interval, tuning.reconcile_interval);
-            let mut components = vec![Component::SandboxConfig];
-            {
-                let inner = delivery.lock();
-                if inner.components[Component::ProviderEnvironment.index()].failed_last {
-                    components.push(Component::ProviderEnvironment);
-                }
-            }
-            delivery.mark(Mark::new(&components, Lane::Fanout), false);
-            metrics.reconcile_passes.inc();
         }
         process_acks(&delivery, &metrics);
         expire_ack_waits(&delivery, &tuning);
@@ -444,55 +513,35 @@ async fn acquire_permit(
     (permit, raised_by_write)
 }
 
-/// Reconcile passes start on ticks of a thirtieth of the reconcile interval
-/// (1 s in production), counted from one instant shared by every session.
-/// The sessions due within one tick then wake together and their builds
-/// read their inputs in shared statements (`store/build_inputs.rs`), where
-/// passes spread over the interval came one or two per statement: 10k idle
-/// sessions spent most of their gateway CPU on reconcile reads and the
-/// thread hand-offs of each statement.
-pub(super) fn on_reconcile_tick(at: Instant, interval: Duration) -> Instant {
-    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    let tick = interval / 30;
-    let tick_nanos = tick.as_nanos();
-    if tick_nanos == 0 {
-        return at;
-    }
-    let since = at.saturating_duration_since(*EPOCH.get_or_init(Instant::now));
-    let into_tick = since.as_nanos() % tick_nanos;
-    if into_tick == 0 {
-        return at;
-    }
-    at + Duration::from_nanos(u64::try_from(tick_nanos - into_tick).unwrap_or(0))
-}
-
 fn jitter(range: Duration) -> Duration {
     use rand::Rng;
     let millis = u64::try_from(range.as_millis()).unwrap_or(u64::MAX).max(1);
     Duration::from_millis(rand::rng().random_range(0..millis))
 }
 
-fn next_wake(
-    delivery: &SessionDelivery,
-    next_reconcile: Instant,
-    tuning: &DeliveryTuning,
-) -> Instant {
+/// When the task must look again without a wake-up: a build backoff ending
+/// or an ack wait running out. Reconcile wakes it by a mark.
+fn next_wake(delivery: &SessionDelivery, tuning: &DeliveryTuning) -> Option<Instant> {
     let inner = delivery.lock();
-    let mut wake = next_reconcile;
-    if !inner.mark.is_empty()
-        && let Some(until) = inner.backoff_until
-    {
-        wake = wake.min(until);
+    let backoff_end = inner.backoff_until.filter(|_| !inner.mark.is_empty());
+    let ack_waits_end = inner
+        .components
+        .iter()
+        .filter_map(|state| match &state.in_flight {
+            Some(InFlight {
+                sent_at: Some(at), ..
+            }) => Some(*at + tuning.ack_timeout),
+            _ => None,
+        });
+    backoff_end.into_iter().chain(ack_waits_end).min()
+}
+
+/// Sleeps until `deadline`, or forever without one.
+pub(crate) async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
-    for state in &inner.components {
-        if let Some(InFlight {
-            sent_at: Some(at), ..
-        }) = &state.in_flight
-        {
-            wake = wake.min(*at + tuning.ack_timeout);
-        }
-    }
-    wake
 }
 
 /// Takes the pending mark unless a build backoff is running (a write cuts it).
@@ -673,6 +722,7 @@ fn record_build(
             }
             let state = &mut inner.components[component.index()];
             state.desired = built.summary.clone();
+            state.built_revisions = built.input_revisions.clone();
             if state.rejected_fingerprint.as_deref() == Some(built.fingerprint.as_str()) {
                 // No reject loop: the supervisor already refused exactly this.
                 state.slot = None;

@@ -11,10 +11,12 @@ use futures::future::BoxFuture;
 use openshell_proto::v1 as pb;
 use tokio::sync::mpsc;
 
+use super::reconcile;
 use super::task::{self, Ack, SessionDelivery};
 use super::{Component, DeliveryTuning, Lane, Mark, Permits};
 use crate::metrics::Metrics;
 use crate::snapshot::{BuildError, Built, SnapshotSource};
+use crate::store::ConfigInputRevisions;
 
 /// Content is a version number per sandbox, read when a build starts;
 /// builds take `delay`.
@@ -22,6 +24,8 @@ use crate::snapshot::{BuildError, Built, SnapshotSource};
 struct FakeSource {
     versions: Mutex<HashMap<String, u64>>,
     builds: AtomicUsize,
+    /// Statements reconcile would have run.
+    revision_reads: AtomicUsize,
     delay: Duration,
     fail: Mutex<bool>,
 }
@@ -80,12 +84,42 @@ impl SnapshotSource for FakeSource {
                 settings_revision: 0,
                 provider_env_revision: "e0".into(),
                 pending_operation: true,
+                input_revisions: (component == Component::SandboxConfig)
+                    .then(|| revisions(version)),
             })
         })
     }
 
     fn delivered<'a>(&'a self, _sandbox_id: &'a str, _built: &'a Built) -> BoxFuture<'a, ()> {
         Box::pin(async {})
+    }
+
+    fn input_revisions<'a>(
+        &'a self,
+        sandbox_ids: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<HashMap<String, ConfigInputRevisions>, BuildError>> {
+        self.revision_reads.fetch_add(1, Ordering::SeqCst);
+        let versions = self.versions.lock().unwrap();
+        let current = sandbox_ids
+            .iter()
+            .filter_map(|id| Some((id.to_string(), revisions(*versions.get(*id)?))))
+            .collect();
+        Box::pin(async move { Ok(current) })
+    }
+}
+
+/// The fake's input revisions: its version stands for the policy revision.
+fn revisions(version: u64) -> ConfigInputRevisions {
+    ConfigInputRevisions {
+        stopped: false,
+        policy_revision: version,
+        sandbox_settings_revision: 0,
+        workspace_settings_revision: 0,
+        global_settings_revision: 0,
+        global_policy_revision: 0,
+        attachment_epoch: 0,
+        attached_providers: 0,
+        attached_provider_revision_sum: 0,
     }
 }
 
@@ -532,21 +566,136 @@ async fn pending_marks_count_what_is_marked_and_not_built_yet() {
 async fn reconcile_passes_due_within_one_tick_start_together() {
     let interval = Duration::from_secs(30);
     let tick = Duration::from_secs(1);
-    let base = task::on_reconcile_tick(tokio::time::Instant::now() + interval, interval);
+    let base = reconcile::on_reconcile_tick(tokio::time::Instant::now() + interval, interval);
     // Due at different points of one tick: all start at its end, never before they are due.
     for offset_ms in [1, 250, 999] {
         let due = base + Duration::from_millis(offset_ms);
-        let starts = task::on_reconcile_tick(due, interval);
+        let starts = reconcile::on_reconcile_tick(due, interval);
         assert_eq!(starts, base + tick, "due {offset_ms} ms into the tick");
         assert!(starts >= due);
     }
     assert_eq!(
-        task::on_reconcile_tick(base, interval),
+        reconcile::on_reconcile_tick(base, interval),
         base,
         "on a tick: at once"
     );
     // Intervals too short for a tick (tests' millisecond intervals) are not rounded.
     let short = Duration::from_nanos(20);
     let due = base + Duration::from_nanos(7);
-    assert_eq!(task::on_reconcile_tick(due, short), due);
+    assert_eq!(reconcile::on_reconcile_tick(due, short), due);
+}
+
+fn reconcile_tuning() -> DeliveryTuning {
+    DeliveryTuning {
+        reconcile_first_min: Duration::from_secs(30),
+        reconcile_interval: Duration::from_secs(30),
+        reconcile_full_rebuild_every: 10,
+        ..DeliveryTuning::default()
+    }
+}
+
+/// Sends `sb`'s current version and acks it APPLIED, as after a bootstrap.
+async fn settle(h: &mut Harness) {
+    h.delivery.mark(config_mark(Lane::Sandbox), true);
+    let (id, _) = next_update(h).await;
+    ack(h, id, pb::ConfigApplyStatus::Applied);
+    tokio::task::yield_now().await;
+}
+
+/// The replica's reconciler over `sessions`, with its own metrics.
+fn start_reconciler(
+    source: &Arc<FakeSource>,
+    sessions: &[&Harness],
+) -> (
+    super::Publisher,
+    Arc<Metrics>,
+    tokio::sync::watch::Sender<bool>,
+) {
+    let publisher = super::Publisher::default();
+    for h in sessions {
+        publisher.register(h.delivery.clone());
+    }
+    let metrics = Arc::new(Metrics::default());
+    let (stop, stopping) = tokio::sync::watch::channel(false);
+    tokio::spawn(reconcile::run(
+        publisher.clone(),
+        source.clone(),
+        reconcile_tuning(),
+        metrics.clone(),
+        stopping,
+    ));
+    (publisher, metrics, stop)
+}
+
+/// A write whose mark never arrived (another replica's, its hint lost) is
+/// delivered by the next pass; a session whose inputs did not move is
+/// checked against the store's revisions and not rebuilt, all of a tick's
+/// sessions in one read.
+#[tokio::test(start_paused = true)]
+async fn reconcile_rebuilds_only_the_sessions_whose_input_revisions_moved() {
+    let source = Arc::new(FakeSource::with_delay(Duration::from_millis(1)));
+    let permits = Arc::new(Permits::with_sizes(3, 1));
+    source.set_version("still", 1);
+    source.set_version("moved", 1);
+    let mut still = start(source.clone(), permits.clone(), "still", reconcile_tuning());
+    let mut moved = start(source.clone(), permits.clone(), "moved", reconcile_tuning());
+    settle(&mut still).await;
+    settle(&mut moved).await;
+    assert_eq!(source.builds(), 2);
+    let (publisher, metrics, _stop) = start_reconciler(&source, &[&still, &moved]);
+
+    source.set_version("moved", 2);
+    let (id, fp) = next_update(&mut moved).await;
+    assert_eq!(fp, "moved-2");
+    ack(&moved, id, pb::ConfigApplyStatus::Applied);
+    // Past every session's first pass (30-60 s after it started).
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert_eq!(source.builds(), 3, "only the moved session was rebuilt");
+    assert!(still.out.try_recv().is_err());
+    assert!(metrics.reconcile_unchanged.get() >= 1);
+
+    // Sessions due in one tick: one read for all of them.
+    let reads = source.revision_reads.load(Ordering::SeqCst);
+    let unchanged = metrics.reconcile_unchanged.get();
+    let later = tokio::time::Instant::now() + Duration::from_secs(3600);
+    reconcile::pass(&publisher, &*source, &reconcile_tuning(), &metrics, later).await;
+    assert_eq!(source.revision_reads.load(Ordering::SeqCst), reads + 1);
+    assert_eq!(metrics.reconcile_unchanged.get(), unchanged + 2);
+}
+
+/// Every tenth pass of a session rebuilds whatever the revisions say, and
+/// a component the supervisor failed is rebuilt on every pass: neither is
+/// resent while its content is what the supervisor already has or refused.
+#[tokio::test(start_paused = true)]
+async fn reconcile_rebuilds_on_every_tenth_pass_and_while_a_component_failed() {
+    let source = Arc::new(FakeSource::with_delay(Duration::from_millis(1)));
+    let permits = Arc::new(Permits::with_sizes(3, 1));
+    source.set_version("sb", 1);
+    let mut h = start(source.clone(), permits.clone(), "sb", reconcile_tuning());
+    settle(&mut h).await;
+    let (_, metrics, _stop) = start_reconciler(&source, &[&h]);
+
+    tokio::time::sleep(Duration::from_secs(60 + 30 * 25)).await;
+    let passes = metrics.reconcile_passes.get();
+    assert!(passes >= 25, "{passes}");
+    assert_eq!(source.builds() as u64, 1 + passes / 10);
+    assert_eq!(metrics.reconcile_unchanged.get(), passes - passes / 10);
+    assert!(h.out.try_recv().is_err(), "nothing resent");
+
+    // The supervisor refuses version 2: every pass rebuilds, none resends.
+    source.set_version("sb", 2);
+    h.delivery.mark(config_mark(Lane::Sandbox), true);
+    let (id, fp) = next_update(&mut h).await;
+    assert_eq!(fp, "sb-2");
+    ack(&h, id, pb::ConfigApplyStatus::Failed);
+    tokio::task::yield_now().await;
+    let (builds, passes) = (source.builds(), metrics.reconcile_passes.get());
+    tokio::time::sleep(Duration::from_secs(30 * 5)).await;
+    let new_passes = metrics.reconcile_passes.get() - passes;
+    assert!(new_passes >= 4, "{new_passes}");
+    assert_eq!((source.builds() - builds) as u64, new_passes);
+    assert!(
+        h.out.try_recv().is_err(),
+        "the refused content is not resent"
+    );
 }

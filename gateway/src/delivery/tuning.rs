@@ -5,8 +5,13 @@ use std::time::Duration;
 
 #[derive(Debug, Clone)]
 pub struct DeliveryTuning {
-    /// Every session rebuilds `sandbox_config` this often.
+    /// Every session gets a reconcile pass this often: `sandbox_config` is
+    /// rebuilt if its input revisions moved (`reconcile.rs`).
     pub reconcile_interval: Duration,
+    /// Every this-many-th pass of a session rebuilds whatever the revisions
+    /// say (0: never), so a repair made in the store without a new revision
+    /// is picked up too.
+    pub reconcile_full_rebuild_every: u32,
     /// The first reconcile pass comes at a random point in
     /// `[reconcile_first_min, reconcile_first_min + reconcile_interval)` after registration.
     pub reconcile_first_min: Duration,
@@ -39,6 +44,7 @@ impl Default for DeliveryTuning {
     fn default() -> Self {
         Self {
             reconcile_interval: Duration::from_secs(30),
+            reconcile_full_rebuild_every: 10,
             reconcile_first_min: Duration::from_secs(30),
             ack_timeout: Duration::from_secs(60),
             sandbox_config_deadline: Duration::from_secs(5),

@@ -29,7 +29,7 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::error::{Result, StoreError};
 use super::policies::CURRENT_GLOBAL_POLICY_REVISION;
-use super::records::{GlobalPolicyRecord, SandboxRecord, sandbox_from_row, u64_col};
+use super::records::{GlobalPolicyRecord, Lifecycle, SandboxRecord, sandbox_from_row, u64_col};
 use super::sandboxes::SANDBOX_COLUMNS;
 use super::settings::ScopedSettings;
 use super::{Backend, Store, json_list};
@@ -52,6 +52,51 @@ pub struct SandboxConfigInputs {
     /// then can sending this snapshot deliver one: an operation committed
     /// later is not in the snapshot.
     pub pending_operation: bool,
+}
+
+impl SandboxConfigInputs {
+    /// The revisions these inputs were read at: see [`ConfigInputRevisions`].
+    pub fn revisions(&self) -> ConfigInputRevisions {
+        ConfigInputRevisions {
+            stopped: self.sandbox.lifecycle == Lifecycle::Stopped,
+            policy_revision: self.sandbox.policy_revision,
+            sandbox_settings_revision: self.sandbox_settings.revision,
+            workspace_settings_revision: self.workspace_settings.revision,
+            global_settings_revision: self.global_settings.revision,
+            global_policy_revision: self.global_policy_revision,
+            attachment_epoch: self.sandbox.attachment_epoch,
+            attached_providers: self.attached_provider_revisions.len() as u64,
+            attached_provider_revision_sum: self
+                .attached_provider_revisions
+                .iter()
+                .map(|(_, revision)| *revision)
+                .sum(),
+        }
+    }
+}
+
+/// The revisions a `sandbox_config` snapshot is built from. Each names
+/// content that never changes while it is current, so inputs at equal
+/// revisions build the same snapshot: reconcile reads these for every due
+/// session in one statement and rebuilds only where they moved
+/// (`delivery/reconcile.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigInputRevisions {
+    /// A stopped sandbox gets no snapshot; the other lifecycle states build
+    /// the same one, so a sandbox that went from pending to running once its
+    /// supervisor connected is not rebuilt for it.
+    pub stopped: bool,
+    pub policy_revision: u64,
+    pub sandbox_settings_revision: u64,
+    pub workspace_settings_revision: u64,
+    pub global_settings_revision: u64,
+    pub global_policy_revision: u64,
+    pub attachment_epoch: u64,
+    /// Within one attachment epoch the set of attached providers is fixed
+    /// and each provider's revision only grows, so their count and the sum
+    /// of their revisions move whenever the provider environment can.
+    pub attached_providers: u64,
+    pub attached_provider_revision_sum: u64,
 }
 
 /// A sandbox's own latest policy, as a build reads it.
@@ -127,6 +172,30 @@ fn sandbox_config_inputs_sql(backend: Backend) -> &'static str {
         Backend::Postgres => &SANDBOX_CONFIG_INPUTS_SQL[1],
     }
 }
+
+/// [`ConfigInputRevisions`] of every sandbox id in the JSON array `$1`:
+/// index reads only, no policy text, no settings values.
+static CONFIG_INPUT_REVISIONS_SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
+    [Backend::Sqlite, Backend::Postgres].map(|backend| {
+        format!(
+            "SELECT s.id, s.lifecycle, s.policy_revision, s.settings_revision, s.attachment_epoch, \
+             w.settings_revision AS workspace_settings_revision, \
+             (SELECT value FROM counters WHERE name = 'global_settings_revision') AS global_settings_revision, \
+             {CURRENT_GLOBAL_POLICY_REVISION} AS global_policy_revision, \
+             CAST((SELECT COUNT(*) FROM attachments a JOIN providers p ON p.id = a.provider_id \
+             WHERE a.sandbox_id = s.id) AS BIGINT) AS attached_providers, \
+             CAST((SELECT COALESCE(SUM(p.revision), 0) FROM attachments a JOIN providers p ON p.id = a.provider_id \
+             WHERE a.sandbox_id = s.id) AS BIGINT) AS attached_provider_revision_sum \
+             FROM sandboxes s JOIN workspaces w ON w.name = s.workspace \
+             WHERE s.id {}",
+            backend.in_json_list(1)
+        )
+    })
+});
+
+/// Sandboxes per revisions statement: one reconcile tick of 10k sessions
+/// due over 30 s is about 340.
+const REVISIONS_PER_STATEMENT: usize = 512;
 
 /// The stored text of given revisions of sandbox policies, for the
 /// hashes of a batch that are not in wire form in process. Each sandbox id
@@ -477,6 +546,46 @@ impl PendingInputs {
 }
 
 impl Store {
+    /// The current [`ConfigInputRevisions`] of these sandboxes, by id; a
+    /// sandbox that does not exist is left out.
+    pub async fn config_input_revisions(
+        &self,
+        sandbox_ids: &[&str],
+    ) -> Result<HashMap<String, ConfigInputRevisions>> {
+        let sql = match self.backend() {
+            Backend::Sqlite => &CONFIG_INPUT_REVISIONS_SQL[0],
+            Backend::Postgres => &CONFIG_INPUT_REVISIONS_SQL[1],
+        };
+        let mut revisions = HashMap::with_capacity(sandbox_ids.len());
+        for ids in sandbox_ids.chunks(REVISIONS_PER_STATEMENT) {
+            let rows = sqlx::query(AssertSqlSafe(sql.as_str()))
+                .bind(json_list(ids)?)
+                .fetch_all(self.pool())
+                .await?;
+            for row in &rows {
+                revisions.insert(
+                    row.try_get::<String, _>("id")?,
+                    ConfigInputRevisions {
+                        stopped: Lifecycle::parse(&row.try_get::<String, _>("lifecycle")?)?
+                            == Lifecycle::Stopped,
+                        policy_revision: u64_col(row, "policy_revision")?,
+                        sandbox_settings_revision: u64_col(row, "settings_revision")?,
+                        workspace_settings_revision: u64_col(row, "workspace_settings_revision")?,
+                        global_settings_revision: u64_col(row, "global_settings_revision")?,
+                        global_policy_revision: u64_col(row, "global_policy_revision")?,
+                        attachment_epoch: u64_col(row, "attachment_epoch")?,
+                        attached_providers: u64_col(row, "attached_providers")?,
+                        attached_provider_revision_sum: u64_col(
+                            row,
+                            "attached_provider_revision_sum",
+                        )?,
+                    },
+                );
+            }
+        }
+        Ok(revisions)
+    }
+
     async fn cached_global_policy(
         &self,
         revision: u64,

@@ -43,7 +43,8 @@ use crate::in_flight::InFlight;
 
 use build_inputs::InputReads;
 pub use build_inputs::{
-    OwnPolicy, PendingInputs, PolicyBody, ReadPriority, SandboxConfigInputs, SharedInputCache,
+    ConfigInputRevisions, OwnPolicy, PendingInputs, PolicyBody, ReadPriority, SandboxConfigInputs,
+    SharedInputCache,
 };
 pub use error::{Result, StoreError};
 use events::ChangedOperation;

@@ -15,6 +15,7 @@ use super::context::SessionContext;
 use super::identity::{Refusal, authenticate};
 use super::negotiate::{Capabilities, Negotiation, negotiate};
 use crate::config_update::{ConfigTarget, ConfigUpdate, commit_update};
+use crate::delivery::task::sleep_until_opt;
 use crate::delivery::{self, Ack, Component, Frame, SessionDelivery};
 use crate::limits::MAX_MESSAGE_BYTES;
 use crate::metrics::{ModeLabel, OutcomeLabel, StatusLabel};
@@ -1079,13 +1080,6 @@ impl LiveSession<'_> {
                 }
             }
         }
-    }
-}
-
-async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 
