@@ -40,6 +40,7 @@ pub mod snapshot;
 pub mod state;
 pub mod store;
 pub mod supervisor_api;
+pub mod ticks;
 pub mod unserved;
 pub mod wait_limits;
 pub mod wire;

@@ -22,6 +22,7 @@ use super::task::SessionDelivery;
 use super::tuning::DeliveryTuning;
 use crate::metrics::Metrics;
 use crate::snapshot::SnapshotSource;
+use crate::ticks::on_shared_tick;
 
 /// How a due session's pass started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,19 +92,8 @@ pub(super) async fn pass(
 }
 
 /// Reconcile passes start on ticks of a thirtieth of the reconcile interval
-/// (1 s in production), counted from one instant shared by every session,
-/// so one statement reads the revisions of all the sessions due in a tick.
+/// (1 s in production), shared by every session, so one statement reads the
+/// revisions of all the sessions due in a tick.
 pub(super) fn on_reconcile_tick(at: Instant, interval: Duration) -> Instant {
-    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    let tick = interval / 30;
-    let tick_nanos = tick.as_nanos();
-    if tick_nanos == 0 {
-        return at;
-    }
-    let since = at.saturating_duration_since(*EPOCH.get_or_init(Instant::now));
-    let into_tick = since.as_nanos() % tick_nanos;
-    if into_tick == 0 {
-        return at;
-    }
-    at + Duration::from_nanos(u64::try_from(tick_nanos - into_tick).unwrap_or(0))
+    on_shared_tick(at, interval / 30)
 }

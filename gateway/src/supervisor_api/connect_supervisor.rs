@@ -24,12 +24,18 @@ use crate::operations::{ReportStatus, SupervisorReport};
 use crate::session_registry::{SessionCloser, SessionInfo};
 use crate::snapshot::{Built, SnapshotSource, StoreSource, build_bootstrap};
 use crate::store::{Lifecycle, OwnerClaim, SandboxRecord, new_id, now_ms};
+use crate::ticks::on_shared_tick;
 use crate::wire::{revisions_from_pb, timestamp};
 
 /// How long a supervisor has to send its hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Sessions silent for this many heartbeat intervals are closed.
 const MISSED_HEARTBEATS: u32 = 3;
+
+/// Heartbeats go out on shared ticks of this fraction of the interval (1 s
+/// at upstream's 15 s): a session's first comes within one interval and
+/// one tick of its acceptance.
+const HEARTBEAT_TICKS: u32 = 15;
 
 /// Starts the session task; the returned stream is what the gateway sends.
 ///
@@ -995,8 +1001,12 @@ impl LiveSession<'_> {
         inbound: &mut Streaming<pb::SupervisorMessage>,
         heartbeat_interval: Duration,
     ) {
-        let mut ticker = tokio::time::interval(heartbeat_interval);
-        ticker.tick().await;
+        // On the shared grid, so the heartbeats of many sessions go out in one wake-up.
+        let first = on_shared_tick(
+            tokio::time::Instant::now() + heartbeat_interval,
+            heartbeat_interval / HEARTBEAT_TICKS,
+        );
+        let mut ticker = tokio::time::interval_at(first, heartbeat_interval);
         let silence_limit = heartbeat_interval * MISSED_HEARTBEATS;
         let mut last_heard = tokio::time::Instant::now();
         loop {
