@@ -264,7 +264,12 @@ impl SessionRunner {
             };
             s.sessions_accepted += 1;
         });
-        let _heartbeats = AbortOnDrop(tokio::spawn(send_heartbeats(tx.clone(), heartbeat)));
+        let gateway_heartbeat = Arc::new(tokio::sync::Notify::new());
+        let _heartbeats = AbortOnDrop(tokio::spawn(send_heartbeats(
+            tx.clone(),
+            heartbeat,
+            gateway_heartbeat.clone(),
+        )));
         self.engine
             .set_mode(mode_for(!push_apply, poll_interval))
             .await;
@@ -340,6 +345,7 @@ impl SessionRunner {
             match next_message(frame)? {
                 Inbound::Heartbeat(_) => {
                     idle_deadline = Some(Instant::now() + idle_limit);
+                    gateway_heartbeat.notify_one();
                 }
                 Inbound::ConfigUpdate(update) => {
                     if idle_deadline.is_some() {
@@ -457,17 +463,41 @@ async fn send(tx: &mpsc::Sender<SupervisorMessage>, payload: Outbound) -> Result
     .map_err(|_| SessionError::Closed)
 }
 
-async fn send_heartbeats(tx: mpsc::Sender<SupervisorMessage>, every: Duration) {
-    let mut interval = tokio::time::interval_at(Instant::now() + every, every);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+/// Sends a heartbeat every interval. Once the gateway's own heartbeats are
+/// heard, ours answers each of them instead (one a gateway interval apart,
+/// as before): a gateway sends the heartbeats of many sessions in one burst
+/// (see its `ticks.rs`), and the answers then reach it together, in a few
+/// wake-ups rather than one each. Our own timer stays as the fallback, a
+/// quarter interval late, so a gateway that stops sending still hears us.
+async fn send_heartbeats(
+    tx: mpsc::Sender<SupervisorMessage>,
+    every: Duration,
+    gateway_heartbeat: Arc<tokio::sync::Notify>,
+) {
+    let mut last_sent = Instant::now();
+    let mut heard_gateway = false;
     loop {
-        interval.tick().await;
+        let fallback = if heard_gateway {
+            every + every / 4
+        } else {
+            every
+        };
+        let answering = tokio::select! {
+            () = tokio::time::sleep_until(last_sent + fallback) => false,
+            () = gateway_heartbeat.notified() => true,
+        };
+        heard_gateway |= answering;
+        // The gateway's first heartbeat can come right after our timer's: one is enough.
+        if answering && last_sent.elapsed() < every / 2 {
+            continue;
+        }
         let beat = Outbound::Heartbeat(SupervisorHeartbeat {
             sent_at: Some(SystemTime::now().into()),
         });
         if send(&tx, beat).await.is_err() {
             return;
         }
+        last_sent = Instant::now();
     }
 }
 
@@ -478,6 +508,38 @@ fn status_text(status: &tonic::Status) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Heartbeats leave every interval until the gateway's are heard, then answer each of
+    /// them, never two within half an interval; silent again, the gateway still hears one
+    /// every interval and a quarter.
+    #[tokio::test(start_paused = true)]
+    async fn heartbeats_answer_the_gateways_once_heard() {
+        let (tx, mut rx) = mpsc::channel(64);
+        let heard = Arc::new(tokio::sync::Notify::new());
+        let start = Instant::now();
+        tokio::spawn(send_heartbeats(tx, Duration::from_secs(15), heard.clone()));
+        let mut sent_at = Vec::new();
+        let mut wait_beat = async |sent_at: &mut Vec<u128>| {
+            rx.recv().await.unwrap();
+            sent_at.push(start.elapsed().as_millis());
+        };
+        wait_beat(&mut sent_at).await;
+        // The gateway's first, just after our own: not answered.
+        tokio::time::sleep_until(start + Duration::from_millis(15_400)).await;
+        heard.notify_one();
+        for gateway_ms in [30_400, 45_400, 60_400] {
+            tokio::time::sleep_until(start + Duration::from_millis(gateway_ms)).await;
+            heard.notify_one();
+            wait_beat(&mut sent_at).await;
+        }
+        // The gateway falls silent: our own timer, 18.75 s after the last.
+        wait_beat(&mut sent_at).await;
+        wait_beat(&mut sent_at).await;
+        assert_eq!(
+            sent_at,
+            vec![15_000, 30_400, 45_400, 60_400, 79_150, 97_900]
+        );
+    }
 
     /// `SupervisorMessage` as a gateway from before `runtime_readiness` knows it.
     #[derive(Clone, PartialEq, prost::Message)]
