@@ -395,6 +395,41 @@ pub fn wait_for(timeout: Duration) -> Option<openshell_proto::v1::WaitOptions> {
     })
 }
 
+/// A provider value that is not a secret.
+pub fn plain_value(name: &str, value: &str) -> openshell_proto::v1::ProviderValueInput {
+    openshell_proto::v1::ProviderValueInput {
+        name: name.into(),
+        value: value.into(),
+        class: openshell_proto::v1::ValueClass::NonSecret as i32,
+        expires_at: None,
+    }
+}
+
+/// Creates a provider of `kind` in the default workspace with one plain value, and
+/// attaches it to `sandbox`.
+pub async fn attach_new_provider(
+    api: &mut Api,
+    sandbox: &str,
+    name: &str,
+    kind: &str,
+    value: openshell_proto::v1::ProviderValueInput,
+) {
+    api.create_provider(openshell_proto::v1::CreateProviderRequest {
+        name: name.into(),
+        r#type: kind.into(),
+        values: vec![value],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    api.attach_provider(openshell_proto::v1::AttachProviderRequest {
+        sandbox: sandbox_ref(sandbox),
+        provider: name.into(),
+    })
+    .await
+    .unwrap();
+}
+
 /// A setting change given as raw text, as the CLI sends it.
 pub fn raw_setting(key: &str, raw: &str) -> openshell_proto::v1::SettingChange {
     openshell_proto::v1::SettingChange {

@@ -298,37 +298,21 @@ async fn reconcile_reads_the_revisions_a_build_reads(backend: Backend) {
         last = now;
     }
 
-    api.create_provider(pb::CreateProviderRequest {
-        name: "org".into(),
-        r#type: "github".into(),
-        values: vec![pb::ProviderValueInput {
-            name: "GITHUB_ORG".into(),
-            value: "acme".into(),
-            class: pb::ValueClass::NonSecret as i32,
-            expires_at: None,
-        }],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    api.attach_provider(pb::AttachProviderRequest {
-        sandbox: openshell_e2e::sandbox_ref(&id),
-        provider: "org".into(),
-    })
-    .await
-    .unwrap();
+    openshell_e2e::attach_new_provider(
+        &mut api,
+        &id,
+        "org",
+        "github",
+        openshell_e2e::plain_value("GITHUB_ORG", "acme"),
+    )
+    .await;
     let attached = agreed().await;
     assert_eq!(attached.attached_providers, 1);
     assert_ne!(attached, last);
     api.update_provider(pb::UpdateProviderRequest {
         provider: "org".into(),
         workspace: "default".into(),
-        values: vec![pb::ProviderValueInput {
-            name: "GITHUB_ORG".into(),
-            value: "example".into(),
-            class: pb::ValueClass::NonSecret as i32,
-            expires_at: None,
-        }],
+        values: vec![openshell_e2e::plain_value("GITHUB_ORG", "example")],
         expires_at: None,
     })
     .await

@@ -151,25 +151,14 @@ async fn a_provider_change_rebuilds_only_the_sandboxes_that_attach_it() {
     let dir = gw.store.dir.path().to_path_buf();
     let (with, c1) = create_sandbox(&mut api, "with", POLICY).await;
     let (without, c2) = create_sandbox(&mut api, "without", POLICY).await;
-    api.create_provider(pb::CreateProviderRequest {
-        name: "acme".into(),
-        r#type: "acme".into(),
-        values: vec![pb::ProviderValueInput {
-            name: "ACME_REGION".into(),
-            value: "eu-1".into(),
-            class: pb::ValueClass::NonSecret as i32,
-            expires_at: None,
-        }],
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    api.attach_provider(pb::AttachProviderRequest {
-        sandbox: sandbox_ref(&with),
-        provider: "acme".into(),
-    })
-    .await
-    .unwrap();
+    openshell_e2e::attach_new_provider(
+        &mut api,
+        &with,
+        "acme",
+        "acme",
+        openshell_e2e::plain_value("ACME_REGION", "eu-1"),
+    )
+    .await;
     let s1 = spawn_supervisor(&gw.endpoint(), &with, &c1, &dir.join("with"), &[]);
     let s2 = spawn_supervisor(&gw.endpoint(), &without, &c2, &dir.join("without"), &[]);
     for id in [&with, &without] {
