@@ -207,12 +207,13 @@ impl FileApplier {
 
 /// An active generation without its apply log line is an activation that never finished:
 /// the supervisor stopped while the on-apply hook was judging it (the hook sees it as the
-/// active configuration) or before recording it. The hook never accepted it, so it must not
+/// active configuration) or before recording it, or the disk (full, read-only) refused the
+/// roll-back after the hook refused it. The hook never accepted it, so it must not
 /// stay in effect: the last generation the log names becomes active again (it is still on
 /// disk, as it is removed only once the new one is accepted and recorded), or an empty one
 /// when there is none; the gateway delivers the configuration again and the hook judges it
 /// then. A state directory without an apply log (from before it existed) is left as it is.
-fn roll_back_unrecorded(dir: &StateDir) -> std::io::Result<()> {
+pub(super) fn roll_back_unrecorded(dir: &StateDir) -> std::io::Result<()> {
     let root = dir.root();
     if !root.join(apply_log::APPLY_LOG_FILE).exists()
         && !root.join(apply_log::ROTATED_APPLY_LOG_FILE).exists()

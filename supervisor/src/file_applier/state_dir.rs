@@ -25,6 +25,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing::warn;
 
@@ -106,6 +107,9 @@ impl fmt::Debug for WriteFault {
 pub struct StateDir {
     root: PathBuf,
     fault: Option<WriteFault>,
+    /// A roll-back the disk refused left a generation the hook refused active; shared by
+    /// the clones that write for one applier.
+    roll_back_unfinished: Arc<AtomicBool>,
 }
 
 /// A generation that [`StateDir::publish`] made active, while the on-apply hook decides
@@ -170,7 +174,18 @@ impl StateDir {
         Self {
             root: root.into(),
             fault: None,
+            roll_back_unfinished: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Notes that a roll-back could not be finished (see [`Self::take_unfinished_roll_back`]).
+    pub fn note_unfinished_roll_back(&self) {
+        self.roll_back_unfinished.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a roll-back was left unfinished since the last call.
+    pub fn take_unfinished_roll_back(&self) -> bool {
+        self.roll_back_unfinished.swap(false, Ordering::SeqCst)
     }
 
     pub fn with_fault(mut self, fault: Option<WriteFault>) -> Self {

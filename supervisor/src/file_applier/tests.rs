@@ -782,3 +782,46 @@ async fn a_new_applier_keeps_what_the_last_one_left_in_effect_as_last_known_good
     std::fs::write(&file, b"{not json").unwrap();
     assert!(applier(dir.path(), None).last_known_good().is_none());
 }
+
+/// The hook refuses a configuration and the disk refuses the roll-back (read-only for a
+/// moment): the refused files are left active. What is written next must start from the
+/// last-known-good, not from them: here the quarantine that follows keeps revision 1.
+#[tokio::test]
+async fn a_roll_back_the_disk_refused_is_finished_before_anything_else_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let links = Arc::new(AtomicUsize::new(0));
+    let mut config = FileApplierConfig::new(dir.path(), "sb-1");
+    config.on_apply = Some(
+        "grep -q '\"policy_revision\": 1,' \"$OPENSHELL_STATE_DIR/active/revisions.json\" \
+         || exit 4"
+            .into(),
+    );
+    config.hook_timeout = Duration::from_secs(10);
+    let counted = links.clone();
+    // Two activations link a generation each; the third link is the roll-back's.
+    config.write_fault = Some(WriteFault::new(move |step: WriteStep<'_>| {
+        if matches!(step, WriteStep::Link) && counted.fetch_add(1, Ordering::SeqCst) == 2 {
+            return Err(std::io::Error::from_raw_os_error(30)); // EROFS
+        }
+        Ok(())
+    }));
+    let a = FileApplier::new(config).unwrap();
+    a.apply(&sample(1, "e1")).await.unwrap();
+
+    let refused = with_failure_mode(sample(2, "e2"), "fail_closed");
+    let err = a.apply(&refused).await.unwrap_err();
+    assert!(
+        err.reason
+            .contains("restoring the previous configuration failed"),
+        "{}",
+        err.reason
+    );
+    assert!(err.failed_closed, "{}", err.reason);
+    assert!(a.state_dir().active_file(QUARANTINE_FILE).exists());
+    assert_eq!(read_json(&a, REVISIONS_FILE)["policy_revision"], 1);
+    let log = super::apply_log::read(a.state_dir().root()).unwrap();
+    assert!(
+        log.iter().all(|entry| entry.policy_revision == 1),
+        "{log:?}"
+    );
+}
