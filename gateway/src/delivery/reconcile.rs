@@ -18,20 +18,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::publish::Publisher;
-use super::task::SessionDelivery;
+use super::task::{ReconcileDue, SessionDelivery};
 use super::tuning::DeliveryTuning;
 use crate::metrics::Metrics;
 use crate::snapshot::SnapshotSource;
 use crate::ticks::on_shared_tick;
-
-/// How a due session's pass started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReconcileDue {
-    /// It was marked for a rebuild without asking the store.
-    Rebuilt,
-    /// It waits for its sandbox's input revisions.
-    Check,
-}
 
 /// Runs the passes of this replica's push sessions until the gateway stops.
 pub async fn run(
@@ -43,9 +34,9 @@ pub async fn run(
 ) {
     loop {
         // At least a millisecond on: a tick that is due now was just run.
-        let next_tick = on_reconcile_tick(
+        let next_tick = on_shared_tick(
             Instant::now() + Duration::from_millis(1),
-            tuning.reconcile_interval,
+            tuning.reconcile_tick(),
         );
         tokio::select! {
             () = tokio::time::sleep_until(next_tick) => {}
@@ -89,11 +80,4 @@ pub(super) async fn pass(
             metrics.reconcile_unchanged.inc();
         }
     }
-}
-
-/// Reconcile passes start on ticks of a thirtieth of the reconcile interval
-/// (1 s in production), shared by every session, so one statement reads the
-/// revisions of all the sessions due in a tick.
-pub(super) fn on_reconcile_tick(at: Instant, interval: Duration) -> Instant {
-    on_shared_tick(at, interval / 30)
 }

@@ -22,11 +22,11 @@ use tokio::time::Instant;
 
 use super::marks::{Component, Lane, Mark};
 use super::permits::{BuildPermit, Permits};
-use super::reconcile::{ReconcileDue, on_reconcile_tick};
 use super::tuning::DeliveryTuning;
 use crate::metrics::{ComponentLabel, DeliveryLabels, Metrics, StatusLabel};
 use crate::snapshot::{BuildError, Built, SnapshotSource};
 use crate::store::{ConfigInputRevisions, now_ms};
+use crate::ticks::on_shared_tick;
 
 /// The supervisor's answer to one delivery, as the scheduler needs it.
 #[derive(Debug, Clone)]
@@ -293,6 +293,15 @@ impl SessionDelivery {
     }
 }
 
+/// How a due session's pass started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileDue {
+    /// It was marked for a rebuild without asking the store.
+    Rebuilt,
+    /// It waits for its sandbox's input revisions.
+    Check,
+}
+
 /// What reconcile asks of a session (`reconcile.rs`).
 impl SessionDelivery {
     /// Starts this session's reconcile pass if one is due at `now`, and
@@ -309,9 +318,9 @@ impl SessionDelivery {
         if inner.next_reconcile.is_none_or(|at| now < at) {
             return None;
         }
-        inner.next_reconcile = Some(on_reconcile_tick(
+        inner.next_reconcile = Some(on_shared_tick(
             now + tuning.reconcile_interval,
-            tuning.reconcile_interval,
+            tuning.reconcile_tick(),
         ));
         inner.reconcile_passes = inner.reconcile_passes.wrapping_add(1);
         let full_pass = tuning.reconcile_full_rebuild_every > 0
@@ -384,9 +393,9 @@ pub async fn run(
 ) {
     {
         let first_reconcile = tuning.reconcile_first_min + jitter(tuning.reconcile_interval);
-        delivery.lock().next_reconcile = Some(on_reconcile_tick(
+        delivery.lock().next_reconcile = Some(on_shared_tick(
             Instant::now() + first_reconcile,
-            tuning.reconcile_interval,
+            tuning.reconcile_tick(),
         ));
     }
     loop {

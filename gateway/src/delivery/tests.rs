@@ -562,29 +562,6 @@ async fn pending_marks_count_what_is_marked_and_not_built_yet() {
     assert!(scraped(0), "{}", metrics.render());
 }
 
-#[tokio::test(start_paused = true)]
-async fn reconcile_passes_due_within_one_tick_start_together() {
-    let interval = Duration::from_secs(30);
-    let tick = Duration::from_secs(1);
-    let base = reconcile::on_reconcile_tick(tokio::time::Instant::now() + interval, interval);
-    // Due at different points of one tick: all start at its end, never before they are due.
-    for offset_ms in [1, 250, 999] {
-        let due = base + Duration::from_millis(offset_ms);
-        let starts = reconcile::on_reconcile_tick(due, interval);
-        assert_eq!(starts, base + tick, "due {offset_ms} ms into the tick");
-        assert!(starts >= due);
-    }
-    assert_eq!(
-        reconcile::on_reconcile_tick(base, interval),
-        base,
-        "on a tick: at once"
-    );
-    // Intervals too short for a tick (tests' millisecond intervals) are not rounded.
-    let short = Duration::from_nanos(20);
-    let due = base + Duration::from_nanos(7);
-    assert_eq!(reconcile::on_reconcile_tick(due, short), due);
-}
-
 fn reconcile_tuning() -> DeliveryTuning {
     DeliveryTuning {
         reconcile_first_min: Duration::from_secs(30),

@@ -62,6 +62,13 @@ impl Default for DeliveryTuning {
 }
 
 impl DeliveryTuning {
+    /// Reconcile passes start on shared ticks of a thirtieth of the interval (1 s in
+    /// production), so one statement reads the revisions of all the sessions due in a tick
+    /// (`reconcile.rs`).
+    pub fn reconcile_tick(&self) -> Duration {
+        self.reconcile_interval / 30
+    }
+
     /// Backoff after `failures` consecutive build failures: 1, 2, 4, 8, 16, then 30 s.
     pub fn backoff(&self, failures: u32) -> Duration {
         if failures == 0 {
