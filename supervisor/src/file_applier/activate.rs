@@ -41,7 +41,7 @@ pub async fn activate(
     let files = staged.files;
     let writer = dir.clone();
     let published = blocking(move || {
-        finish_unfinished_roll_back(&writer)?;
+        writer.finish_unfinished_roll_back()?;
         writer.publish(&files)
     })
     .await
@@ -93,24 +93,12 @@ pub async fn activate(
             let mut reason = failure.to_string();
             let writer = dir.clone();
             if let Err(err) = blocking(move || writer.roll_back(published)).await {
-                dir.note_unfinished_roll_back();
                 error!(error = %err, "restoring the last-known-good configuration failed");
                 reason.push_str("; restoring the previous configuration failed too");
             }
             Err(ApplyError::new(stage, &reason, desired).with_kind(kind))
         }
     }
-}
-
-/// A roll-back the disk refused left active a generation the hook refused, not recorded in
-/// the apply log. Before anything else is written, the last recorded generation becomes
-/// active again: else the next roll-back would return to the refused files, and a
-/// quarantine would keep them as last-known-good. Still refused, it stays noted.
-fn finish_unfinished_roll_back(dir: &StateDir) -> std::io::Result<()> {
-    if !dir.take_unfinished_roll_back() {
-        return Ok(());
-    }
-    super::roll_back_unrecorded(dir).inspect_err(|_| dir.note_unfinished_roll_back())
 }
 
 /// Why a published generation is rolled back.
@@ -149,7 +137,7 @@ pub async fn quarantine(
     let marker = quarantine_document(desired, reason);
     let writer = dir.clone();
     let published = blocking(move || {
-        finish_unfinished_roll_back(&writer)?;
+        writer.finish_unfinished_roll_back()?;
         let mut files = Vec::new();
         let mut revisions = serde_json::Value::Null;
         if let Some(current) = writer.read_active()? {

@@ -117,6 +117,19 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// Creates an empty log under `root` unless there is one, durably.
+pub fn start(root: &Path) -> io::Result<()> {
+    if root.join(APPLY_LOG_FILE).exists() || root.join(ROTATED_APPLY_LOG_FILE).exists() {
+        return Ok(());
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join(APPLY_LOG_FILE))?
+        .sync_all()?;
+    File::open(root)?.sync_all()
+}
+
 /// Appends `entry` to the log under `root` and syncs it, rotating the log first when it is
 /// past [`MAX_LOG_BYTES`].
 pub fn append(root: &Path, entry: &ApplyLogEntry) -> io::Result<()> {

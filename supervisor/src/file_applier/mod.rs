@@ -106,6 +106,12 @@ impl FileApplier {
         if let Err(err) = apply_log::record_recovered(dir.root(), generation, revisions.as_ref()) {
             warn!(error = %err, "recording the configuration found at start in the apply log failed");
         }
+        // With a log, a first activation the hook refused and a crash left active is rolled
+        // back at the next start, as every later one is; without one it would be taken for a
+        // state directory from before the log.
+        if let Err(err) = apply_log::start(dir.root()) {
+            warn!(error = %err, "starting the apply log failed");
+        }
         let recovered = read_recovered(&dir);
         let (reload, _) = reload_channel();
         Ok(Self {
@@ -212,7 +218,8 @@ impl FileApplier {
 /// stay in effect: the last generation the log names becomes active again (it is still on
 /// disk, as it is removed only once the new one is accepted and recorded), or an empty one
 /// when there is none; the gateway delivers the configuration again and the hook judges it
-/// then. A state directory without an apply log (from before it existed) is left as it is.
+/// then. A state directory without an apply log (from before it existed; every start makes
+/// one) is left as it is.
 pub(super) fn roll_back_unrecorded(dir: &StateDir) -> std::io::Result<()> {
     let root = dir.root();
     if !root.join(apply_log::APPLY_LOG_FILE).exists()
@@ -226,6 +233,13 @@ pub(super) fn roll_back_unrecorded(dir: &StateDir) -> std::io::Result<()> {
     };
     let last = apply_log::read(root)?.last().map(|entry| entry.generation);
     if last == Some(active) {
+        return Ok(());
+    }
+    // Nothing applied yet: an empty generation needs no entry.
+    if dir
+        .read_active()?
+        .is_some_and(|active| active.names().next().is_none())
+    {
         return Ok(());
     }
     match last {

@@ -24,8 +24,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tracing::warn;
 
@@ -107,9 +106,9 @@ impl fmt::Debug for WriteFault {
 pub struct StateDir {
     root: PathBuf,
     fault: Option<WriteFault>,
-    /// A roll-back the disk refused left a generation the hook refused active; shared by
-    /// the clones that write for one applier.
-    roll_back_unfinished: Arc<AtomicBool>,
+    /// A roll-back the disk refused, which left a generation the hook refused active; shared
+    /// by the clones that write for one applier.
+    roll_back_unfinished: Arc<Mutex<Option<Published>>>,
 }
 
 /// A generation that [`StateDir::publish`] made active, while the on-apply hook decides
@@ -174,18 +173,23 @@ impl StateDir {
         Self {
             root: root.into(),
             fault: None,
-            roll_back_unfinished: Arc::new(AtomicBool::new(false)),
+            roll_back_unfinished: Arc::new(Mutex::new(None)),
         }
     }
 
-    /// Notes that a roll-back could not be finished (see [`Self::take_unfinished_roll_back`]).
-    pub fn note_unfinished_roll_back(&self) {
-        self.roll_back_unfinished.store(true, Ordering::SeqCst);
-    }
-
-    /// Whether a roll-back was left unfinished since the last call.
-    pub fn take_unfinished_roll_back(&self) -> bool {
-        self.roll_back_unfinished.swap(false, Ordering::SeqCst)
+    /// Finishes a roll-back the disk refused earlier (see [`Self::roll_back`]); a no-op when
+    /// there is none. Called before anything else is written: else the next roll-back would
+    /// return to the refused files, and a quarantine would keep them as last-known-good.
+    pub fn finish_unfinished_roll_back(&self) -> io::Result<()> {
+        let unfinished = self
+            .roll_back_unfinished
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match unfinished {
+            Some(published) => self.roll_back(published),
+            None => Ok(()),
+        }
     }
 
     pub fn with_fault(mut self, fault: Option<WriteFault>) -> Self {
@@ -464,17 +468,23 @@ impl StateDir {
     }
 
     /// Makes the generation that was active before `published` active again, and removes
-    /// `published`.
+    /// `published`. When the disk refuses, the roll-back is remembered, and
+    /// [`Self::finish_unfinished_roll_back`] tries it again; the generation before is still on
+    /// disk then, as only [`Self::keep`] and a finished roll-back remove generations.
     pub fn roll_back(&self, published: Published) -> io::Result<()> {
-        let previous = match published.previous {
-            Some(previous) => {
-                self.switch_to(previous)?;
-                previous
-            }
+        let restored = match published.previous {
+            Some(previous) => self.switch_to(previous).map(|()| previous),
             // Nothing was active before: an empty generation stands for that.
-            None => self.publish(&[])?.current,
+            None => self.publish(&[]).map(|empty| empty.current),
         };
-        self.remove_other_generations(previous)
+        let finished = restored.and_then(|restored| self.remove_other_generations(restored));
+        if finished.is_err() {
+            *self
+                .roll_back_unfinished
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(published);
+        }
+        finished
     }
 
     /// Removes every entry of `generations/` but generation `keep`. Goes on past a failure,

@@ -825,3 +825,69 @@ async fn a_roll_back_the_disk_refused_is_finished_before_anything_else_is_writte
         "{log:?}"
     );
 }
+
+/// A state directory whose first activation the hook refused, and whose roll-back the disk
+/// refused (read-only for a moment): the refused files are active, and there is no
+/// last-known-good configuration to return to.
+async fn refused_first_activation(dir: &Path, failure_mode: &str) -> (FileApplier, ApplyError) {
+    let mut config = FileApplierConfig::new(dir, "sb-1");
+    config.on_apply = Some("exit 4".into());
+    config.hook_timeout = Duration::from_secs(10);
+    let links = Arc::new(AtomicUsize::new(0));
+    // The activation links its generation; the second link is the roll-back's.
+    config.write_fault = Some(WriteFault::new(move |step: WriteStep<'_>| {
+        if matches!(step, WriteStep::Link) && links.fetch_add(1, Ordering::SeqCst) == 1 {
+            return Err(std::io::Error::from_raw_os_error(30)); // EROFS
+        }
+        Ok(())
+    }));
+    let a = FileApplier::new(config).unwrap();
+    let refused = with_failure_mode(sample(1, "e1"), failure_mode);
+    let err = a.apply(&refused).await.unwrap_err();
+    assert!(
+        err.reason
+            .contains("restoring the previous configuration failed"),
+        "{}",
+        err.reason
+    );
+    (a, err)
+}
+
+/// The first activation has no recorded generation before it: the quarantine that follows
+/// must hold no configuration at all, not the refused one.
+#[tokio::test]
+async fn a_refused_first_activation_whose_roll_back_failed_is_not_kept_by_the_quarantine() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, err) = refused_first_activation(dir.path(), "fail_closed").await;
+    assert!(err.failed_closed, "{}", err.reason);
+    let active = a.state_dir().read_active().unwrap().unwrap();
+    let names: Vec<&str> = active.names().collect();
+    assert_eq!(names, [QUARANTINE_FILE], "the refused files were kept");
+    let log = super::apply_log::read(a.state_dir().root()).unwrap();
+    assert!(
+        log.iter().all(|entry| entry.policy_revision != 1),
+        "{log:?}"
+    );
+}
+
+/// The supervisor stops before anything else is written: the next start must not take the
+/// refused files for a configuration from before the apply log, and record them.
+#[tokio::test]
+async fn a_refused_first_activation_whose_roll_back_failed_is_set_aside_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = refused_first_activation(dir.path(), "retain_last_valid").await;
+    assert!(a.state_dir().active_file(REVISIONS_FILE).exists());
+    drop(a);
+
+    let b = FileApplier::new(FileApplierConfig::new(dir.path(), "sb-1")).unwrap();
+    let active = b.state_dir().read_active().unwrap().unwrap();
+    assert_eq!(
+        active.names().count(),
+        0,
+        "the refused files are active again"
+    );
+    let log = super::apply_log::read(b.state_dir().root()).unwrap();
+    assert!(log.is_empty(), "{log:?}");
+    b.apply(&sample(2, "e2")).await.unwrap();
+    assert_eq!(read_json(&b, REVISIONS_FILE)["policy_revision"], 2);
+}
