@@ -471,6 +471,45 @@ impl TargetCheck {
     }
 }
 
+/// Idle push sessions cost at most 5 % of a core and a tenth of what 10 s polling costs the
+/// same gateway for the same sessions; without a polling run only the first is judged.
+fn idle_cpu_target(push: &IdleRun, poll: Option<&IdleRun>) -> TargetCheck {
+    let share_met = push.cpu_ms_per_s <= 50.0;
+    let (goal, measured, met) = match poll {
+        Some(poll) => {
+            let ratio = push.cpu_ms_per_s / poll.cpu_ms_per_s.max(f64::EPSILON);
+            (
+                "≤ 5 % of a core and ≤ 0.1× 10 s polling's, same run",
+                format!(
+                    "{:.1}% of a core; {ratio:.3}× ({:.1} against {:.1} ms/s; {} sessions)",
+                    push.cpu_ms_per_s / 10.0,
+                    push.cpu_ms_per_s,
+                    poll.cpu_ms_per_s,
+                    push.sessions
+                ),
+                share_met && ratio <= 0.1,
+            )
+        }
+        None => (
+            "≤ 5 % of a core (polling not measured)",
+            format!(
+                "{:.1}% of a core ({:.1} ms/s; {} sessions)",
+                push.cpu_ms_per_s / 10.0,
+                push.cpu_ms_per_s,
+                push.sessions
+            ),
+            share_met,
+        ),
+    };
+    TargetCheck {
+        target: "Gateway CPU for idle sessions (push)".into(),
+        goal: goal.into(),
+        measured,
+        met: (push.sessions >= 10_000).then_some(met),
+        note: "gateway process CPU time over the window, after the settle time".into(),
+    }
+}
+
 /// Evaluates the targets against what ran. A target measured below its scale (e.g.
 /// in quick mode) is reported but not judged.
 pub fn evaluate_targets(s: &Scenarios) -> Vec<TargetCheck> {
@@ -551,6 +590,19 @@ pub fn evaluate_targets(s: &Scenarios) -> Vec<TargetCheck> {
                 ),
                 note: "gateway side: UpdateConfig(Global, WAIT_FOR_APPLY) returned with every target resolved".into(),
             });
+            let ratio = run.median_operation_ms / run.median_all_acked_ms.max(f64::EPSILON);
+            out.push(TargetCheck {
+                target: format!("Global fleet operation complete over all acked ({label})"),
+                goal: "≤ 1.2× the all-acked time, same rounds".into(),
+                measured: format!(
+                    "{ratio:.2}× ({} ms against {} ms)",
+                    fmt_ms(run.median_operation_ms),
+                    fmt_ms(run.median_all_acked_ms)
+                ),
+                met: judged(!run.rounds.is_empty() && ratio <= 1.2, at_scale),
+                note: "medians of the rounds: the operation resolved against the last ack sent"
+                    .into(),
+            });
         }
     }
     if let (Some(f), Some(etcd)) = (&s.fleet_convergence, &s.etcd_baseline) {
@@ -613,6 +665,26 @@ pub fn evaluate_targets(s: &Scenarios) -> Vec<TargetCheck> {
             ),
             note: "WAIT_FOR_APPLY sandbox policy writes started while the fleet operation was in flight".into(),
         });
+        let quiet = &st.baseline_wait_for_apply;
+        let ratio = d.p99_ms / quiet.p99_ms.max(f64::EPSILON);
+        out.push(TargetCheck {
+            target: "Sandbox writes during a 10k fanout p99 over their no-fanout p99".into(),
+            goal: "≤ 5×, same run".into(),
+            measured: format!(
+                "{ratio:.2}× ({} ms against {} ms, n={} and {})",
+                fmt_ms(d.p99_ms),
+                fmt_ms(quiet.p99_ms),
+                d.count,
+                quiet.count
+            ),
+            met: judged(
+                d.count > 0 && quiet.count > 0 && ratio <= 5.0 && st.not_applied == 0,
+                st.params.sessions >= 10_000,
+            ),
+            note:
+                "WAIT_FOR_APPLY sandbox policy writes, with and without a fleet operation in flight"
+                    .into(),
+        });
     }
     if let Some(i) = &s.idle_cost
         && let Some(push) = &i.push
@@ -635,6 +707,7 @@ pub fn evaluate_targets(s: &Scenarios) -> Vec<TargetCheck> {
             ),
             note: "(VmRSS after − before connecting) / sessions, gateway process only".into(),
         });
+        out.push(idle_cpu_target(push, i.poll.as_ref()));
     }
     if let Some(t) = &s.commit_throughput {
         let full_size = t.params.clients >= 16 && t.params.duration_s >= 5.0;
@@ -1473,6 +1546,37 @@ mod tests {
                 .iter()
                 .all(|(_, met)| met.is_none())
         );
+    }
+
+    fn idle(mode: &'static str, cpu_ms_per_s: f64) -> IdleRun {
+        IdleRun {
+            mode,
+            sessions: 10_000,
+            connect_s: 0.0,
+            rss_before_kib: 0,
+            rss_after_kib: 0,
+            hwm_after_kib: 0,
+            per_session_kib: 0.0,
+            cpu_ms_per_s,
+            cpu_us_per_session_per_s: 0.0,
+            gateway_threads: 0,
+            swarm_rss_kib: 0,
+        }
+    }
+
+    #[test]
+    fn idle_cpu_is_judged_against_polling_in_the_same_run() {
+        let met = |push: f64, poll: Option<f64>| {
+            let poll = poll.map(|cpu| idle("poll", cpu));
+            idle_cpu_target(&idle("push", push), poll.as_ref()).met
+        };
+        assert_eq!(met(19.0, Some(264.0)), Some(true));
+        // Under 5 % of a core, but more than a tenth of polling.
+        assert_eq!(met(30.0, Some(231.0)), Some(false));
+        // A tenth of polling, but over 5 % of a core.
+        assert_eq!(met(60.0, Some(900.0)), Some(false));
+        assert_eq!(met(19.0, None), Some(true));
+        assert_eq!(met(60.0, None), Some(false));
     }
 
     #[test]
