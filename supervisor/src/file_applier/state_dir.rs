@@ -187,7 +187,14 @@ impl StateDir {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         match unfinished {
-            Some(published) => self.roll_back(published),
+            Some(published) => {
+                warn!(
+                    generation = published.current,
+                    "restoring the configuration before one the on-apply hook refused, which \
+                     the disk did not let be restored then"
+                );
+                self.roll_back(published)
+            }
             None => Ok(()),
         }
     }

@@ -783,13 +783,23 @@ async fn a_new_applier_keeps_what_the_last_one_left_in_effect_as_last_known_good
     assert!(applier(dir.path(), None).last_known_good().is_none());
 }
 
+/// The state directory turns read-only for the `n`th link of a generation (from 0) only.
+fn read_only_at_link(n: usize) -> WriteFault {
+    let links = AtomicUsize::new(0);
+    WriteFault::new(move |step: WriteStep<'_>| {
+        if matches!(step, WriteStep::Link) && links.fetch_add(1, Ordering::SeqCst) == n {
+            return Err(std::io::Error::from_raw_os_error(30)); // EROFS
+        }
+        Ok(())
+    })
+}
+
 /// The hook refuses a configuration and the disk refuses the roll-back (read-only for a
 /// moment): the refused files are left active. What is written next must start from the
 /// last-known-good, not from them: here the quarantine that follows keeps revision 1.
 #[tokio::test]
 async fn a_roll_back_the_disk_refused_is_finished_before_anything_else_is_written() {
     let dir = tempfile::tempdir().unwrap();
-    let links = Arc::new(AtomicUsize::new(0));
     let mut config = FileApplierConfig::new(dir.path(), "sb-1");
     config.on_apply = Some(
         "grep -q '\"policy_revision\": 1,' \"$OPENSHELL_STATE_DIR/active/revisions.json\" \
@@ -797,14 +807,8 @@ async fn a_roll_back_the_disk_refused_is_finished_before_anything_else_is_writte
             .into(),
     );
     config.hook_timeout = Duration::from_secs(10);
-    let counted = links.clone();
     // Two activations link a generation each; the third link is the roll-back's.
-    config.write_fault = Some(WriteFault::new(move |step: WriteStep<'_>| {
-        if matches!(step, WriteStep::Link) && counted.fetch_add(1, Ordering::SeqCst) == 2 {
-            return Err(std::io::Error::from_raw_os_error(30)); // EROFS
-        }
-        Ok(())
-    }));
+    config.write_fault = Some(read_only_at_link(2));
     let a = FileApplier::new(config).unwrap();
     a.apply(&sample(1, "e1")).await.unwrap();
 
@@ -833,14 +837,8 @@ async fn refused_first_activation(dir: &Path, failure_mode: &str) -> (FileApplie
     let mut config = FileApplierConfig::new(dir, "sb-1");
     config.on_apply = Some("exit 4".into());
     config.hook_timeout = Duration::from_secs(10);
-    let links = Arc::new(AtomicUsize::new(0));
     // The activation links its generation; the second link is the roll-back's.
-    config.write_fault = Some(WriteFault::new(move |step: WriteStep<'_>| {
-        if matches!(step, WriteStep::Link) && links.fetch_add(1, Ordering::SeqCst) == 1 {
-            return Err(std::io::Error::from_raw_os_error(30)); // EROFS
-        }
-        Ok(())
-    }));
+    config.write_fault = Some(read_only_at_link(1));
     let a = FileApplier::new(config).unwrap();
     let refused = with_failure_mode(sample(1, "e1"), failure_mode);
     let err = a.apply(&refused).await.unwrap_err();
