@@ -15,7 +15,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::ctl::ChildProc;
 use crate::stats::{median, round3};
-use crate::sys::{mono_ns, ms_between, rss_kib_of};
+use crate::sys::{MachineCpu, mono_ns, ms_between, rss_kib_of};
 
 #[allow(clippy::all, clippy::pedantic)]
 mod pb {
@@ -53,6 +53,9 @@ pub struct EtcdRun {
     pub median_notify_all_ms: f64,
     /// etcd's resident memory growth from no watcher to all of them, per watcher.
     pub kib_per_watcher: f64,
+    /// Median over the rounds of the CPU seconds the whole machine (etcd and the watchers)
+    /// spent busy from the put to the last notification; `None` when not readable.
+    pub median_machine_cpu_s: Option<f64>,
 }
 
 /// `etcd` as configured (`--etcd`), else the one on `PATH`.
@@ -206,7 +209,9 @@ pub async fn measure(
         .ok_or_else(|| anyhow!("cannot read etcd's memory"))?;
 
     let mut rounds_ms = Vec::with_capacity(rounds);
+    let mut machine_cpu_s = Vec::with_capacity(rounds);
     for round in 0..rounds {
+        let cpu = MachineCpu::read();
         let start = mono_ns();
         let revision = server.put(format!("round-{round}").as_bytes()).await?;
         let mut notified = 0;
@@ -225,7 +230,12 @@ pub async fn measure(
             }
         }
         rounds_ms.push(round3(ms_between(start, last)));
+        machine_cpu_s.push(
+            cpu.zip(MachineCpu::read())
+                .map(|(before, after)| after.busy_s_since(&before)),
+        );
     }
+    let machine_cpu_s: Option<Vec<f64>> = machine_cpu_s.into_iter().collect();
     watches.abort_all();
     let growth = after.saturating_sub(before) as f64;
     Ok(EtcdRun {
@@ -234,6 +244,9 @@ pub async fn measure(
         median_notify_all_ms: round3(median(&rounds_ms)),
         rounds_ms,
         kib_per_watcher: round3(growth / watchers.max(1) as f64),
+        median_machine_cpu_s: machine_cpu_s
+            .filter(|cpu| !cpu.is_empty())
+            .map(|cpu| round3(median(&cpu))),
     })
 }
 

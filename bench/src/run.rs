@@ -40,7 +40,7 @@ use crate::report::{
 use crate::setup::{self, BenchSandbox, policy_with_port};
 use crate::stats::{Summary, median, round3};
 use crate::swarm::{Collected, SimSandbox, SwarmProc, Until};
-use crate::sys::{Machine, mono_ns, ms_between, pause, raise_fd_limit};
+use crate::sys::{Machine, MachineCpu, mono_ns, ms_between, pause, raise_fd_limit};
 
 /// The setting fleet changes write (an integer, so every round can use a new value).
 const FLEET_KEY: &str = "log_rate_limit_per_second";
@@ -2053,10 +2053,15 @@ async fn fleet_round(
         .set(FLEET_KEY, value.to_string())
         .mode(UpdateMode::WaitForApply)
         .wait_timeout(wait);
+    let gateways_cpu0 = gateways_cpu_ms(gws).await;
     let started_wall = std::time::SystemTime::now();
+    let cpu0 = MachineCpu::read();
     let t0 = mono_ns();
     let result = client.update_config(update).await;
     let t1 = mono_ns();
+    let machine_cpu_s = cpu0
+        .zip(MachineCpu::read())
+        .map(|(before, after)| round3(after.busy_s_since(&before)));
     let ok = result.is_ok();
     let mut got = Collected {
         reached: Vec::new(),
@@ -2084,6 +2089,10 @@ async fn fleet_round(
         };
         last_frame_sent_ms = Some(last_frame_sent_ms.map_or(ms, |m: f64| m.max(ms)));
     }
+    // Read after every ack was collected: the gateways' share of the round's work.
+    let gateways_cpu_s = gateways_cpu0
+        .zip(gateways_cpu_ms(gws).await)
+        .map(|(before, after)| round3((after - before) / 1000.0));
     let per: Vec<f64> = got.reached.iter().map(|t| ms_between(t0, *t)).collect();
     let (state, fleet, server_ms) = match &result {
         Ok(UpdateResult {
@@ -2115,6 +2124,8 @@ async fn fleet_round(
         per_session: Summary::of(&per),
         operation_ms: round3(ms_between(t0, t1)),
         operation_server_ms: server_ms,
+        machine_cpu_s,
+        gateways_cpu_s,
         operation_state: state,
         fleet_targets: fleet.targets,
         fleet_applied: fleet.applied,
@@ -2122,6 +2133,15 @@ async fn fleet_round(
         fleet_pending: fleet.pending,
         sessions_missing: got.missing,
     })
+}
+
+/// The CPU time the gateway processes have used so far, summed; `None` if one cannot say.
+async fn gateways_cpu_ms(gws: &mut [&mut GatewayProc]) -> Option<f64> {
+    let mut sum = 0.0;
+    for gw in gws.iter_mut() {
+        sum += gw.usage().await.ok()?.0.cpu_ms;
+    }
+    Some(sum)
 }
 
 /// Milliseconds from `since` to the gateway's `supervisor_config_frame_last_sent`

@@ -135,6 +135,41 @@ fn cpu_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// The whole machine's busy CPU time so far, from `/proc/stat`: every process's (gateways,
+/// swarms, the database) and the kernel's on their behalf.
+#[derive(Debug, Clone, Copy)]
+pub struct MachineCpu {
+    busy_ticks: u64,
+}
+
+impl MachineCpu {
+    pub fn read() -> Option<Self> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let line = stat.lines().find(|line| line.starts_with("cpu "))?;
+        let ticks: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|field| field.parse().ok())
+            .collect::<Option<_>>()?;
+        // user nice system idle iowait irq softirq steal: all but idle and iowait are busy.
+        let busy_ticks = [0, 1, 2, 5, 6, 7]
+            .iter()
+            .map(|&i| ticks.get(i).copied().unwrap_or(0))
+            .sum();
+        Some(Self { busy_ticks })
+    }
+
+    /// CPU seconds the machine spent busy since `earlier`.
+    pub fn busy_s_since(&self, earlier: &Self) -> f64 {
+        let per_sec = sysconf(SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .filter(|t| *t > 0)
+            .unwrap_or(100);
+        self.busy_ticks.saturating_sub(earlier.busy_ticks) as f64 / per_sec as f64
+    }
+}
+
 /// Raises the soft open-file limit to the hard limit. Shared HTTP/2 channels keep the socket
 /// count small, so this is headroom, not a requirement; failure is harmless.
 pub fn raise_fd_limit() -> Option<u64> {
@@ -163,6 +198,18 @@ mod tests {
         assert_eq!(status_field_kib(status, "VmRSS:"), Some(1024));
         assert_eq!(status_field_kib(status, "VmHWM:"), Some(2048));
         assert_eq!(status_field_kib(status, "VmSwap:"), None);
+    }
+
+    #[test]
+    fn the_machine_cpu_counts_this_process_busy() {
+        let (machine, own) = (MachineCpu::read().unwrap(), Usage::read_self().unwrap());
+        let mut x = 0u64;
+        while Usage::read_self().unwrap().cpu_ms < own.cpu_ms + 200.0 {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let busy = MachineCpu::read().unwrap().busy_s_since(&machine);
+        // This process alone spent 0.2 s; the tick counts round to 10 ms.
+        assert!(busy >= 0.18, "{busy}");
     }
 
     #[test]
