@@ -794,6 +794,18 @@ fn read_only_at_link(n: usize) -> WriteFault {
     })
 }
 
+/// Applies what the hook refuses while the disk refuses the roll-back too.
+async fn refused_without_roll_back(a: &FileApplier, refused: &DesiredConfig) -> ApplyError {
+    let err = a.apply(refused).await.unwrap_err();
+    assert!(
+        err.reason
+            .contains("restoring the previous configuration failed"),
+        "{}",
+        err.reason
+    );
+    err
+}
+
 /// The hook refuses a configuration and the disk refuses the roll-back (read-only for a
 /// moment): the refused files are left active. What is written next must start from the
 /// last-known-good, not from them: here the quarantine that follows keeps revision 1.
@@ -813,13 +825,7 @@ async fn a_roll_back_the_disk_refused_is_finished_before_anything_else_is_writte
     a.apply(&sample(1, "e1")).await.unwrap();
 
     let refused = with_failure_mode(sample(2, "e2"), "fail_closed");
-    let err = a.apply(&refused).await.unwrap_err();
-    assert!(
-        err.reason
-            .contains("restoring the previous configuration failed"),
-        "{}",
-        err.reason
-    );
+    let err = refused_without_roll_back(&a, &refused).await;
     assert!(err.failed_closed, "{}", err.reason);
     assert!(a.state_dir().active_file(QUARANTINE_FILE).exists());
     assert_eq!(read_json(&a, REVISIONS_FILE)["policy_revision"], 1);
@@ -841,13 +847,7 @@ async fn refused_first_activation(dir: &Path, failure_mode: &str) -> (FileApplie
     config.write_fault = Some(read_only_at_link(1));
     let a = FileApplier::new(config).unwrap();
     let refused = with_failure_mode(sample(1, "e1"), failure_mode);
-    let err = a.apply(&refused).await.unwrap_err();
-    assert!(
-        err.reason
-            .contains("restoring the previous configuration failed"),
-        "{}",
-        err.reason
-    );
+    let err = refused_without_roll_back(&a, &refused).await;
     (a, err)
 }
 
