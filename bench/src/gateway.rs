@@ -29,7 +29,8 @@ pub struct GatewayArgs {
     pub mode: DeliveryMode,
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
-    #[arg(long)]
+    // Generated secrets (URL-safe base64) may start with `-`: they are still values.
+    #[arg(long, allow_hyphen_values = true)]
     pub token: String,
     /// Store connection pool size; the gateway default when absent.
     #[arg(long)]
@@ -40,11 +41,11 @@ pub struct GatewayArgs {
     #[arg(long, default_value = "gw-bench")]
     pub replica_id: String,
     /// Secret replicas sign their hints to each other with; none for a lone gateway.
-    #[arg(long, value_parser = parse_secret)]
+    #[arg(long, value_parser = parse_secret, allow_hyphen_values = true)]
     pub peer_secret: Option<Secret>,
     /// Base64 of the 32-byte key sealing provider credentials, shared by replicas of one
     /// store; absent: a key file in --data-dir.
-    #[arg(long, value_parser = parse_secret)]
+    #[arg(long, value_parser = parse_secret, allow_hyphen_values = true)]
     pub credential_key: Option<Secret>,
     /// Serve TLS with this PEM certificate (and --tls-key).
     #[arg(long, requires = "tls_key")]

@@ -2019,7 +2019,6 @@ fn is_applied(result: &Result<UpdateResult, openshell_sdk::SdkError>) -> bool {
     matches!(result, Ok(r) if r.operation.as_ref().is_some_and(|op| op.state == OperationState::Applied))
 }
 
-/// One global change: arms the swarm, writes, collects.
 /// Replicas of one store: they share the key sealing provider credentials, and the peer
 /// secret authenticates their hints to each other. Fresh per call.
 fn replica_specs(count: usize) -> Vec<ReplicaSpec> {

@@ -42,7 +42,14 @@ pub struct GlobalArgs {
     pub gateway: Option<String>,
     /// Operator token, sent as a bearer token (default: the saved gateway's
     /// token; prefer `openshell gateway login` to putting it on a command line).
-    #[arg(long, global = true, env = "OPENSHELL_TOKEN", hide_env_values = true)]
+    // A token may start with `-` (URL-safe base64): it is still the value.
+    #[arg(
+        long,
+        global = true,
+        env = "OPENSHELL_TOKEN",
+        hide_env_values = true,
+        allow_hyphen_values = true
+    )]
     pub token: Option<String>,
     /// PEM file of the CA to trust for an https gateway.
     #[arg(long, global = true, env = "OPENSHELL_CA_CERT", value_name = "FILE")]
@@ -732,6 +739,12 @@ mod tests {
     #[test]
     fn command_tree_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_token_may_start_with_a_hyphen() {
+        let cli = parse(&["sandbox", "list", "--token", "-cXg_token"]).unwrap();
+        assert_eq!(cli.global.token.as_deref(), Some("-cXg_token"));
     }
 
     #[test]

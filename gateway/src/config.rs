@@ -79,7 +79,13 @@ pub struct Flags {
     #[arg(long, env = "OPENSHELL_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
     /// Base64 of the 32-byte key that encrypts provider credentials at rest.
-    #[arg(long, env = "OPENSHELL_CREDENTIAL_KEY", hide_env_values = true)]
+    // A generated secret may start with `-` (URL-safe base64): it is still a value.
+    #[arg(
+        long,
+        env = "OPENSHELL_CREDENTIAL_KEY",
+        hide_env_values = true,
+        allow_hyphen_values = true
+    )]
     pub credential_key: Option<String>,
     /// `text` or `json` log lines.
     #[arg(long, env = "OPENSHELL_LOG_FORMAT")]
@@ -111,7 +117,12 @@ pub struct Flags {
     pub heartbeat_interval: Option<Duration>,
     /// Secret shared by the replicas of one PostgreSQL store; with it they
     /// tell each other about writes at once instead of by reconcile.
-    #[arg(long, env = "OPENSHELL_PEER_SECRET", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "OPENSHELL_PEER_SECRET",
+        hide_env_values = true,
+        allow_hyphen_values = true
+    )]
     pub peer_secret: Option<String>,
     /// URL other replicas reach this one at, e.g. `http://10.0.0.5:7070`;
     /// default is the listen address.
@@ -753,6 +764,21 @@ mod tests {
         assert!(
             !debug.contains("supersecret") && !debug.contains("peersecret"),
             "{debug}"
+        );
+    }
+
+    #[test]
+    fn secrets_may_start_with_a_hyphen() {
+        let cfg = GatewayConfig::resolve(flags(&[
+            "--peer-secret",
+            "-cXg_peer",
+            "--credential-key",
+            "-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+        ]))
+        .unwrap();
+        assert_eq!(
+            cfg.peer_secret.map(|s| s.expose().to_owned()).as_deref(),
+            Some("-cXg_peer")
         );
     }
 
