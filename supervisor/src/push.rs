@@ -134,7 +134,16 @@ impl PushState {
 
     pub fn receive(&mut self, update: &ConfigUpdate) -> Step {
         let component = update.component();
-        let revisions = update_revisions(update);
+        // Decoded once: its revisions go in every answer, and it is what gets applied.
+        let config = match &update.snapshot {
+            Some(Snapshot::SandboxConfig(c)) => Some(typed(c)),
+            _ => None,
+        };
+        let revisions = match (&config, &update.snapshot) {
+            (Some(Ok(c)), _) => config_revisions(c),
+            (None, Some(Snapshot::ProviderEnvironment(e))) => env_revisions(e),
+            _ => AppliedRevisions::default(),
+        };
         let ack = |status: ConfigApplyStatus, reason: &str| {
             Step::Ack(result(
                 update.delivery_id,
@@ -152,9 +161,9 @@ impl PushState {
         }
         self.see_sequence(update.sequence);
         let fingerprint = fingerprint_of(update);
-        match (component, &update.snapshot) {
-            (ConfigComponent::SandboxConfig, Some(Snapshot::SandboxConfig(c))) => {
-                let c = match typed(c) {
+        match (component, config, &update.snapshot) {
+            (ConfigComponent::SandboxConfig, Some(c), _) => {
+                let c = match c {
                     Ok(c) => c,
                     Err(reason) => return ack(ConfigApplyStatus::Failed, &reason),
                 };
@@ -167,7 +176,11 @@ impl PushState {
                     return ack(ConfigApplyStatus::Duplicate, "");
                 }
             }
-            (ConfigComponent::ProviderEnvironment, Some(Snapshot::ProviderEnvironment(e))) => {
+            (
+                ConfigComponent::ProviderEnvironment,
+                None,
+                Some(Snapshot::ProviderEnvironment(e)),
+            ) => {
                 let duplicate = self.active_env.as_deref() == Some(fingerprint.as_str());
                 self.env = Some(Latest {
                     snapshot: e.clone(),
@@ -178,14 +191,10 @@ impl PushState {
                 }
             }
             _ => {
-                return Step::Ack(result(
-                    update.delivery_id,
-                    component,
-                    revisions,
+                return ack(
                     ConfigApplyStatus::Failed,
                     "update carries no snapshot, or one that does not match its component",
-                    false,
-                ));
+                );
             }
         }
         match (&self.config, &self.env) {
