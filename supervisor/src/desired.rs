@@ -273,18 +273,62 @@ pub fn env_revisions(e: &pb::GetSandboxProviderEnvironmentResponse) -> AppliedRe
     }
 }
 
+/// Field numbers of `built_at` in `GetSandboxConfigResponse` and
+/// `GetSandboxProviderEnvironmentResponse`.
+const CONFIG_BUILT_AT_FIELD: u64 = 107;
+const ENV_BUILT_AT_FIELD: u64 = 105;
+
 /// Maps of the wire types are `BTreeMap`s (see the proto crate's build), so equal content
 /// encodes to equal bytes.
 fn config_content(c: &sb::GetSandboxConfigResponse) -> Vec<u8> {
-    let mut c = c.clone();
-    c.built_at = None;
-    framed(c.encode_to_vec())
+    framed(without_field(c.encode_to_vec(), CONFIG_BUILT_AT_FIELD))
 }
 
 fn env_content(e: &pb::GetSandboxProviderEnvironmentResponse) -> Vec<u8> {
-    let mut e = e.clone();
-    e.built_at = None;
-    framed(e.encode_to_vec())
+    framed(without_field(e.encode_to_vec(), ENV_BUILT_AT_FIELD))
+}
+
+/// A message's encoding without its top-level field `number`: the encoding of the message
+/// with that field unset, made without copying the message (the policy is most of a
+/// snapshot, and this runs on every update a supervisor receives).
+fn without_field(encoded: Vec<u8>, number: u64) -> Vec<u8> {
+    let mut kept = Vec::with_capacity(encoded.len());
+    let mut rest = encoded.as_slice();
+    while !rest.is_empty() {
+        let field_start = rest;
+        let Some(number_of_field) = skip_field(&mut rest) else {
+            // Not prost's encoding of a message: nothing to strip safely.
+            return encoded;
+        };
+        let field = &field_start[..field_start.len() - rest.len()];
+        if number_of_field != number {
+            kept.extend_from_slice(field);
+        }
+    }
+    kept
+}
+
+/// Moves `rest` past one field; returns its number, or None when `rest` does not start with
+/// a whole field.
+fn skip_field(rest: &mut &[u8]) -> Option<u64> {
+    let key = prost::encoding::decode_varint(rest).ok()?;
+    let length = match prost::encoding::WireType::try_from(key & 0x7).ok()? {
+        prost::encoding::WireType::Varint => {
+            prost::encoding::decode_varint(rest).ok()?;
+            0
+        }
+        prost::encoding::WireType::SixtyFourBit => 8,
+        prost::encoding::WireType::ThirtyTwoBit => 4,
+        prost::encoding::WireType::LengthDelimited => {
+            usize::try_from(prost::encoding::decode_varint(rest).ok()?).ok()?
+        }
+        // proto3 messages never hold groups.
+        prost::encoding::WireType::StartGroup | prost::encoding::WireType::EndGroup => {
+            return None;
+        }
+    };
+    *rest = rest.get(length..)?;
+    Some(key >> 3)
 }
 
 /// Length-prefixed, so the boundary between the two halves cannot shift unnoticed.
@@ -425,6 +469,42 @@ pub(crate) mod tests {
         let mut local = a.clone();
         local.policy_is_local = true;
         assert_ne!(a.fingerprint(), local.fingerprint());
+    }
+
+    /// The fingerprint strips `built_at` from the encoding instead of encoding a copy
+    /// without it: both must give the same bytes, or a rebuild would look like a change.
+    #[test]
+    fn stripping_the_build_time_gives_the_encoding_without_it() {
+        let mut d = sample(4, "e2");
+        d.sandbox_config.built_at = Some(prost_types::Timestamp {
+            seconds: 1_700_000_000,
+            nanos: 7,
+        });
+        d.provider_env.built_at = Some(prost_types::Timestamp {
+            seconds: 1_700_000_001,
+            nanos: 9,
+        });
+        let mut unset = d.clone();
+        unset.sandbox_config.built_at = None;
+        unset.provider_env.built_at = None;
+        assert_eq!(
+            config_content(&d.sandbox_config),
+            framed(unset.sandbox_config.encode_to_vec())
+        );
+        assert_eq!(
+            env_content(&d.provider_env),
+            framed(unset.provider_env.encode_to_vec())
+        );
+        assert!(
+            d.sandbox_config.encode_to_vec().len() > unset.sandbox_config.encode_to_vec().len(),
+            "the sample must carry a build time to strip"
+        );
+        // Bytes that are not a message's encoding are kept whole.
+        assert_eq!(without_field(vec![0x0b, 0x01], 1), vec![0x0b, 0x01]);
+        assert_eq!(
+            without_field(vec![0x0a, 0x05, 0x01], 1),
+            vec![0x0a, 0x05, 0x01]
+        );
     }
 
     #[test]
