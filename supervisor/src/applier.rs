@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use openshell_proto::v1::AppliedRevisions;
 
@@ -26,6 +27,15 @@ pub trait Applier: Send + Sync {
         &'a self,
         desired: &'a DesiredConfig,
     ) -> BoxFuture<'a, Result<ApplyReport, ApplyError>>;
+
+    /// [`apply`](Applier::apply) of a configuration the caller holds shared, as the engine
+    /// does: an applier that keeps what it applied keeps the `Arc` instead of a copy.
+    fn apply_shared<'a>(
+        &'a self,
+        desired: &'a Arc<DesiredConfig>,
+    ) -> BoxFuture<'a, Result<ApplyReport, ApplyError>> {
+        self.apply(desired)
+    }
 
     /// The configuration already in effect when this applier was made (from a state
     /// directory an earlier run left): the last-known-good a restarted supervisor keeps when

@@ -550,7 +550,7 @@ impl Engine {
         }
         let r = effective.revisions();
         let source = effective.policy_source_name();
-        match self.applier.apply(&effective).await {
+        match self.applier.apply_shared(&effective).await {
             Ok(report) => {
                 info!(
                     policy_source = source,
