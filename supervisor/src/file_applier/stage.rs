@@ -8,7 +8,9 @@ use openshell_core::policy::{PolicyError, SandboxPolicy, hash_of_canonical_json}
 use openshell_core::{validate_env_name, validate_env_value};
 use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
+use prost::Message;
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::applier::{ApplyError, ApplyStage};
 use crate::desired::{DesiredConfig, from_upstream_gateway};
@@ -61,9 +63,11 @@ pub struct PolicyMemo {
 
 #[derive(Debug)]
 struct Memo {
-    /// Compared whole: the message's maps are ordered, so equal messages are equal content
-    /// (and would encode to equal bytes), and no other message is ever vouched for.
-    policy: sb::SandboxPolicy,
+    /// SHA-256 of the message's encoding. The message's maps are ordered, so equal messages
+    /// encode to equal bytes, and no other message is ever vouched for. Comparing digests
+    /// reads 32 bytes instead of walking a second copy of the policy, which in a process of
+    /// thousands of supervisors is out of cache by the next change.
+    digest: [u8; 32],
     stated_hash: Option<String>,
     checked: Arc<CheckedPolicy>,
 }
@@ -76,8 +80,9 @@ impl PolicyMemo {
         policy: &sb::SandboxPolicy,
         stated_hash: Option<&str>,
     ) -> Result<Arc<CheckedPolicy>, String> {
+        let digest: [u8; 32] = Sha256::digest(policy.encode_to_vec()).into();
         if let Some(memo) = &self.last
-            && memo.policy == *policy
+            && memo.digest == digest
             && memo.stated_hash.as_deref() == stated_hash
         {
             return Ok(memo.checked.clone());
@@ -101,7 +106,7 @@ impl PolicyMemo {
             canonical_json,
         });
         self.last = Some(Memo {
-            policy: policy.clone(),
+            digest,
             stated_hash: stated_hash.map(str::to_owned),
             checked: checked.clone(),
         });
