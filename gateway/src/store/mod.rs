@@ -523,7 +523,12 @@ async fn connect(
                 // own transaction open, and every later commit only releases a savepoint
                 // inside it: acknowledged, never made. A connection that comes back still
                 // counted in a transaction is closed instead; the next write opens a fresh
-                // one. The ping runs after the rollback the dropped transaction queued.
+                // one. The count is only ever high after a transaction ended unfinished, so
+                // a connection back from a commit skips the round trip of the ping, which
+                // runs after the rollback a dropped transaction queued.
+                if !sqlx::Connection::is_in_transaction(&*conn) {
+                    return Ok(true);
+                }
                 sqlx::Connection::ping(&mut *conn).await?;
                 Ok(!sqlx::Connection::is_in_transaction(&*conn))
             })
