@@ -447,18 +447,18 @@ pub(crate) mod tests {
         d
     }
 
+    /// `d` as built at these times (seconds) of its two snapshots.
+    fn built_at(mut d: DesiredConfig, config_seconds: i64, env_seconds: i64) -> DesiredConfig {
+        let at = |seconds| Some(prost_types::Timestamp { seconds, nanos: 7 });
+        d.sandbox_config.built_at = at(config_seconds);
+        d.provider_env.built_at = at(env_seconds);
+        d
+    }
+
     #[test]
     fn fingerprint_ignores_build_time_only() {
         let a = sample(1, "e1");
-        let mut b = a.clone();
-        b.sandbox_config.built_at = Some(prost_types::Timestamp {
-            seconds: 5,
-            nanos: 0,
-        });
-        b.provider_env.built_at = Some(prost_types::Timestamp {
-            seconds: 9,
-            nanos: 0,
-        });
+        let b = built_at(a.clone(), 5, 9);
         assert_eq!(a.fingerprint(), b.fingerprint());
         let mut c = a.clone();
         c.provider_env
@@ -475,15 +475,7 @@ pub(crate) mod tests {
     /// without it: both must give the same bytes, or a rebuild would look like a change.
     #[test]
     fn stripping_the_build_time_gives_the_encoding_without_it() {
-        let mut d = sample(4, "e2");
-        d.sandbox_config.built_at = Some(prost_types::Timestamp {
-            seconds: 1_700_000_000,
-            nanos: 7,
-        });
-        d.provider_env.built_at = Some(prost_types::Timestamp {
-            seconds: 1_700_000_001,
-            nanos: 9,
-        });
+        let d = built_at(sample(4, "e2"), 1_700_000_000, 1_700_000_001);
         let mut unset = d.clone();
         unset.sandbox_config.built_at = None;
         unset.provider_env.built_at = None;
