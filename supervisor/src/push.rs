@@ -7,16 +7,15 @@
 //! retry ([`crate::engine::Engine::retry`]) the success is acked for that delivery and
 //! revisions. It is created fresh for every session, from that session's bootstrap.
 
-use openshell_proto::sandbox::v1::GetSandboxConfigResponse;
 use openshell_proto::v1::config_update::Snapshot;
 use openshell_proto::v1::{
     AppliedRevisions, BootstrapResult, ConfigApplyStatus, ConfigComponent, ConfigUpdate,
-    ConfigUpdateResult, GetSandboxProviderEnvironmentResponse,
+    ConfigUpdateResult, GetSandboxProviderEnvironmentResponse, SandboxConfigSnapshot,
 };
 
 use crate::desired::{
     DesiredConfig, config_fingerprint, config_revisions, env_fingerprint, env_revision,
-    env_revisions, pair_matches,
+    env_revisions,
 };
 use crate::engine::{Engine, Origin, Outcome, Verdict};
 
@@ -24,6 +23,18 @@ use crate::engine::{Engine, Origin, Outcome, Verdict};
 struct Latest<T> {
     snapshot: T,
     fingerprint: String,
+}
+
+/// The latest `sandbox_config`, kept as it arrived (its policy still encoded, shared with
+/// the frame): it is read again only if a `provider_environment` arrives later to complete
+/// the pair. The common update activates its own decoded copy, so nothing is decoded
+/// twice, copied, or freed twice.
+#[derive(Debug, Clone)]
+struct LatestConfig {
+    wire: SandboxConfigSnapshot,
+    fingerprint: String,
+    /// The `provider_environment` revision it was built against.
+    expects_env: String,
 }
 
 /// What to do with one received `ConfigUpdate`.
@@ -43,7 +54,7 @@ pub(crate) enum Step {
 #[derive(Debug, Default)]
 pub(crate) struct PushState {
     highest_sequence: Option<u64>,
-    config: Option<Latest<GetSandboxConfigResponse>>,
+    config: Option<LatestConfig>,
     env: Option<Latest<GetSandboxProviderEnvironmentResponse>>,
     active_config: Option<String>,
     active_env: Option<String>,
@@ -80,19 +91,21 @@ impl PushState {
         }
         match (&config.snapshot, &env.snapshot) {
             (Some(Snapshot::SandboxConfig(c)), Some(Snapshot::ProviderEnvironment(e))) => {
-                let c = match typed(c) {
+                let wire = c;
+                let c = match typed(wire) {
                     Ok(c) => c,
                     Err(reason) => return (state, Err(reason)),
                 };
-                state.config = Some(Latest {
-                    snapshot: c.clone(),
+                state.config = Some(LatestConfig {
+                    wire: wire.clone(),
                     fingerprint: fingerprint_of(config),
+                    expects_env: config_revisions(&c).provider_env_revision,
                 });
                 state.env = Some(Latest {
                     snapshot: e.clone(),
                     fingerprint: fingerprint_of(env),
                 });
-                let desired = DesiredConfig::new(c.clone(), e.clone());
+                let desired = DesiredConfig::new(c, e.clone());
                 if desired.pair_matches() {
                     (state, Ok(desired))
                 } else {
@@ -100,7 +113,7 @@ impl PushState {
                         state,
                         Err(format!(
                             "bootstrap components disagree: sandbox_config expects provider_env_revision {:?}, provider_environment has {:?}",
-                            config_revisions(&c).provider_env_revision,
+                            config_revisions(&desired.sandbox_config).provider_env_revision,
                             env_revision(e)
                         )),
                     )
@@ -161,20 +174,24 @@ impl PushState {
         }
         self.see_sequence(update.sequence);
         let fingerprint = fingerprint_of(update);
+        // The update's own decoded `sandbox_config`, when it carries one.
+        let mut fresh = None;
         match (component, config, &update.snapshot) {
-            (ConfigComponent::SandboxConfig, Some(c), _) => {
+            (ConfigComponent::SandboxConfig, Some(c), Some(Snapshot::SandboxConfig(wire))) => {
                 let c = match c {
                     Ok(c) => c,
                     Err(reason) => return ack(ConfigApplyStatus::Failed, &reason),
                 };
                 let duplicate = self.active_config.as_deref() == Some(fingerprint.as_str());
-                self.config = Some(Latest {
-                    snapshot: c,
+                self.config = Some(LatestConfig {
+                    wire: wire.clone(),
                     fingerprint,
+                    expects_env: revisions.provider_env_revision.clone(),
                 });
                 if duplicate {
                     return ack(ConfigApplyStatus::Duplicate, "");
                 }
+                fresh = Some(c);
             }
             (
                 ConfigComponent::ProviderEnvironment,
@@ -198,11 +215,21 @@ impl PushState {
             }
         }
         match (&self.config, &self.env) {
-            (Some(c), Some(e)) if pair_matches(&c.snapshot, &e.snapshot) => Step::Activate {
-                desired: Box::new(DesiredConfig::new(c.snapshot.clone(), e.snapshot.clone())),
-                delivery_id: update.delivery_id,
-                component,
-            },
+            (Some(c), Some(e)) if c.expects_env == env_revision(&e.snapshot) => {
+                let config = match fresh {
+                    Some(config) => config,
+                    // It decoded when it arrived.
+                    None => match typed(&c.wire) {
+                        Ok(config) => config,
+                        Err(reason) => return ack(ConfigApplyStatus::Failed, &reason),
+                    },
+                };
+                Step::Activate {
+                    desired: Box::new(DesiredConfig::new(config, e.snapshot.clone())),
+                    delivery_id: update.delivery_id,
+                    component,
+                }
+            }
             _ => ack(ConfigApplyStatus::AwaitingComponent, ""),
         }
     }
