@@ -21,7 +21,6 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use openshell_core::settings::Scope;
 use prost::bytes::Bytes;
-use sqlx::any::AnyRow;
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
@@ -29,10 +28,10 @@ use tokio_util::task::AbortOnDropHandle;
 
 use super::error::{Result, StoreError};
 use super::policies::CURRENT_GLOBAL_POLICY_REVISION;
-use super::records::{GlobalPolicyRecord, Lifecycle, SandboxRecord, sandbox_from_row, u64_col};
+use super::records::{GlobalPolicyRecord, Lifecycle, SandboxColumns, SandboxRecord, u64_col};
 use super::sandboxes::SANDBOX_COLUMNS;
 use super::settings::ScopedSettings;
-use super::{Backend, Store, json_list};
+use super::{Backend, Store, fetch_json_rows, json_list};
 use crate::encoded_policies;
 
 /// Everything a `sandbox_config` snapshot is built from.
@@ -134,13 +133,15 @@ impl SharedInputCache {
 }
 
 /// The one statement of a build, for every sandbox id in the JSON array
-/// `$1`. Rendered once per backend: every build runs it.
+/// `$1`, as one row of [`BuildRow`]s ([`Backend::json_rows`]): SQLite's
+/// driver hands every row of a result to the reading task as a message of
+/// its own, and a 10k fanout's reads, 64 rows a statement, woke the task
+/// and the connection's thread in turn for each. Rendered once per backend:
+/// every build runs it.
 static SANDBOX_CONFIG_INPUTS_SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
-    let columns: Vec<String> = SANDBOX_COLUMNS
-        .split(',')
-        .map(|c| format!("s.{}", c.trim()))
-        .collect();
-    let columns = columns.join(", ");
+    let sandbox_columns: Vec<&str> = SANDBOX_COLUMNS.split(',').map(str::trim).collect();
+    let selected: Vec<String> = sandbox_columns.iter().map(|c| format!("s.{c}")).collect();
+    let selected = selected.join(", ");
     [Backend::Sqlite, Backend::Postgres].map(|backend| {
         // SQLite's planner prefers the primary key, which makes it read the
         // table row with the policy's text; the hash index answers alone.
@@ -149,8 +150,8 @@ static SANDBOX_CONFIG_INPUTS_SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
             Backend::Postgres => "",
         };
         // The sandbox's counter always names its latest policy revision.
-        format!(
-            "SELECT {columns}, p.policy_hash AS own_policy_hash, \
+        let select = format!(
+            "SELECT {selected}, p.policy_hash AS own_policy_hash, \
              w.settings_revision AS workspace_settings_revision, \
              (SELECT value FROM counters WHERE name = 'global_settings_revision') AS global_settings_revision, \
              {CURRENT_GLOBAL_POLICY_REVISION} AS global_policy_revision, \
@@ -162,9 +163,33 @@ static SANDBOX_CONFIG_INPUTS_SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
              ON p.sandbox_id = s.id AND p.revision = s.policy_revision \
              WHERE s.id {}",
             backend.in_json_list(1)
+        );
+        let sandbox = backend.json_array(&sandbox_columns);
+        backend.json_rows(
+            &select,
+            &[
+                &sandbox,
+                "own_policy_hash",
+                "workspace_settings_revision",
+                "global_settings_revision",
+                "global_policy_revision",
+                "pending_operation",
+            ],
+            "id",
         )
     })
 });
+
+/// One sandbox's row of the build statement, in its column order.
+#[derive(Debug, serde::Deserialize)]
+struct BuildRow {
+    sandbox: SandboxColumns,
+    own_policy_hash: Option<String>,
+    workspace_settings_revision: u64,
+    global_settings_revision: u64,
+    global_policy_revision: u64,
+    pending_operation: i64,
+}
 
 fn sandbox_config_inputs_sql(backend: Backend) -> &'static str {
     match backend {
@@ -224,19 +249,19 @@ struct SandboxInputs {
 
 impl SandboxInputs {
     /// `row`'s inputs, the sandbox's policy taken from `policies`.
-    fn from_row(row: &AnyRow, policies: &BatchPolicies) -> Result<Self> {
-        let sandbox = sandbox_from_row(row)?;
-        let own_policy = match row.try_get::<Option<String>, _>("own_policy_hash")? {
-            Some(hash) => Some(policies.own_policy(&sandbox, hash)?),
+    fn from_row(row: &BuildRow, policies: &BatchPolicies) -> Result<Self> {
+        let sandbox = row.sandbox.record()?;
+        let own_policy = match &row.own_policy_hash {
+            Some(hash) => Some(policies.own_policy(&sandbox, hash.clone())?),
             None => None,
         };
         Ok(Self {
             sandbox,
             own_policy,
-            global_policy_revision: u64_col(row, "global_policy_revision")?,
-            global_settings_revision: u64_col(row, "global_settings_revision")?,
-            workspace_settings_revision: u64_col(row, "workspace_settings_revision")?,
-            pending_operation: row.try_get::<i64, _>("pending_operation")? != 0,
+            global_policy_revision: row.global_policy_revision,
+            global_settings_revision: row.global_settings_revision,
+            workspace_settings_revision: row.workspace_settings_revision,
+            pending_operation: row.pending_operation != 0,
         })
     }
 }
@@ -253,26 +278,23 @@ struct BatchPolicies {
 impl BatchPolicies {
     /// Looks up every row's policy hash and reads the text of those not in
     /// wire form, in one statement.
-    async fn read(pool: &AnyPool, backend: Backend, rows: &[AnyRow]) -> Result<Self> {
+    async fn read(pool: &AnyPool, backend: Backend, rows: &[BuildRow]) -> Result<Self> {
         let mut policies = Self::default();
         let mut unread: Vec<(String, u64)> = Vec::new();
         for row in rows {
             // A row that does not decode fails its own read, in `from_row`.
-            let (Ok(Some(hash)), Ok(id), Ok(revision)) = (
-                row.try_get::<Option<String>, _>("own_policy_hash"),
-                row.try_get::<String, _>("id"),
-                u64_col(row, "policy_revision"),
-            ) else {
+            let (Some(hash), Ok(revision)) = (&row.own_policy_hash, row.sandbox.policy_revision())
+            else {
                 continue;
             };
-            if policies.encoded.contains_key(&hash) {
+            if policies.encoded.contains_key(hash) {
                 continue;
             }
-            match encoded_policies::get(&hash) {
+            match encoded_policies::get(hash) {
                 Some(encoded) => {
-                    policies.encoded.insert(hash, encoded);
+                    policies.encoded.insert(hash.clone(), encoded);
                 }
-                None => unread.push((id, revision)),
+                None => unread.push((row.sandbox.id().to_string(), revision)),
             }
         }
         if unread.is_empty() {
@@ -448,10 +470,12 @@ fn next_batch(
 async fn answer_batch(pool: &AnyPool, backend: Backend, batch: Vec<InputRead>) {
     let ids: Vec<&str> = batch.iter().map(|r| r.sandbox_id.as_str()).collect();
     let read = async {
-        let rows = sqlx::query(AssertSqlSafe(sandbox_config_inputs_sql(backend)))
-            .bind(json_list(&ids)?)
-            .fetch_all(pool)
-            .await?;
+        let rows: Vec<BuildRow> = fetch_json_rows(
+            pool,
+            AssertSqlSafe(sandbox_config_inputs_sql(backend)),
+            json_list(&ids)?,
+        )
+        .await?;
         let policies = BatchPolicies::read(pool, backend, &rows).await?;
         Ok::<_, StoreError>((rows, policies))
     };
@@ -468,12 +492,9 @@ async fn answer_batch(pool: &AnyPool, backend: Backend, batch: Vec<InputRead>) {
             return;
         }
     };
-    let by_id: HashMap<String, &AnyRow> = rows
-        .iter()
-        .filter_map(|row| Some((row.try_get::<String, _>("id").ok()?, row)))
-        .collect();
+    let by_id: HashMap<&str, &BuildRow> = rows.iter().map(|row| (row.sandbox.id(), row)).collect();
     for read in batch {
-        let inputs = match by_id.get(&read.sandbox_id) {
+        let inputs = match by_id.get(read.sandbox_id.as_str()) {
             Some(row) => SandboxInputs::from_row(row, &policies),
             None => Err(StoreError::NotFound(format!(
                 "sandbox {} not found",
@@ -680,6 +701,46 @@ mod tests {
             !sandbox_config_inputs_sql(Backend::Postgres).contains("policy_json"),
             "the statement reads the policy text"
         );
+    }
+
+    /// One statement reads a whole batch: a sandbox whose stored row does not
+    /// decode fails its own read, naming why, and the rest of the batch is read.
+    #[tokio::test]
+    async fn a_sandbox_row_that_does_not_decode_fails_only_its_own_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::sqlite_for_tests(dir.path()).await;
+        let mut tx = store.begin_write().await.unwrap();
+        tx.ensure_workspace("default").await.unwrap();
+        for (id, name) in [("sb-1", "web"), ("sb-2", "db")] {
+            tx.insert_sandbox(id, name, "default", "hash")
+                .await
+                .unwrap();
+        }
+        tx.commit().await.unwrap();
+        sqlx::query("UPDATE sandboxes SET lifecycle = 'melted' WHERE id = 'sb-2'")
+            .execute(store.pool())
+            .await
+            .unwrap();
+
+        let (reads, answers): (Vec<_>, Vec<_>) =
+            ["sb-2", "sb-1", "sb-none"].into_iter().map(read).unzip();
+        answer_batch(store.pool(), Backend::Sqlite, reads).await;
+        let mut answers = answers.into_iter();
+        let mut next = async || answers.next().unwrap().await.unwrap();
+
+        let broken = next().await.unwrap_err();
+        assert!(
+            broken.to_string().contains("unknown Lifecycle \"melted\""),
+            "{broken}"
+        );
+        let good = next().await.unwrap();
+        assert_eq!(
+            (good.sandbox.id.as_str(), good.sandbox.name.as_str()),
+            ("sb-1", "web")
+        );
+        assert_eq!(good.sandbox.lifecycle, Lifecycle::Pending);
+        assert!(good.own_policy.is_none());
+        assert!(matches!(next().await, Err(StoreError::NotFound(_))));
     }
 
     #[test]

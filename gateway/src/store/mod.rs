@@ -202,13 +202,7 @@ impl WriteTx {
         sql: String,
         param: String,
     ) -> Result<Vec<T>> {
-        let row = sqlx::query(AssertSqlSafe(sql))
-            .bind(param)
-            .fetch_one(self.conn())
-            .await?;
-        let rows: String = sqlx::Row::try_get(&row, "json_rows")?;
-        serde_json::from_str(&rows)
-            .map_err(|e| StoreError::Corrupt(format!("unreadable aggregated rows: {e}")))
+        fetch_json_rows(self.conn(), AssertSqlSafe(sql), param).await
     }
 
     /// Row-lock suffix for a read that precedes a write of the same row.
@@ -584,17 +578,40 @@ impl Backend {
     /// inside a write transaction can wake its task 64 times while it holds
     /// the one writer. One row wakes it once.
     pub(crate) fn json_rows(self, select: &str, columns: &[&str], order: &str) -> String {
-        let columns = columns.join(", ");
+        let row = self.json_array(columns);
         match self {
             Self::Sqlite => format!(
-                "SELECT json_group_array(json_array({columns}) ORDER BY {order}) AS json_rows FROM ({select})"
+                "SELECT json_group_array({row} ORDER BY {order}) AS json_rows FROM ({select})"
             ),
             Self::Postgres => format!(
-                "SELECT CAST(COALESCE(json_agg(json_build_array({columns}) ORDER BY {order}), '[]') AS TEXT) \
+                "SELECT CAST(COALESCE(json_agg({row} ORDER BY {order}), '[]') AS TEXT) \
                  AS json_rows FROM ({select}) AS r"
             ),
         }
     }
+
+    /// The expression of a JSON array of `columns`: a row of
+    /// [`Backend::json_rows`], or a group of columns nested in one.
+    pub(crate) fn json_array(self, columns: &[&str]) -> String {
+        let columns = columns.join(", ");
+        match self {
+            Self::Sqlite => format!("json_array({columns})"),
+            Self::Postgres => format!("json_build_array({columns})"),
+        }
+    }
+}
+
+/// Runs a [`Backend::json_rows`] statement whose one parameter is `param`
+/// on `executor`, and reads its rows.
+pub(crate) async fn fetch_json_rows<'e, T: serde::de::DeserializeOwned>(
+    executor: impl sqlx::Executor<'e, Database = sqlx::Any>,
+    sql: impl sqlx::SqlSafeStr,
+    param: String,
+) -> Result<Vec<T>> {
+    let row = sqlx::query(sql).bind(param).fetch_one(executor).await?;
+    let rows: String = sqlx::Row::try_get(&row, "json_rows")?;
+    serde_json::from_str(&rows)
+        .map_err(|e| StoreError::Corrupt(format!("unreadable aggregated rows: {e}")))
 }
 
 /// A list as the JSON array that [`Backend::in_json_list`] reads.

@@ -217,23 +217,71 @@ impl ProviderRecord {
 }
 
 pub(crate) fn u64_col(row: &AnyRow, col: &str) -> Result<u64> {
-    let v: i64 = row.try_get(col)?;
-    u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("negative {col}")))
+    non_negative(row.try_get(col)?, col)
+}
+
+fn non_negative(value: i64, col: &str) -> Result<u64> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt(format!("negative {col}")))
+}
+
+/// A sandbox's stored columns, [`super::sandboxes::SANDBOX_COLUMNS`] in
+/// order: read from a row, or from the JSON array an aggregated read
+/// ([`super::Backend::json_rows`]) gives for them. [`Self::record`] is the
+/// one place either becomes a [`SandboxRecord`].
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct SandboxColumns {
+    id: String,
+    name: String,
+    workspace: String,
+    lifecycle: String,
+    policy_revision: i64,
+    settings_revision: i64,
+    attachment_epoch: i64,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl SandboxColumns {
+    fn from_row(row: &AnyRow) -> Result<Self> {
+        Ok(Self {
+            id: row.try_get("id")?,
+            name: row.try_get("name")?,
+            workspace: row.try_get("workspace")?,
+            lifecycle: row.try_get("lifecycle")?,
+            policy_revision: row.try_get("policy_revision")?,
+            settings_revision: row.try_get("settings_revision")?,
+            attachment_epoch: row.try_get("attachment_epoch")?,
+            created_at: row.try_get("created_at")?,
+            updated_at: row.try_get("updated_at")?,
+        })
+    }
+
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub(crate) fn policy_revision(&self) -> Result<u64> {
+        non_negative(self.policy_revision, "policy_revision")
+    }
+
+    pub(crate) fn record(&self) -> Result<SandboxRecord> {
+        Ok(SandboxRecord {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            workspace: self.workspace.clone(),
+            lifecycle: Lifecycle::parse(&self.lifecycle)?,
+            policy_revision: self.policy_revision()?,
+            settings_revision: non_negative(self.settings_revision, "settings_revision")?,
+            attachment_epoch: non_negative(self.attachment_epoch, "attachment_epoch")?,
+            providers: Vec::new(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
 }
 
 pub(crate) fn sandbox_from_row(row: &AnyRow) -> Result<SandboxRecord> {
-    Ok(SandboxRecord {
-        id: row.try_get("id")?,
-        name: row.try_get("name")?,
-        workspace: row.try_get("workspace")?,
-        lifecycle: Lifecycle::parse(&row.try_get::<String, _>("lifecycle")?)?,
-        policy_revision: u64_col(row, "policy_revision")?,
-        settings_revision: u64_col(row, "settings_revision")?,
-        attachment_epoch: u64_col(row, "attachment_epoch")?,
-        providers: Vec::new(),
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
+    SandboxColumns::from_row(row)?.record()
 }
 
 pub(crate) fn policy_revision_from_row(row: &AnyRow) -> Result<PolicyRevisionRecord> {
