@@ -5,6 +5,7 @@
 //! state directory and what is reported back is exactly what the gateway built.
 
 use std::fmt;
+use std::sync::Arc;
 
 use openshell_core::ProviderValue;
 use openshell_proto::sandbox::v1 as sb;
@@ -27,13 +28,57 @@ pub enum FailureMode {
     FailClosed,
 }
 
-/// A complete desired configuration. Cloning is cheap enough for the rates involved (one per
-/// poll or pushed update).
+/// A policy message decoded once and shared by every configuration that carries the same
+/// bytes: a supervisor's updates mostly change settings or provider values, and each would
+/// otherwise decode, hash and free a copy of the whole policy tree.
+#[derive(Debug)]
+pub struct SharedPolicy {
+    message: sb::SandboxPolicy,
+    /// SHA-256 of the message's encoding as it arrived (or as prost writes it, for a message
+    /// built here). Equal digests mean equal bytes and so equal messages; a message may have
+    /// more than one digest (bytes with fields this build does not know), which only costs
+    /// an extra check.
+    digest: [u8; 32],
+}
+
+impl SharedPolicy {
+    pub fn from_message(message: sb::SandboxPolicy) -> Self {
+        let digest = Sha256::digest(message.encode_to_vec()).into();
+        Self { message, digest }
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, prost::DecodeError> {
+        Ok(Self {
+            message: sb::SandboxPolicy::decode(bytes)?,
+            digest: Sha256::digest(bytes).into(),
+        })
+    }
+
+    pub fn message(&self) -> &sb::SandboxPolicy {
+        &self.message
+    }
+
+    pub fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+}
+
+impl PartialEq for SharedPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        self.digest == other.digest || self.message == other.message
+    }
+}
+
+/// A complete desired configuration. Cloning is cheap: the policy, most of a configuration,
+/// is shared.
 ///
 /// `Debug` shows revisions and value names, never provider values.
 #[derive(Clone, Default, PartialEq)]
 pub struct DesiredConfig {
+    /// Upstream's message without its policy, which [`DesiredConfig::policy`] holds: its
+    /// `policy` field is always None here.
     pub sandbox_config: sb::GetSandboxConfigResponse,
+    policy: Option<Arc<SharedPolicy>>,
     pub provider_env: pb::GetSandboxProviderEnvironmentResponse,
     /// The policy in `sandbox_config` is the local policy file's, not the gateway's. Kept
     /// here because the wire's `policy_source` (upstream's enum) has no value for it.
@@ -41,14 +86,57 @@ pub struct DesiredConfig {
 }
 
 impl DesiredConfig {
+    /// The configuration of a whole `sandbox_config` answer, its policy taken out to be held
+    /// apart.
     pub fn new(
-        sandbox_config: sb::GetSandboxConfigResponse,
+        mut sandbox_config: sb::GetSandboxConfigResponse,
         provider_env: pb::GetSandboxProviderEnvironmentResponse,
     ) -> Self {
+        let policy = sandbox_config
+            .policy
+            .take()
+            .map(|message| Arc::new(SharedPolicy::from_message(message)));
+        Self::from_parts(sandbox_config, policy, provider_env)
+    }
+
+    /// The configuration of a `sandbox_config` whose policy is already held apart; a policy
+    /// left in `sandbox_config` is dropped.
+    pub fn from_parts(
+        mut sandbox_config: sb::GetSandboxConfigResponse,
+        policy: Option<Arc<SharedPolicy>>,
+        provider_env: pb::GetSandboxProviderEnvironmentResponse,
+    ) -> Self {
+        sandbox_config.policy = None;
         Self {
             sandbox_config,
+            policy,
             provider_env,
             policy_is_local: false,
+        }
+    }
+
+    /// The policy message, if the configuration has one.
+    pub fn policy(&self) -> Option<&sb::SandboxPolicy> {
+        debug_assert!(
+            self.sandbox_config.policy.is_none(),
+            "the policy is held apart; use set_policy"
+        );
+        self.policy.as_deref().map(SharedPolicy::message)
+    }
+
+    pub fn shared_policy(&self) -> Option<&Arc<SharedPolicy>> {
+        self.policy.as_ref()
+    }
+
+    pub fn set_policy(&mut self, policy: Option<Arc<SharedPolicy>>) {
+        self.policy = policy;
+    }
+
+    /// The whole `sandbox_config` answer, policy included: a copy, for what is written down.
+    pub fn to_response(&self) -> sb::GetSandboxConfigResponse {
+        sb::GetSandboxConfigResponse {
+            policy: self.policy().cloned(),
+            ..self.sandbox_config.clone()
         }
     }
 
@@ -78,13 +166,20 @@ impl DesiredConfig {
         }
     }
 
-    /// Lowercase hex SHA-256 over both snapshots without their build times, so a rebuild of
-    /// unchanged content compares equal.
+    /// Lowercase hex SHA-256 over both snapshots without their build times (the policy by
+    /// its digest), so a rebuild of unchanged content compares equal.
     ///
     /// It covers provider values, so it is compared in memory only: never logged or sent.
     pub fn fingerprint(&self) -> String {
         let mut hasher = Sha256::new();
         hasher.update(config_content(&self.sandbox_config));
+        match &self.policy {
+            Some(policy) => {
+                hasher.update([1]);
+                hasher.update(policy.digest());
+            }
+            None => hasher.update([0]),
+        }
         hasher.update(env_content(&self.provider_env));
         hasher.update([u8::from(self.policy_is_local)]);
         hex::encode(hasher.finalize())
@@ -205,7 +300,7 @@ impl fmt::Debug for DesiredConfig {
             .field("sandbox_id", &c.sandbox_id)
             .field("policy_source", &self.policy_source_name())
             .field("revisions", &self.revisions())
-            .field("has_policy", &c.policy.is_some())
+            .field("has_policy", &self.policy.is_some())
             .field("settings", &c.settings.len())
             .field("provider_value_names", &names)
             .finish()
@@ -339,8 +434,11 @@ fn framed(bytes: Vec<u8>) -> Vec<u8> {
 }
 
 /// Fingerprint of one component snapshot, for `DUPLICATE` detection when the gateway sent none.
-pub fn config_fingerprint(c: &sb::GetSandboxConfigResponse) -> String {
-    hex::encode(Sha256::digest(config_content(c)))
+/// A pushed snapshot has upstream's wire shape, so its bytes are those of the answer it
+/// carries, and nothing needs decoding.
+pub fn config_fingerprint(c: &pb::SandboxConfigSnapshot) -> String {
+    let content = framed(without_field(c.encode_to_vec(), CONFIG_BUILT_AT_FIELD));
+    hex::encode(Sha256::digest(content))
 }
 
 /// See [`config_fingerprint`].
@@ -357,8 +455,15 @@ pub(crate) mod tests {
     /// Puts `policy` into `d`'s sandbox config the way the gateway does: the message and the
     /// hash of the document's canonical JSON.
     pub(crate) fn set_policy(d: &mut DesiredConfig, policy: &SandboxPolicy) {
-        d.sandbox_config.policy = Some(sb::SandboxPolicy::from(policy));
+        d.set_policy(Some(Arc::new(SharedPolicy::from_message(
+            sb::SandboxPolicy::from(policy),
+        ))));
         d.sandbox_config.policy_hash = policy.policy_hash();
+    }
+
+    /// Puts `message` into `d` as its policy, as a snapshot carrying it would.
+    pub(crate) fn set_message(d: &mut DesiredConfig, message: sb::SandboxPolicy) {
+        d.set_policy(Some(Arc::new(SharedPolicy::from_message(message))));
     }
 
     /// A policy message of an unsupported schema version: it converts, and validation
@@ -499,6 +604,35 @@ pub(crate) mod tests {
         );
     }
 
+    /// A policy has one digest whether it was decoded from prost's bytes or built here, so
+    /// the same configuration fingerprints alike by push or by poll; the fingerprint follows
+    /// the policy.
+    #[test]
+    fn a_policy_digests_alike_decoded_or_built() {
+        let d = sample(1, "e1");
+        let message = d.policy().unwrap().clone();
+        let decoded = SharedPolicy::decode(&message.encode_to_vec()).unwrap();
+        let built = SharedPolicy::from_message(message.clone());
+        assert_eq!(decoded.digest(), built.digest());
+        assert_eq!(decoded, built);
+        let mut pushed = d.clone();
+        pushed.set_policy(Some(Arc::new(decoded)));
+        assert_eq!(pushed.fingerprint(), d.fingerprint());
+
+        let mut other = d.clone();
+        set_message(&mut other, version_9_policy());
+        assert_ne!(other.fingerprint(), d.fingerprint());
+        let mut none = d.clone();
+        none.set_policy(None);
+        assert_ne!(none.fingerprint(), d.fingerprint());
+        // The whole answer carries the policy again.
+        assert_eq!(d.to_response().policy, Some(message));
+        assert_eq!(
+            DesiredConfig::new(d.to_response(), d.provider_env.clone()),
+            d
+        );
+    }
+
     #[test]
     fn revisions_and_pairing() {
         let d = sample(3, "e7");
@@ -516,7 +650,7 @@ pub(crate) mod tests {
     #[test]
     fn an_upstream_gateways_config_is_read_by_upstreams_fields() {
         let config = sb::GetSandboxConfigResponse {
-            policy: sample(1, "e1").sandbox_config.policy,
+            policy: sample(1, "e1").policy().cloned(),
             version: 7,
             policy_hash: "hash-of-upstreams-encoding".into(),
             global_policy_version: 2,

@@ -87,8 +87,8 @@ impl RejectedPolicy {
 /// policy is rejected applies instead.
 fn with_policy_of(gateway: &DesiredConfig, active: &DesiredConfig) -> DesiredConfig {
     let mut merged = gateway.clone();
+    merged.set_policy(active.shared_policy().cloned());
     let (to, from) = (&mut merged.sandbox_config, &active.sandbox_config);
-    to.policy.clone_from(&from.policy);
     to.policy_source = from.policy_source;
     to.policy_revision = from.policy_revision;
     to.version = from.version;
@@ -655,7 +655,7 @@ fn effective(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::desired::tests::{sample, version_9_policy};
+    use crate::desired::tests::{sample, set_message, version_9_policy};
     use crate::file_applier::state_dir::{WriteFault, WriteStep};
     use crate::file_applier::{FileApplier, FileApplierConfig};
     use crate::{ApplyErrorKind, MemoryApplier};
@@ -827,7 +827,7 @@ mod tests {
         let e = engine_with(disk.applier.clone(), None, exact_backoff()).await;
         e.offer(sample(1, "e1"), Origin::Poll).await;
         let mut bad = sample(2, "e1");
-        bad.sandbox_config.policy = Some(version_9_policy());
+        set_message(&mut bad, version_9_policy());
         // Only its policy differs from what is in effect: the policy is parked as rejected.
         assert!(matches!(
             e.offer(bad.clone(), Origin::Poll).await.verdict,

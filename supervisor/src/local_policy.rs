@@ -16,7 +16,7 @@ use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
 use sha2::{Digest, Sha256};
 
-use crate::desired::{DesiredConfig, config_revisions};
+use crate::desired::{DesiredConfig, SharedPolicy, config_revisions};
 
 /// Why a local policy file cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +36,7 @@ pub struct LocalPolicy {
     path: PathBuf,
     policy: SandboxPolicy,
     /// The policy as a sandbox config carries it, converted once and shared by clones.
-    message: Arc<sb::SandboxPolicy>,
+    message: Arc<SharedPolicy>,
     hash: String,
 }
 
@@ -56,7 +56,7 @@ impl LocalPolicy {
         })?;
         Ok(Self {
             path: path.to_path_buf(),
-            message: Arc::new(sb::SandboxPolicy::from(&policy)),
+            message: Arc::new(SharedPolicy::from_message(sb::SandboxPolicy::from(&policy))),
             hash: policy.policy_hash(),
             policy,
         })
@@ -78,8 +78,8 @@ impl LocalPolicy {
     /// The gateway's configuration with this policy in place of the gateway's.
     pub fn overlay(&self, gateway: &DesiredConfig) -> DesiredConfig {
         let mut desired = gateway.clone();
+        desired.set_policy(Some(self.message.clone()));
         let config = &mut desired.sandbox_config;
-        config.policy = Some(sb::SandboxPolicy::clone(&self.message));
         config.policy_hash = self.hash.clone();
         config.policy_source = sb::PolicySource::Unspecified as i32;
         // Upstream's fields too: a revision left in `version` would be read as the local
@@ -105,14 +105,14 @@ impl LocalPolicy {
                 (def.key.to_string(), setting)
             })
             .collect();
-        let mut desired = DesiredConfig::new(
+        let mut desired = DesiredConfig::from_parts(
             sb::GetSandboxConfigResponse {
                 sandbox_id: sandbox_id.to_string(),
-                policy: Some(sb::SandboxPolicy::clone(&self.message)),
                 policy_hash: self.hash.clone(),
                 settings,
                 ..sb::GetSandboxConfigResponse::default()
             },
+            Some(self.message.clone()),
             pb::GetSandboxProviderEnvironmentResponse {
                 sandbox_id: sandbox_id.to_string(),
                 ..pb::GetSandboxProviderEnvironmentResponse::default()
@@ -278,7 +278,7 @@ mod tests {
         assert!(d.policy_is_local);
         assert_eq!(d.policy_source_name(), "local");
         assert_eq!(d.sandbox_config.policy_hash, local.hash());
-        let policy = d.sandbox_config.policy.as_ref().unwrap();
+        let policy = d.policy().unwrap();
         assert_eq!(
             policy.network_policies["local"].endpoints[0].host,
             "api.local.example"

@@ -139,7 +139,7 @@ impl Applier for MemoryApplier {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::desired::tests::sample;
+    use crate::desired::tests::{sample, set_message, unconvertible_policy};
 
     #[tokio::test]
     async fn keeps_last_good_and_injects_failures() {
@@ -173,7 +173,7 @@ mod tests {
     async fn rejects_invalid_policy() {
         let a = MemoryApplier::new();
         let mut d = sample(1, "e1");
-        d.sandbox_config.policy = Some(crate::desired::tests::unconvertible_policy());
+        set_message(&mut d, unconvertible_policy());
         assert!(a.apply(&d).await.is_err());
         assert!(a.active().is_none());
     }

@@ -156,9 +156,7 @@ pub fn required_by(
     registry: &MiddlewareRegistry,
 ) -> Vec<RequiredMiddleware> {
     config
-        .sandbox_config
-        .policy
-        .as_ref()
+        .policy()
         .and_then(|wire| SandboxPolicy::try_from(wire).ok())
         .map(|policy| required(&policy, registry))
         .unwrap_or_default()

@@ -13,9 +13,11 @@ use openshell_proto::v1::{
     ConfigUpdateResult, GetSandboxProviderEnvironmentResponse, SandboxConfigSnapshot,
 };
 
+use std::sync::Arc;
+
 use crate::desired::{
-    DesiredConfig, config_fingerprint, config_revisions, env_fingerprint, env_revision,
-    env_revisions,
+    DesiredConfig, SharedPolicy, config_fingerprint, config_revisions, env_fingerprint,
+    env_revision, env_revisions,
 };
 use crate::engine::{Engine, Origin, Outcome, Verdict};
 
@@ -25,13 +27,12 @@ struct Latest<T> {
     fingerprint: String,
 }
 
-/// The latest `sandbox_config`, kept as it arrived (its policy still encoded, shared with
-/// the frame): it is read again only if a `provider_environment` arrives later to complete
-/// the pair. The common update activates its own decoded copy, so nothing is decoded
-/// twice, copied, or freed twice.
+/// The latest `sandbox_config`, kept as it arrived, with its policy decoded. The next
+/// snapshot with the same policy bytes shares that policy instead of decoding its own.
 #[derive(Debug, Clone)]
 struct LatestConfig {
     wire: SandboxConfigSnapshot,
+    policy: Option<Arc<SharedPolicy>>,
     fingerprint: String,
     /// The `provider_environment` revision it was built against.
     expects_env: String,
@@ -90,14 +91,15 @@ impl PushState {
             state.see_sequence(update.sequence);
         }
         match (&config.snapshot, &env.snapshot) {
-            (Some(Snapshot::SandboxConfig(c)), Some(Snapshot::ProviderEnvironment(e))) => {
-                let wire = c;
-                let c = match typed(wire) {
-                    Ok(c) => c,
+            (Some(Snapshot::SandboxConfig(wire)), Some(Snapshot::ProviderEnvironment(e))) => {
+                let policy = match state.policy_of(wire) {
+                    Ok(policy) => policy,
                     Err(reason) => return (state, Err(reason)),
                 };
+                let c = wire.to_response_without_policy();
                 state.config = Some(LatestConfig {
                     wire: wire.clone(),
+                    policy: policy.clone(),
                     fingerprint: fingerprint_of(config),
                     expects_env: config_revisions(&c).provider_env_revision,
                 });
@@ -105,7 +107,7 @@ impl PushState {
                     snapshot: e.clone(),
                     fingerprint: fingerprint_of(env),
                 });
-                let desired = DesiredConfig::new(c, e.clone());
+                let desired = DesiredConfig::from_parts(c, policy, e.clone());
                 if desired.pair_matches() {
                     (state, Ok(desired))
                 } else {
@@ -145,15 +147,32 @@ impl PushState {
         });
     }
 
+    /// A pushed `sandbox_config`'s policy, decoded, or shared with the latest snapshot's
+    /// when the bytes are the same.
+    fn policy_of(&self, wire: &SandboxConfigSnapshot) -> Result<Option<Arc<SharedPolicy>>, String> {
+        if wire.policy.is_empty() {
+            // An empty embedded message is not written: the snapshot has no policy.
+            return Ok(None);
+        }
+        if let Some(latest) = &self.config
+            && latest.wire.policy == wire.policy
+        {
+            return Ok(latest.policy.clone());
+        }
+        SharedPolicy::decode(&wire.policy)
+            .map(|policy| Some(Arc::new(policy)))
+            .map_err(|e| format!("sandbox_config does not decode: {e}"))
+    }
+
     pub fn receive(&mut self, update: &ConfigUpdate) -> Step {
         let component = update.component();
-        // Decoded once: its revisions go in every answer, and it is what gets applied.
+        // Read once: its revisions go in every answer, and it is what gets applied.
         let config = match &update.snapshot {
-            Some(Snapshot::SandboxConfig(c)) => Some(typed(c)),
+            Some(Snapshot::SandboxConfig(c)) => Some(c.to_response_without_policy()),
             _ => None,
         };
         let revisions = match (&config, &update.snapshot) {
-            (Some(Ok(c)), _) => config_revisions(c),
+            (Some(c), _) => config_revisions(c),
             (None, Some(Snapshot::ProviderEnvironment(e))) => env_revisions(e),
             _ => AppliedRevisions::default(),
         };
@@ -178,20 +197,21 @@ impl PushState {
         let mut fresh = None;
         match (component, config, &update.snapshot) {
             (ConfigComponent::SandboxConfig, Some(c), Some(Snapshot::SandboxConfig(wire))) => {
-                let c = match c {
-                    Ok(c) => c,
+                let policy = match self.policy_of(wire) {
+                    Ok(policy) => policy,
                     Err(reason) => return ack(ConfigApplyStatus::Failed, &reason),
                 };
                 let duplicate = self.active_config.as_deref() == Some(fingerprint.as_str());
                 self.config = Some(LatestConfig {
                     wire: wire.clone(),
+                    policy: policy.clone(),
                     fingerprint,
                     expects_env: revisions.provider_env_revision.clone(),
                 });
                 if duplicate {
                     return ack(ConfigApplyStatus::Duplicate, "");
                 }
-                fresh = Some(c);
+                fresh = Some((c, policy));
             }
             (
                 ConfigComponent::ProviderEnvironment,
@@ -216,16 +236,16 @@ impl PushState {
         }
         match (&self.config, &self.env) {
             (Some(c), Some(e)) if c.expects_env == env_revision(&e.snapshot) => {
-                let config = match fresh {
-                    Some(config) => config,
-                    // It decoded when it arrived.
-                    None => match typed(&c.wire) {
-                        Ok(config) => config,
-                        Err(reason) => return ack(ConfigApplyStatus::Failed, &reason),
-                    },
+                let (config, policy) = match fresh {
+                    Some(fresh) => fresh,
+                    None => (c.wire.to_response_without_policy(), c.policy.clone()),
                 };
                 Step::Activate {
-                    desired: Box::new(DesiredConfig::new(config, e.snapshot.clone())),
+                    desired: Box::new(DesiredConfig::from_parts(
+                        config,
+                        policy,
+                        e.snapshot.clone(),
+                    )),
                     delivery_id: update.delivery_id,
                     component,
                 }
@@ -388,24 +408,12 @@ fn answer(verdict: Verdict) -> (ConfigApplyStatus, String, bool) {
     }
 }
 
-/// A pushed `sandbox_config` as the configuration it carries: the same wire
-/// shape as upstream's `GetSandboxConfigResponse`, its policy still encoded.
-fn typed(
-    snapshot: &openshell_proto::v1::SandboxConfigSnapshot,
-) -> Result<openshell_proto::sandbox::v1::GetSandboxConfigResponse, String> {
-    snapshot
-        .to_response()
-        .map_err(|e| format!("sandbox_config does not decode: {e}"))
-}
-
 fn fingerprint_of(update: &ConfigUpdate) -> String {
     if !update.fingerprint.is_empty() {
         return update.fingerprint.clone();
     }
     match &update.snapshot {
-        Some(Snapshot::SandboxConfig(c)) => {
-            typed(c).map(|c| config_fingerprint(&c)).unwrap_or_default()
-        }
+        Some(Snapshot::SandboxConfig(c)) => config_fingerprint(c),
         Some(Snapshot::ProviderEnvironment(e)) => env_fingerprint(e),
         None => String::new(),
     }
@@ -413,9 +421,7 @@ fn fingerprint_of(update: &ConfigUpdate) -> String {
 
 fn update_revisions(update: &ConfigUpdate) -> AppliedRevisions {
     match &update.snapshot {
-        Some(Snapshot::SandboxConfig(c)) => {
-            typed(c).map(|c| config_revisions(&c)).unwrap_or_default()
-        }
+        Some(Snapshot::SandboxConfig(c)) => config_revisions(&c.to_response_without_policy()),
         Some(Snapshot::ProviderEnvironment(e)) => env_revisions(e),
         None => AppliedRevisions::default(),
     }

@@ -108,7 +108,7 @@ mod tests {
             component: ConfigComponent::SandboxConfig as i32,
             fingerprint: String::new(),
             snapshot: Some(Snapshot::SandboxConfig(
-                SandboxConfigSnapshot::from_response(&d.sandbox_config),
+                SandboxConfigSnapshot::from_response(&d.to_response()),
             )),
         };
         let env = ConfigUpdate {

@@ -8,12 +8,10 @@ use openshell_core::policy::{PolicyError, SandboxPolicy, hash_of_canonical_json}
 use openshell_core::{validate_env_name, validate_env_value};
 use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
-use prost::Message;
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::applier::{ApplyError, ApplyStage};
-use crate::desired::{DesiredConfig, from_upstream_gateway};
+use crate::desired::{DesiredConfig, SharedPolicy, from_upstream_gateway};
 
 pub const POLICY_FILE: &str = "policy.json";
 pub const SETTINGS_FILE: &str = "settings.json";
@@ -63,10 +61,10 @@ pub struct PolicyMemo {
 
 #[derive(Debug)]
 struct Memo {
-    /// SHA-256 of the message's encoding. The message's maps are ordered, so equal messages
-    /// encode to equal bytes, and no other message is ever vouched for. Comparing digests
-    /// reads 32 bytes instead of walking a second copy of the policy, which in a process of
-    /// thousands of supervisors is out of cache by the next change.
+    /// The policy's digest (see [`SharedPolicy`]): equal digests mean equal messages, so no
+    /// other message is ever vouched for. Comparing digests reads 32 bytes instead of
+    /// walking a second copy of the policy, which in a process of thousands of supervisors
+    /// is out of cache by the next change.
     digest: [u8; 32],
     stated_hash: Option<String>,
     checked: Arc<CheckedPolicy>,
@@ -77,10 +75,11 @@ impl PolicyMemo {
     /// `stated_hash`, the document's hash (of its canonical JSON) must be that hash.
     fn check(
         &mut self,
-        policy: &sb::SandboxPolicy,
+        shared: &SharedPolicy,
         stated_hash: Option<&str>,
     ) -> Result<Arc<CheckedPolicy>, String> {
-        let digest: [u8; 32] = Sha256::digest(policy.encode_to_vec()).into();
+        let digest = *shared.digest();
+        let policy = shared.message();
         if let Some(memo) = &self.last
             && memo.digest == digest
             && memo.stated_hash.as_deref() == stated_hash
@@ -145,7 +144,7 @@ pub fn validate(
             "sandbox config and provider environment belong to different sandboxes".into(),
         );
     }
-    let checked = match &config.policy {
+    let checked = match desired.shared_policy() {
         // No policy yet: the sandbox runs with the empty policy, which allows no network access.
         None => {
             let policy = SandboxPolicy::default();
@@ -214,7 +213,7 @@ pub fn stage(desired: &DesiredConfig, memo: &mut PolicyMemo) -> Result<Staged, A
 
 fn sandbox_config_document(desired: &DesiredConfig) -> Value {
     json!({
-        "sandbox_config_protobuf_hex": hex::encode(prost::Message::encode_to_vec(&desired.sandbox_config)),
+        "sandbox_config_protobuf_hex": hex::encode(prost::Message::encode_to_vec(&desired.to_response())),
         "policy_is_local": desired.policy_is_local,
     })
 }
@@ -362,7 +361,9 @@ fn class_name(class: pb::ValueClass) -> &'static str {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::desired::tests::{sample, set_policy, unconvertible_policy, version_9_policy};
+    use crate::desired::tests::{
+        sample, set_message, set_policy, unconvertible_policy, version_9_policy,
+    };
 
     #[test]
     fn renders_five_files_in_order() {
@@ -392,7 +393,7 @@ mod tests {
     #[test]
     fn empty_policy_means_default_policy() {
         let mut d = sample(0, "e1");
-        d.sandbox_config.policy = None;
+        d.set_policy(None);
         d.sandbox_config.policy_hash.clear();
         let staged = stage(&d, &mut PolicyMemo::default()).unwrap();
         assert_eq!(staged.policy.policy, SandboxPolicy::default());
@@ -431,13 +432,13 @@ mod tests {
             openshell_core::parse_and_validate(include_str!("../../../examples/policy.yaml"))
                 .unwrap();
         let mut tampered = good.clone();
-        tampered.sandbox_config.policy = Some(sb::SandboxPolicy::from(&other));
+        set_message(&mut tampered, sb::SandboxPolicy::from(&other));
         let err = validate(&tampered, &mut memo).unwrap_err();
         assert!(err.reason.contains("hash mismatch"), "{}", err.reason);
 
         // A message that is no policy document at all.
         let mut broken = good.clone();
-        broken.sandbox_config.policy = Some(unconvertible_policy());
+        set_message(&mut broken, unconvertible_policy());
         let err = validate(&broken, &mut memo).unwrap_err();
         assert!(err.reason.contains("policy rejected"), "{}", err.reason);
 
@@ -472,7 +473,7 @@ mod tests {
         let err = validate(&ours, &mut memo).unwrap_err();
         assert!(err.reason.contains("hash mismatch"), "{}", err.reason);
 
-        upstream.sandbox_config.policy = Some(version_9_policy());
+        set_message(&mut upstream, version_9_policy());
         let err = validate(&upstream, &mut memo).unwrap_err();
         assert!(err.reason.contains("policy rejected"), "{}", err.reason);
     }
@@ -480,7 +481,7 @@ mod tests {
     #[test]
     fn rejects_invalid_policy_mismatched_pair_and_hash() {
         let mut d = sample(1, "e1");
-        d.sandbox_config.policy = Some(version_9_policy());
+        set_message(&mut d, version_9_policy());
         let err = validate(&d, &mut PolicyMemo::default()).unwrap_err();
         assert_eq!(err.stage, ApplyStage::Stage);
         assert!(err.reason.contains("version"), "{}", err.reason);
@@ -532,6 +533,8 @@ mod tests {
         );
         let recovered = recovered_config(&file.bytes).unwrap();
         assert_eq!(recovered.sandbox_config, desired.sandbox_config);
+        assert!(desired.policy().is_some());
+        assert_eq!(recovered.policy(), desired.policy());
         assert!(recovered.provider_env.environment.is_empty());
         assert!(!recovered.policy_is_local);
         let err = recovered_config(br#"{"sandbox_config_protobuf_hex": "zz"}"#).unwrap_err();

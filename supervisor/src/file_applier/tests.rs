@@ -13,7 +13,7 @@ use super::stage::{
 use super::state_dir::WriteStep;
 use super::*;
 use crate::applier::ApplyStage;
-use crate::desired::tests::{sample, set_policy, version_9_policy};
+use crate::desired::tests::{sample, set_message, set_policy, version_9_policy};
 use crate::desired::{FAILURE_MODE_KEY, env_revision};
 
 const CREDENTIAL: &str = "ghp_secretvalue42";
@@ -167,7 +167,7 @@ async fn fail_closed_writes_quarantine_and_success_lifts_it() {
     a.apply(&sample(1, "e1")).await.unwrap();
 
     let mut bad = with_failure_mode(sample(2, "e1"), "fail_closed");
-    bad.sandbox_config.policy = Some(version_9_policy());
+    set_message(&mut bad, version_9_policy());
     let err = a.apply(&bad).await.unwrap_err();
     assert!(err.failed_closed);
     assert_eq!(err.stage, ApplyStage::Stage);
@@ -188,7 +188,7 @@ async fn retain_last_valid_does_not_quarantine() {
     let a = applier(dir.path(), None);
     a.apply(&sample(1, "e1")).await.unwrap();
     let mut bad = sample(2, "e1");
-    bad.sandbox_config.policy = Some(version_9_policy());
+    set_message(&mut bad, version_9_policy());
     let err = a.apply(&bad).await.unwrap_err();
     assert!(!err.failed_closed);
     assert!(!a.state_dir().active_file(QUARANTINE_FILE).exists());
@@ -241,7 +241,7 @@ fn signature(read: impl Fn(&str) -> Option<Vec<u8>>) -> Signature {
 }
 
 fn expected_signature(d: &DesiredConfig) -> Signature {
-    let message = d.sandbox_config.policy.as_ref().unwrap();
+    let message = d.policy().unwrap();
     let policy = openshell_core::SandboxPolicy::try_from(message).unwrap();
     [
         Some(format!("{}\n", policy.canonical_json())),
@@ -500,7 +500,7 @@ async fn quarantine_is_a_generation_of_its_own() {
     let a = applier(dir.path(), None);
     a.apply(&sample(1, "e1")).await.unwrap();
     let mut bad = with_failure_mode(sample(2, "e1"), "fail_closed");
-    bad.sandbox_config.policy = Some(version_9_policy());
+    set_message(&mut bad, version_9_policy());
     assert!(a.apply(&bad).await.unwrap_err().failed_closed);
     let generation = a.state_dir().read_active().unwrap().unwrap();
     let mut names: Vec<&str> = generation.names().collect();
@@ -541,7 +541,7 @@ async fn a_quarantine_that_cannot_be_written_is_reported_and_retried() {
     a.apply(&sample(1, "e1")).await.unwrap();
     read_only.store(true, Ordering::SeqCst);
     let mut bad = with_failure_mode(sample(2, "e1"), "fail_closed");
-    bad.sandbox_config.policy = Some(version_9_policy());
+    set_message(&mut bad, version_9_policy());
     let err = a.apply(&bad).await.unwrap_err();
     assert!(!err.failed_closed, "nothing was quarantined");
     assert!(
@@ -580,7 +580,7 @@ async fn the_apply_log_records_exactly_the_configurations_that_became_active() {
     a.apply(&sample(2, "e2")).await.unwrap();
     a.apply(&sample(3, "e3")).await.unwrap_err();
     let mut invalid = sample(4, "e3");
-    invalid.sandbox_config.policy = Some(version_9_policy());
+    set_message(&mut invalid, version_9_policy());
     a.apply(&invalid).await.unwrap_err();
     let bad = with_failure_mode(invalid, "fail_closed");
     assert!(a.apply(&bad).await.unwrap_err().failed_closed);
@@ -702,7 +702,7 @@ async fn a_damaged_active_configuration_is_set_aside_at_start() {
         );
         // A failing apply now quarantines with nothing damaged underneath.
         let mut bad = with_failure_mode(sample(2, "e1"), "fail_closed");
-        bad.sandbox_config.policy = Some(version_9_policy());
+        set_message(&mut bad, version_9_policy());
         assert!(again.apply(&bad).await.unwrap_err().failed_closed);
         assert!(!again.state_dir().active_file(file).exists() || file == QUARANTINE_FILE);
         // The gateway's configuration replaces it.

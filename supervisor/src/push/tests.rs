@@ -30,7 +30,7 @@ fn config_update(seq: u64, policy_revision: u64, env_rev: &str) -> ConfigUpdate 
         component: ConfigComponent::SandboxConfig as i32,
         fingerprint: format!("cfg-{policy_revision}-{env_rev}"),
         snapshot: Some(Snapshot::SandboxConfig(
-            openshell_proto::v1::SandboxConfigSnapshot::from_response(&d.sandbox_config),
+            openshell_proto::v1::SandboxConfigSnapshot::from_response(&d.to_response()),
         )),
     }
 }
@@ -124,6 +124,61 @@ async fn waits_for_matching_pair_then_applies() {
     assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
     assert_eq!(r.component(), ConfigComponent::ProviderEnvironment);
     assert_eq!(r.revisions.unwrap().policy_revision, 3);
+    // The pair was completed from the config kept while it waited: its policy too.
+    assert_eq!(applier.active().unwrap().policy(), sample(3, "e3").policy());
+    assert!(applier.active().unwrap().policy().is_some());
+}
+
+/// `config_update` with the example policy in place of the sample's.
+fn example_policy_update(seq: u64, policy_revision: u64) -> ConfigUpdate {
+    let mut d = sample(policy_revision, "e1");
+    let example =
+        openshell_core::parse_and_validate(include_str!("../../../examples/policy.yaml")).unwrap();
+    crate::desired::tests::set_policy(&mut d, &example);
+    ConfigUpdate {
+        snapshot: Some(Snapshot::SandboxConfig(
+            openshell_proto::v1::SandboxConfigSnapshot::from_response(&d.to_response()),
+        )),
+        ..config_update(seq, policy_revision, "e1")
+    }
+}
+
+/// Updates that change settings or revisions but carry the same policy bytes share the
+/// policy decoded before; new bytes are decoded.
+#[tokio::test]
+async fn a_policy_whose_bytes_did_not_change_is_shared_not_decoded_again() {
+    let applier = Arc::new(MemoryApplier::new());
+    let (e, mut state) = bootstrapped(applier.clone()).await;
+    let bootstrapped_policy = applier.active().unwrap().shared_policy().unwrap().clone();
+
+    let r = handle_update(&mut state, &e, &config_update(3, 2, "e1")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
+    let active = applier.active().unwrap();
+    assert_eq!(active.sandbox_config.policy_revision, 2);
+    assert!(Arc::ptr_eq(
+        active.shared_policy().unwrap(),
+        &bootstrapped_policy
+    ));
+
+    let r = handle_update(&mut state, &e, &example_policy_update(4, 3)).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Applied, "{}", r.reason);
+    let active = applier.active().unwrap();
+    let example =
+        openshell_core::parse_and_validate(include_str!("../../../examples/policy.yaml")).unwrap();
+    assert_eq!(
+        active.policy(),
+        Some(&openshell_proto::sandbox::v1::SandboxPolicy::from(&example))
+    );
+    assert!(!Arc::ptr_eq(
+        active.shared_policy().unwrap(),
+        &bootstrapped_policy
+    ));
+    // Back to the sample's policy: decoded again, equal to the first.
+    let r = handle_update(&mut state, &e, &config_update(5, 4, "e1")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
+    let back = applier.active().unwrap().shared_policy().unwrap().clone();
+    assert!(!Arc::ptr_eq(&back, &bootstrapped_policy));
+    assert_eq!(back, bootstrapped_policy);
 }
 
 #[tokio::test]
