@@ -277,12 +277,18 @@ pub async fn build_provider_environment(
 /// rebuild is recognised as a duplicate, and the `config_revision` upstream
 /// supervisors compare, taken from it. Build time is left out, as the
 /// supervisor's own fingerprint leaves it out. It is set aside during the
-/// encoding and put back, which spares copying the snapshot (and its
-/// policy) on every build.
+/// encoding and put back, which spares copying the snapshot on every build.
+/// A policy with a hash is named by it: the hash is of the policy's content,
+/// so hashing the policy's bytes as well (most of a snapshot, on every
+/// build of every sandbox) would add nothing.
 pub fn sandbox_config_fingerprint(s: &mut pb::SandboxConfigSnapshot) -> String {
     let built_at = s.built_at.take();
     s.config_revision = 0;
+    let policy = (!s.policy_hash.is_empty()).then(|| std::mem::take(&mut s.policy));
     let fingerprint = fingerprint_of(&prost::Message::encode_to_vec(&*s));
+    if let Some(policy) = policy {
+        s.policy = policy;
+    }
     s.built_at = built_at;
     s.config_revision = wire::revision_number(&fingerprint);
     fingerprint
@@ -610,5 +616,32 @@ mod tests {
         assert_ne!(fingerprinted.config_revision, 0);
         // Taking the fingerprint again gives the same answer.
         assert_eq!(sandbox_config_fingerprint(&mut fingerprinted), fingerprint);
+    }
+
+    #[test]
+    fn a_hashed_policy_is_fingerprinted_by_its_hash_and_put_back() {
+        let with_policy = |hash: &str, bytes: &'static [u8]| pb::SandboxConfigSnapshot {
+            sandbox_id: "sb-1".into(),
+            policy_hash: hash.into(),
+            policy: prost::bytes::Bytes::from_static(bytes),
+            ..Default::default()
+        };
+        let mut a = with_policy("h1", &[0x08, 0x01]);
+        let fingerprint = sandbox_config_fingerprint(&mut a);
+        assert_eq!(a.policy.as_ref(), &[0x08, 0x01], "the policy is put back");
+        assert_eq!(
+            sandbox_config_fingerprint(&mut with_policy("h1", &[0x08, 0x02])),
+            fingerprint,
+            "the hash names the content"
+        );
+        assert_ne!(
+            sandbox_config_fingerprint(&mut with_policy("h2", &[0x08, 0x01])),
+            fingerprint
+        );
+        // Without a hash, the bytes are all there is to tell policies apart.
+        assert_ne!(
+            sandbox_config_fingerprint(&mut with_policy("", &[0x08, 0x01])),
+            sandbox_config_fingerprint(&mut with_policy("", &[0x08, 0x02]))
+        );
     }
 }
