@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use crate::error::{GatewayError, Result};
 use crate::store::{
     Backend, LastReport, Lifecycle, LiveTarget, OperationRecord, OperationState, Outcome,
-    ReportRow, Store, TargetKind, WriteTx,
+    ReportRow, RoundInputs, Store, TargetKind, WriteTx,
 };
 
 /// Longest error text stored on an operation.
@@ -267,7 +267,11 @@ async fn resolve_round(
         .iter()
         .map(|&i| (reports[i].sandbox_id.as_str(), i))
         .collect();
-    let lifecycles = tx.lock_sandboxes(&ids).await?;
+    let RoundInputs {
+        lifecycles,
+        sandbox_operations,
+        targets,
+    } = tx.round_inputs(&ids).await?;
     if let Some(missing) = ids.iter().find(|id| !lifecycles.contains_key(*id)) {
         return Err(GatewayError::NotFound(format!(
             "sandbox {missing} not found"
@@ -278,7 +282,7 @@ async fn resolve_round(
         .map(|&i| (i, sanitize_error(&reports[i].reason)))
         .collect();
 
-    for op in tx.live_sandbox_operations_of(&ids).await? {
+    for op in sandbox_operations {
         let Some(&i) = op.sandbox_id.as_deref().and_then(|id| by_sandbox.get(id)) else {
             continue;
         };
@@ -291,7 +295,7 @@ async fn resolve_round(
 
     // Targets of one operation with the same verdict end in one statement.
     let mut groups: Vec<TargetGroup> = Vec::new();
-    for (sandbox_id, target) in tx.live_targets_of(&ids).await? {
+    for (sandbox_id, target) in targets {
         let Some(&i) = by_sandbox.get(sandbox_id.as_str()) else {
             continue;
         };

@@ -57,7 +57,7 @@ pub use operations::{
 pub use providers::ProviderValues;
 pub use records::*;
 pub use replicas::LivePeer;
-pub use reports::{LastReport, LiveTarget, PolicyProgress, ReportRow};
+pub use reports::{LastReport, LiveTarget, PolicyProgress, ReportRow, RoundInputs};
 pub use sandboxes::LockedSandbox;
 pub use session_owners::{OwnerClaim, OwnerClaims, SessionOwner};
 pub use settings::{ScopedSettings, SettingWrite};

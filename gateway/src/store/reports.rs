@@ -43,6 +43,60 @@ pub struct LiveTarget {
     pub touches_policy: bool,
 }
 
+/// What one round of reports (one per sandbox) is resolved against.
+#[derive(Debug, Default)]
+pub struct RoundInputs {
+    /// The lifecycle of each sandbox found; the others do not exist.
+    pub lifecycles: HashMap<String, Lifecycle>,
+    /// Live operations that target these sandboxes directly, oldest first.
+    pub sandbox_operations: Vec<OperationRecord>,
+    /// Live fleet targets of these sandboxes, as `(sandbox id, target)`.
+    pub targets: Vec<(String, LiveTarget)>,
+}
+
+/// A live target as [`live_targets_sql`] reads it: sandbox, operation,
+/// kind, settings revision, global policy revision, touches policy.
+type LiveTargetRow = (String, String, String, u64, u64, i64);
+
+/// The live fleet targets of the sandboxes in parameter 1, as one
+/// aggregated row (see [`Backend::json_rows`]) of [`LiveTargetRow`]s, oldest
+/// operation first.
+fn live_targets_sql(backend: Backend) -> String {
+    let select = format!(
+        "SELECT t.sandbox_id, o.id, o.target_kind, o.settings_revision, \
+         o.global_policy_revision, o.touches_policy, o.created_at \
+         FROM operation_targets t JOIN operations o ON o.id = t.operation_id \
+         WHERE t.sandbox_id {} AND t.state IN ('PENDING', 'DELIVERED')",
+        backend.in_json_list(1)
+    );
+    backend.json_rows(
+        &select,
+        &[
+            "sandbox_id",
+            "id",
+            "target_kind",
+            "settings_revision",
+            "global_policy_revision",
+            "touches_policy",
+        ],
+        "created_at, id",
+    )
+}
+
+fn live_target(row: LiveTargetRow) -> Result<(String, LiveTarget)> {
+    let (sandbox_id, operation_id, kind, settings, global_policy, touches_policy) = row;
+    Ok((
+        sandbox_id,
+        LiveTarget {
+            operation_id,
+            target_kind: TargetKind::parse(&kind)?,
+            settings_revision: settings,
+            global_policy_revision: global_policy,
+            touches_policy: touches_policy != 0,
+        },
+    ))
+}
+
 /// One sandbox's report, as kept for `sessions inspect`.
 #[derive(Debug, serde::Serialize)]
 pub struct ReportRow<'a> {
@@ -172,43 +226,73 @@ impl WriteTx {
         &mut self,
         sandbox_ids: &[String],
     ) -> Result<Vec<(String, LiveTarget)>> {
-        let select = format!(
-            "SELECT t.sandbox_id, o.id, o.target_kind, o.settings_revision, \
-             o.global_policy_revision, o.touches_policy, o.created_at \
-             FROM operation_targets t JOIN operations o ON o.id = t.operation_id \
-             WHERE t.sandbox_id {} AND t.state IN ('PENDING', 'DELIVERED')",
-            self.backend.in_json_list(1)
+        let sql = live_targets_sql(self.backend);
+        let rows: Vec<LiveTargetRow> = self.fetch_json_rows(sql, json_list(sandbox_ids)?).await?;
+        rows.into_iter().map(live_target).collect()
+    }
+
+    /// Locks these sandboxes and reads what one round of their reports is
+    /// resolved against.
+    pub async fn round_inputs(&mut self, sandbox_ids: &[String]) -> Result<RoundInputs> {
+        match self.backend {
+            // One statement each, after the locks: a statement sees what was
+            // committed when it started, so one that waited for a lock would
+            // miss what the lock's holder wrote.
+            Backend::Postgres => Ok(RoundInputs {
+                lifecycles: self.lock_sandboxes(sandbox_ids).await?,
+                sandbox_operations: self.live_sandbox_operations_of(sandbox_ids).await?,
+                targets: self.live_targets_of(sandbox_ids).await?,
+            }),
+            Backend::Sqlite => self.round_inputs_at_once(sandbox_ids).await,
+        }
+    }
+
+    /// [`WriteTx::round_inputs`] on SQLite, whose one writer holds the whole
+    /// database, so nothing changes between reads: one statement reads the
+    /// sandboxes, which of them have a live operation of their own, and their
+    /// live targets. Each statement is a hand-off to the connection's thread
+    /// and back; a fanout's acks resolve in rounds of a few dozen, and three
+    /// statements a round were a third of them.
+    async fn round_inputs_at_once(&mut self, sandbox_ids: &[String]) -> Result<RoundInputs> {
+        let sql = format!(
+            "SELECT (SELECT json_group_array(json_array(s.id, s.lifecycle, \
+             EXISTS (SELECT 1 FROM operations o WHERE o.sandbox_id = s.id \
+             AND o.state IN ('PENDING', 'DELIVERED'))) ORDER BY s.id) \
+             FROM sandboxes s WHERE s.id {}) AS sandboxes, ({}) AS targets",
+            self.backend.in_json_list(1),
+            live_targets_sql(self.backend)
         );
-        let sql = self.backend.json_rows(
-            &select,
-            &[
-                "sandbox_id",
-                "id",
-                "target_kind",
-                "settings_revision",
-                "global_policy_revision",
-                "touches_policy",
-            ],
-            "created_at, id",
-        );
-        let rows: Vec<(String, String, String, u64, u64, i64)> =
-            self.fetch_json_rows(sql, json_list(sandbox_ids)?).await?;
-        rows.into_iter()
-            .map(
-                |(sandbox_id, operation_id, kind, settings, global_policy, touches_policy)| {
-                    Ok((
-                        sandbox_id,
-                        LiveTarget {
-                            operation_id,
-                            target_kind: TargetKind::parse(&kind)?,
-                            settings_revision: settings,
-                            global_policy_revision: global_policy,
-                            touches_policy: touches_policy != 0,
-                        },
-                    ))
-                },
-            )
-            .collect()
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(json_list(sandbox_ids)?)
+            .fetch_one(self.conn())
+            .await?;
+        let unreadable = |e: serde_json::Error| {
+            super::StoreError::Corrupt(format!("unreadable aggregated rows: {e}"))
+        };
+        let sandboxes: Vec<(String, String, i64)> =
+            serde_json::from_str(&row.try_get::<String, _>("sandboxes")?).map_err(unreadable)?;
+        let targets: Vec<LiveTargetRow> =
+            serde_json::from_str(&row.try_get::<String, _>("targets")?).map_err(unreadable)?;
+        let mut lifecycles = HashMap::with_capacity(sandboxes.len());
+        let mut with_operations = Vec::new();
+        for (id, lifecycle, has_operation) in sandboxes {
+            lifecycles.insert(id.clone(), Lifecycle::parse(&lifecycle)?);
+            if has_operation != 0 {
+                with_operations.push(id);
+            }
+        }
+        // A fanout's sandboxes have none: the operations are read only when
+        // there are some.
+        let sandbox_operations = if with_operations.is_empty() {
+            Vec::new()
+        } else {
+            self.live_sandbox_operations_of(&with_operations).await?
+        };
+        Ok(RoundInputs {
+            lifecycles,
+            sandbox_operations,
+            targets: targets.into_iter().map(live_target).collect::<Result<_>>()?,
+        })
     }
 
     /// Moves a live operation to a terminal state; terminal ones never change.
