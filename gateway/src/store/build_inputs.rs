@@ -202,7 +202,7 @@ fn sandbox_config_inputs_sql(backend: Backend) -> &'static str {
 /// index reads only, no policy text, no settings values.
 static CONFIG_INPUT_REVISIONS_SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
     [Backend::Sqlite, Backend::Postgres].map(|backend| {
-        format!(
+        let select = format!(
             "SELECT s.id, s.lifecycle, s.policy_revision, s.settings_revision, s.attachment_epoch, \
              w.settings_revision AS workspace_settings_revision, \
              (SELECT value FROM counters WHERE name = 'global_settings_revision') AS global_settings_revision, \
@@ -214,9 +214,42 @@ static CONFIG_INPUT_REVISIONS_SQL: LazyLock<[String; 2]> = LazyLock::new(|| {
              FROM sandboxes s JOIN workspaces w ON w.name = s.workspace \
              WHERE s.id {}",
             backend.in_json_list(1)
-        )
+        );
+        // One aggregated row: a reconcile tick reads a few hundred sandboxes,
+        // and the driver hands each row over as a message of its own.
+        backend.json_rows(&select, &RevisionsRow::COLUMNS, "id")
     })
 });
+
+/// A row of [`CONFIG_INPUT_REVISIONS_SQL`], its columns in this order.
+#[derive(Debug, serde::Deserialize)]
+struct RevisionsRow {
+    id: String,
+    lifecycle: String,
+    policy_revision: u64,
+    settings_revision: u64,
+    attachment_epoch: u64,
+    workspace_settings_revision: u64,
+    global_settings_revision: u64,
+    global_policy_revision: u64,
+    attached_providers: u64,
+    attached_provider_revision_sum: u64,
+}
+
+impl RevisionsRow {
+    const COLUMNS: [&str; 10] = [
+        "id",
+        "lifecycle",
+        "policy_revision",
+        "settings_revision",
+        "attachment_epoch",
+        "workspace_settings_revision",
+        "global_settings_revision",
+        "global_policy_revision",
+        "attached_providers",
+        "attached_provider_revision_sum",
+    ];
+}
 
 /// Sandboxes per revisions statement: one reconcile tick of 10k sessions
 /// due over 30 s is about 340.
@@ -579,27 +612,21 @@ impl Store {
         };
         let mut revisions = HashMap::with_capacity(sandbox_ids.len());
         for ids in sandbox_ids.chunks(REVISIONS_PER_STATEMENT) {
-            let rows = sqlx::query(AssertSqlSafe(sql.as_str()))
-                .bind(json_list(ids)?)
-                .fetch_all(self.pool())
-                .await?;
-            for row in &rows {
+            let rows: Vec<RevisionsRow> =
+                fetch_json_rows(self.pool(), AssertSqlSafe(sql.as_str()), json_list(ids)?).await?;
+            for row in rows {
                 revisions.insert(
-                    row.try_get::<String, _>("id")?,
+                    row.id,
                     ConfigInputRevisions {
-                        stopped: Lifecycle::parse(&row.try_get::<String, _>("lifecycle")?)?
-                            == Lifecycle::Stopped,
-                        policy_revision: u64_col(row, "policy_revision")?,
-                        sandbox_settings_revision: u64_col(row, "settings_revision")?,
-                        workspace_settings_revision: u64_col(row, "workspace_settings_revision")?,
-                        global_settings_revision: u64_col(row, "global_settings_revision")?,
-                        global_policy_revision: u64_col(row, "global_policy_revision")?,
-                        attachment_epoch: u64_col(row, "attachment_epoch")?,
-                        attached_providers: u64_col(row, "attached_providers")?,
-                        attached_provider_revision_sum: u64_col(
-                            row,
-                            "attached_provider_revision_sum",
-                        )?,
+                        stopped: Lifecycle::parse(&row.lifecycle)? == Lifecycle::Stopped,
+                        policy_revision: row.policy_revision,
+                        sandbox_settings_revision: row.settings_revision,
+                        workspace_settings_revision: row.workspace_settings_revision,
+                        global_settings_revision: row.global_settings_revision,
+                        global_policy_revision: row.global_policy_revision,
+                        attachment_epoch: row.attachment_epoch,
+                        attached_providers: row.attached_providers,
+                        attached_provider_revision_sum: row.attached_provider_revision_sum,
                     },
                 );
             }
