@@ -291,7 +291,10 @@ impl WriteTx {
         Ok(RoundInputs {
             lifecycles,
             sandbox_operations,
-            targets: targets.into_iter().map(live_target).collect::<Result<_>>()?,
+            targets: targets
+                .into_iter()
+                .map(live_target)
+                .collect::<Result<_>>()?,
         })
     }
 
