@@ -57,6 +57,11 @@ impl ChildProc {
         self.child.id()
     }
 
+    /// Whether the process has exited (reaping it if so).
+    pub fn has_exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     pub async fn send<C: Serialize>(&mut self, command: &C) -> Result<()> {
         let mut line = serde_json::to_string(command)?;
         line.push('\n');

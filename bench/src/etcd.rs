@@ -92,8 +92,30 @@ fn free_port() -> Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// Starts of etcd tried before giving up. A port found free may be taken by someone else
+/// before etcd binds it (a parallel test's outgoing connection, say): etcd then exits at
+/// once, and a start on other ports succeeds.
+const START_ATTEMPTS: usize = 5;
+
 impl EtcdServer {
     pub async fn start(exe: &Path, data_dir: &Path, log_path: &Path) -> Result<Self> {
+        let mut attempt = 1;
+        loop {
+            // A directory per attempt: one that failed may have left a member behind.
+            let dir = data_dir.join(format!("attempt-{attempt}"));
+            match Self::start_once(exe, &dir, log_path).await? {
+                Some(server) => return Ok(server),
+                None if attempt < START_ATTEMPTS => attempt += 1,
+                None => bail!(
+                    "etcd exited before it answered, {START_ATTEMPTS} times (see {})",
+                    log_path.display()
+                ),
+            }
+        }
+    }
+
+    /// One start on ports found free; None when etcd exited before it answered.
+    async fn start_once(exe: &Path, data_dir: &Path, log_path: &Path) -> Result<Option<Self>> {
         let client = format!("http://127.0.0.1:{}", free_port()?);
         let peer = format!("http://127.0.0.1:{}", free_port()?);
         let args: Vec<String> = vec![
@@ -113,14 +135,15 @@ impl EtcdServer {
             format!("bench={peer}"),
         ];
         let process = ChildProc::spawn("etcd", exe, &args, log_path)?;
-        let server = Self {
+        let mut server = Self {
             process,
             endpoint: client,
         };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             match server.put(b"ready").await {
-                Ok(_) => return Ok(server),
+                Ok(_) => return Ok(Some(server)),
+                Err(_) if server.process.has_exited() => return Ok(None),
                 Err(e) if tokio::time::Instant::now() >= deadline => {
                     return Err(e.context("etcd did not answer within 30 s"));
                 }
@@ -281,5 +304,39 @@ async fn open_watch(
         if response.created {
             return Ok((requests, events));
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// An etcd that exits at once (as one does when its port was taken) is started again on
+    /// other ports, and after the last attempt the error says so, instead of waiting out the
+    /// answer deadline.
+    #[tokio::test]
+    async fn an_etcd_that_exits_at_once_is_retried_then_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("etcd");
+        let starts = dir.path().join("starts");
+        std::fs::write(
+            &exe,
+            format!("#!/bin/sh\necho started >> {}\nexit 1\n", starts.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let log = dir.path().join("etcd.log");
+        let err = EtcdServer::start(&exe, &dir.path().join("data"), &log)
+            .await
+            .err()
+            .expect("a failing etcd must not start");
+        assert!(
+            err.to_string().contains("exited before it answered"),
+            "{err:#}"
+        );
+        let started = std::fs::read_to_string(&starts).unwrap();
+        assert_eq!(started.lines().count(), START_ATTEMPTS);
     }
 }
