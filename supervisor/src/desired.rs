@@ -80,7 +80,7 @@ pub struct DesiredConfig {
     pub sandbox_config: sb::GetSandboxConfigResponse,
     policy: Option<Arc<SharedPolicy>>,
     pub provider_env: pb::GetSandboxProviderEnvironmentResponse,
-    /// The policy in `sandbox_config` is the local policy file's, not the gateway's. Kept
+    /// The policy is the local policy file's, not the gateway's. Kept
     /// here because the wire's `policy_source` (upstream's enum) has no value for it.
     pub policy_is_local: bool,
 }
