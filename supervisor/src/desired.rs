@@ -375,7 +375,9 @@ const ENV_BUILT_AT_FIELD: u64 = 105;
 
 /// Maps of the wire types are `BTreeMap`s (see the proto crate's build), so equal content
 /// encodes to equal bytes.
-fn config_content(c: &sb::GetSandboxConfigResponse) -> Vec<u8> {
+/// A `sandbox_config`'s content, as upstream's message or as the pushed snapshot: the two
+/// share one wire shape.
+fn config_content(c: &impl Message) -> Vec<u8> {
     framed(without_field(c.encode_to_vec(), CONFIG_BUILT_AT_FIELD))
 }
 
@@ -437,8 +439,7 @@ fn framed(bytes: Vec<u8>) -> Vec<u8> {
 /// A pushed snapshot has upstream's wire shape, so its bytes are those of the answer it
 /// carries, and nothing needs decoding.
 pub fn config_fingerprint(c: &pb::SandboxConfigSnapshot) -> String {
-    let content = framed(without_field(c.encode_to_vec(), CONFIG_BUILT_AT_FIELD));
-    hex::encode(Sha256::digest(content))
+    hex::encode(Sha256::digest(config_content(c)))
 }
 
 /// See [`config_fingerprint`].

@@ -193,7 +193,7 @@ impl PushState {
         }
         self.see_sequence(update.sequence);
         let fingerprint = fingerprint_of(update);
-        // The update's own decoded `sandbox_config`, when it carries one.
+        // The update's own `sandbox_config` and policy, when it carries one.
         let mut fresh = None;
         match (component, config, &update.snapshot) {
             (ConfigComponent::SandboxConfig, Some(c), Some(Snapshot::SandboxConfig(wire))) => {

@@ -609,7 +609,15 @@ pub(crate) async fn fetch_json_rows<'e, T: serde::de::DeserializeOwned>(
     param: String,
 ) -> Result<Vec<T>> {
     let row = sqlx::query(sql).bind(param).fetch_one(executor).await?;
-    let rows: String = sqlx::Row::try_get(&row, "json_rows")?;
+    json_rows_of(&row, "json_rows")
+}
+
+/// The rows aggregated into `column` of `row` (see [`Backend::json_rows`]).
+pub(crate) fn json_rows_of<T: serde::de::DeserializeOwned>(
+    row: &sqlx::any::AnyRow,
+    column: &str,
+) -> Result<Vec<T>> {
+    let rows: String = sqlx::Row::try_get(row, column)?;
     serde_json::from_str(&rows)
         .map_err(|e| StoreError::Corrupt(format!("unreadable aggregated rows: {e}")))
 }

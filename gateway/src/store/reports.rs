@@ -11,7 +11,7 @@ use super::operations::OPERATION_COLUMNS;
 use super::records::{
     Lifecycle, OperationRecord, OperationState, Outcome, TargetKind, operation_from_row, u64_col,
 };
-use super::{Backend, Store, WriteTx, json_list, now_ms};
+use super::{Backend, Store, WriteTx, json_list, json_rows_of, now_ms};
 
 /// Ends a live operation and returns the row, so its waiters need not read it.
 static FINISH_OPERATION_SQL: LazyLock<String> = LazyLock::new(|| {
@@ -266,13 +266,8 @@ impl WriteTx {
             .bind(json_list(sandbox_ids)?)
             .fetch_one(self.conn())
             .await?;
-        let unreadable = |e: serde_json::Error| {
-            super::StoreError::Corrupt(format!("unreadable aggregated rows: {e}"))
-        };
-        let sandboxes: Vec<(String, String, i64)> =
-            serde_json::from_str(&row.try_get::<String, _>("sandboxes")?).map_err(unreadable)?;
-        let targets: Vec<LiveTargetRow> =
-            serde_json::from_str(&row.try_get::<String, _>("targets")?).map_err(unreadable)?;
+        let sandboxes: Vec<(String, String, i64)> = json_rows_of(&row, "sandboxes")?;
+        let targets: Vec<LiveTargetRow> = json_rows_of(&row, "targets")?;
         let mut lifecycles = HashMap::with_capacity(sandboxes.len());
         let mut with_operations = Vec::new();
         for (id, lifecycle, has_operation) in sandboxes {
