@@ -172,7 +172,7 @@ impl DesiredConfig {
     /// It covers provider values, so it is compared in memory only: never logged or sent.
     pub fn fingerprint(&self) -> String {
         let mut hasher = Sha256::new();
-        hasher.update(config_content(&self.sandbox_config));
+        hash_content(&mut hasher, &self.sandbox_config, CONFIG_BUILT_AT_FIELD);
         match &self.policy {
             Some(policy) => {
                 hasher.update([1]);
@@ -180,9 +180,9 @@ impl DesiredConfig {
             }
             None => hasher.update([0]),
         }
-        hasher.update(env_content(&self.provider_env));
+        hash_content(&mut hasher, &self.provider_env, ENV_BUILT_AT_FIELD);
         hasher.update([u8::from(self.policy_is_local)]);
-        hex::encode(hasher.finalize())
+        digest_hex(hasher)
     }
 
     pub fn setting(&self, key: &str) -> Option<&sb::EffectiveSetting> {
@@ -373,41 +373,58 @@ pub fn env_revisions(e: &pb::GetSandboxProviderEnvironmentResponse) -> AppliedRe
 const CONFIG_BUILT_AT_FIELD: u64 = 107;
 const ENV_BUILT_AT_FIELD: u64 = 105;
 
+/// Hashes a message's content: its encoding without its top-level field `built_at_field`,
+/// after the length of what is hashed, so the boundary between two contents hashed one
+/// after the other cannot shift unnoticed. The digest is that of the encoding of the
+/// message with the field unset, made without copying the message or its encoding (the
+/// policy is most of a snapshot, and this runs on every update a supervisor receives).
+///
 /// Maps of the wire types are `BTreeMap`s (see the proto crate's build), so equal content
-/// encodes to equal bytes.
-/// A `sandbox_config`'s content, as upstream's message or as the pushed snapshot: the two
-/// share one wire shape.
-fn config_content(c: &impl Message) -> Vec<u8> {
-    framed(without_field(c.encode_to_vec(), CONFIG_BUILT_AT_FIELD))
+/// encodes to equal bytes. A `sandbox_config` hashes alike as upstream's message or as the
+/// pushed snapshot: the two share one wire shape.
+fn hash_content(hasher: &mut Sha256, message: &impl Message, built_at_field: u64) {
+    hash_encoding_without(hasher, &message.encode_to_vec(), built_at_field);
 }
 
-fn env_content(e: &pb::GetSandboxProviderEnvironmentResponse) -> Vec<u8> {
-    framed(without_field(e.encode_to_vec(), ENV_BUILT_AT_FIELD))
-}
-
-/// A message's encoding without its top-level field `number`: the encoding of the message
-/// with that field unset, made without copying the message (the policy is most of a
-/// snapshot, and this runs on every update a supervisor receives).
-fn without_field(encoded: Vec<u8>, number: u64) -> Vec<u8> {
-    let mut kept = Vec::with_capacity(encoded.len());
-    let mut rest = encoded.as_slice();
-    while !rest.is_empty() {
-        let field_start = rest;
-        let Some(number_of_field) = skip_field(&mut rest) else {
-            // Not prost's encoding of a message: nothing to strip safely.
-            return encoded;
-        };
-        let field = &field_start[..field_start.len() - rest.len()];
-        if number_of_field != number {
-            kept.extend_from_slice(field);
-        }
+/// See [`hash_content`]; bytes that are not prost's encoding of a message are hashed whole.
+fn hash_encoding_without(hasher: &mut Sha256, encoded: &[u8], built_at_field: u64) {
+    let kept = || {
+        let mut rest = encoded;
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            let field_start = rest;
+            // `None` here means the bytes are not prost's encoding of a message: nothing is
+            // stripped then (see below).
+            let number = skip_field(&mut rest);
+            Some((number, &field_start[..field_start.len() - rest.len()]))
+        })
+        .filter(|(number, _)| *number != Some(built_at_field))
+    };
+    if kept().any(|(number, _)| number.is_none()) {
+        hasher.update((encoded.len() as u64).to_be_bytes());
+        hasher.update(encoded);
+        return;
     }
-    kept
+    let length: usize = kept().map(|(_, field)| field.len()).sum();
+    hasher.update((length as u64).to_be_bytes());
+    for (_, field) in kept() {
+        hasher.update(field);
+    }
 }
 
-/// Moves `rest` past one field; returns its number, or None when `rest` does not start with
-/// a whole field.
+/// Moves `rest` past one field; returns its number, or None (and `rest` emptied) when `rest`
+/// does not start with a whole field.
 fn skip_field(rest: &mut &[u8]) -> Option<u64> {
+    let number = skip_whole_field(rest);
+    if number.is_none() {
+        *rest = &[];
+    }
+    number
+}
+
+fn skip_whole_field(rest: &mut &[u8]) -> Option<u64> {
     let key = prost::encoding::decode_varint(rest).ok()?;
     let length = match prost::encoding::WireType::try_from(key & 0x7).ok()? {
         prost::encoding::WireType::Varint => {
@@ -428,23 +445,30 @@ fn skip_field(rest: &mut &[u8]) -> Option<u64> {
     Some(key >> 3)
 }
 
-/// Length-prefixed, so the boundary between the two halves cannot shift unnoticed.
-fn framed(bytes: Vec<u8>) -> Vec<u8> {
-    let mut out = (bytes.len() as u64).to_be_bytes().to_vec();
-    out.extend(bytes);
-    out
+/// A finished digest in lower-case hex.
+fn digest_hex(hasher: Sha256) -> String {
+    let mut text = [0u8; 64];
+    // 32 bytes always fit 64 hex digits, which are ASCII; the fallbacks only keep this total.
+    if hex::encode_to_slice(hasher.finalize(), &mut text).is_err() {
+        return String::new();
+    }
+    String::from_utf8(text.to_vec()).unwrap_or_default()
 }
 
 /// Fingerprint of one component snapshot, for `DUPLICATE` detection when the gateway sent none.
 /// A pushed snapshot has upstream's wire shape, so its bytes are those of the answer it
 /// carries, and nothing needs decoding.
 pub fn config_fingerprint(c: &pb::SandboxConfigSnapshot) -> String {
-    hex::encode(Sha256::digest(config_content(c)))
+    let mut hasher = Sha256::new();
+    hash_content(&mut hasher, c, CONFIG_BUILT_AT_FIELD);
+    digest_hex(hasher)
 }
 
 /// See [`config_fingerprint`].
 pub fn env_fingerprint(e: &pb::GetSandboxProviderEnvironmentResponse) -> String {
-    hex::encode(Sha256::digest(env_content(e)))
+    let mut hasher = Sha256::new();
+    hash_content(&mut hasher, e, ENV_BUILT_AT_FIELD);
+    digest_hex(hasher)
 }
 
 #[cfg(test)]
@@ -577,32 +601,52 @@ pub(crate) mod tests {
         assert_ne!(a.fingerprint(), local.fingerprint());
     }
 
-    /// The fingerprint strips `built_at` from the encoding instead of encoding a copy
-    /// without it: both must give the same bytes, or a rebuild would look like a change.
+    /// What is hashed of a message: the length, then the bytes, of its encoding with
+    /// `built_at` unset.
+    fn framed_digest(encoded: &[u8]) -> Vec<u8> {
+        let mut hasher = Sha256::new();
+        hasher.update((encoded.len() as u64).to_be_bytes());
+        hasher.update(encoded);
+        hasher.finalize().to_vec()
+    }
+
+    fn content_digest(message: &impl Message, built_at_field: u64) -> Vec<u8> {
+        let mut hasher = Sha256::new();
+        hash_content(&mut hasher, message, built_at_field);
+        hasher.finalize().to_vec()
+    }
+
+    /// The fingerprint skips `built_at` in the encoding instead of encoding a copy without
+    /// it: both must hash the same bytes, or a rebuild would look like a change.
     #[test]
-    fn stripping_the_build_time_gives_the_encoding_without_it() {
+    fn skipping_the_build_time_hashes_the_encoding_without_it() {
         let d = built_at(sample(4, "e2"), 1_700_000_000, 1_700_000_001);
         let mut unset = d.clone();
         unset.sandbox_config.built_at = None;
         unset.provider_env.built_at = None;
         assert_eq!(
-            config_content(&d.sandbox_config),
-            framed(unset.sandbox_config.encode_to_vec())
+            content_digest(&d.sandbox_config, CONFIG_BUILT_AT_FIELD),
+            framed_digest(&unset.sandbox_config.encode_to_vec())
         );
         assert_eq!(
-            env_content(&d.provider_env),
-            framed(unset.provider_env.encode_to_vec())
+            content_digest(&d.provider_env, ENV_BUILT_AT_FIELD),
+            framed_digest(&unset.provider_env.encode_to_vec())
         );
         assert!(
             d.sandbox_config.encode_to_vec().len() > unset.sandbox_config.encode_to_vec().len(),
-            "the sample must carry a build time to strip"
+            "the sample must carry a build time to skip"
         );
-        // Bytes that are not a message's encoding are kept whole.
-        assert_eq!(without_field(vec![0x0b, 0x01], 1), vec![0x0b, 0x01]);
         assert_eq!(
-            without_field(vec![0x0a, 0x05, 0x01], 1),
-            vec![0x0a, 0x05, 0x01]
+            config_fingerprint(&pb::SandboxConfigSnapshot::from_response(&d.sandbox_config)),
+            hex::encode(framed_digest(&unset.sandbox_config.encode_to_vec())),
+            "a pushed snapshot without a policy hashes as upstream's message"
         );
+        // Bytes that are not a message's encoding are hashed whole.
+        for malformed in [vec![0x0b, 0x01], vec![0x0a, 0x05, 0x01]] {
+            let mut hasher = Sha256::new();
+            hash_encoding_without(&mut hasher, &malformed, 1);
+            assert_eq!(hasher.finalize().to_vec(), framed_digest(&malformed));
+        }
     }
 
     /// A policy has one digest whether it was decoded from prost's bytes or built here, so
