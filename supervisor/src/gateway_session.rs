@@ -358,7 +358,7 @@ impl SessionRunner {
                         );
                         continue;
                     };
-                    let result = handle_update(state, &self.engine, &update).await;
+                    let result = handle_update(state, &self.engine, update).await;
                     debug!(
                         delivery_id = result.delivery_id,
                         status = result.status().as_str_name(),

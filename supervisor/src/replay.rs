@@ -75,7 +75,7 @@ impl PushReplay {
             }
             Inbound::ConfigUpdate(update) => {
                 let state = self.push.as_mut()?;
-                Outbound::ConfigUpdateResult(handle_update(state, &self.engine, &update).await)
+                Outbound::ConfigUpdateResult(handle_update(state, &self.engine, update).await)
             }
             Inbound::StartupCandidate(candidate) => {
                 Outbound::StartupPrepared(prepare_candidate(&candidate))
