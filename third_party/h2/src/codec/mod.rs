@@ -48,8 +48,9 @@ where
             .length_adjustment(9)
             .num_skip(0) // Don't skip the header
             .new_codec();
-        // Patched (see third_party/README.md): tokio-util's default read buffer
-        // is 8 KiB per connection; it grows to fit a larger frame.
+        // Patched (see third_party/README.md): the read buffer's initial size,
+        // also the size it is allocated at again after an idle connection gave
+        // it back; it grows to fit a larger frame.
         let delimited = tokio_util::codec::FramedRead::with_capacity(
             framed_write,
             delimited,
@@ -66,7 +67,7 @@ where
 }
 
 /// Initial read buffer of a connection (patched, see `with_max_recv_frame_size`).
-const READ_BUFFER_CAPACITY: usize = 1_024;
+const READ_BUFFER_CAPACITY: usize = 8_192;
 
 impl<T, B> Codec<T, B> {
     /// Updates the max received frame size.
