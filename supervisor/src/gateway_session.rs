@@ -56,6 +56,7 @@ pub(crate) struct SessionRunner {
     pub options: Arc<SupervisorOptions>,
     pub engine: Arc<Engine>,
     pub status: watch::Sender<SupervisorStatus>,
+    pub readiness: watch::Sender<Option<Readiness>>,
 }
 
 /// How long a stopping supervisor waits for the gateway to close its side.
@@ -289,7 +290,7 @@ impl SessionRunner {
         }
 
         // Readiness is reported on every session: a gateway that restarted knows nothing of it.
-        let mut readiness = self.status.subscribe();
+        let mut readiness = self.readiness.subscribe();
         let mut readiness_sent = None;
         self.report_readiness(&tx, &mut readiness, &mut readiness_sent)
             .await?;
@@ -318,6 +319,7 @@ impl SessionRunner {
                 }
                 frame = inbound.message() => frame,
                 () = idle => return Err(SessionError::Idle(idle_limit)),
+                // The sender is `self.readiness`, so the wait cannot fail.
                 changed = readiness.changed() => {
                     if changed.is_ok() {
                         self.report_readiness(&tx, &mut readiness, &mut readiness_sent).await?;
@@ -387,13 +389,13 @@ impl SessionRunner {
     async fn report_readiness(
         &self,
         tx: &mpsc::Sender<SupervisorMessage>,
-        status: &mut watch::Receiver<SupervisorStatus>,
+        readiness: &mut watch::Receiver<Option<Readiness>>,
         sent: &mut Option<Readiness>,
     ) -> Result<(), SessionError> {
         if self.options.protocol_revision == 0 {
             return Ok(());
         }
-        let current = status.borrow_and_update().readiness.clone();
+        let current = readiness.borrow_and_update().clone();
         let Some(current) = current else {
             return Ok(());
         };

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use crate::desired::DesiredConfig;
-use crate::middleware::Readiness;
 
 /// State of the ConnectSupervisor session.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,7 +41,4 @@ pub struct SupervisorStatus {
     pub reports_sent: u64,
     /// `ConfigUpdateResult` and `BootstrapResult` frames sent.
     pub acks_sent: u64,
-    /// Whether the workload started and the state of the remote middleware it needs; `None`
-    /// until the first check is done (or without a workload).
-    pub readiness: Option<Readiness>,
 }

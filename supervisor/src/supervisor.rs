@@ -156,6 +156,10 @@ pub struct Supervisor {
     options: Arc<SupervisorOptions>,
     engine: Arc<Engine>,
     status: watch::Sender<SupervisorStatus>,
+    /// Whether the workload started and the state of the remote middleware it needs; `None`
+    /// until the first check is done (or without a workload). Apart from the status so that
+    /// an accepted session, which reports it, is not woken by every apply and ack.
+    readiness: watch::Sender<Option<Readiness>>,
 }
 
 impl Supervisor {
@@ -174,6 +178,7 @@ impl Supervisor {
             options: Arc::new(options),
             engine,
             status,
+            readiness: watch::channel(None).0,
         }
     }
 
@@ -188,7 +193,7 @@ impl Supervisor {
 
     /// Records whether the workload started and why; an accepted session tells the gateway.
     pub fn set_readiness(&self, readiness: Readiness) {
-        self.status.send_modify(|s| s.readiness = Some(readiness));
+        self.readiness.send_replace(Some(readiness));
     }
 
     /// Replaces the local policy after its file changed and re-applies the gateway's
@@ -266,6 +271,7 @@ impl Supervisor {
             options: options.clone(),
             engine: self.engine.clone(),
             status: self.status.clone(),
+            readiness: self.readiness.clone(),
         };
         let session_task = session.run(stopped);
         tokio::pin!(session_task);
