@@ -3,18 +3,22 @@
 //! does not end while the listing goes on; a report resolved before its
 //! sandbox was listed still settles the target; a listing that fails is
 //! taken up again; and a listing a stopped gateway left is finished when it
-//! starts again.
+//! starts again. In the commit (PostgreSQL): a sandbox deleted or stopped
+//! while the listing runs never keeps a pending target that nothing ends.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
-use openshell_e2e::{Backend, POLICY, TestGateway, create_sandbox, eventually, sandbox_ref};
+use openshell_e2e::{
+    Backend, POLICY, TestGateway, create_sandbox, eventually, raw_setting, sandbox_ref,
+    terminal_operation, to_global, to_workspace,
+};
 use openshell_gateway::operations::fleet_targets::{list_from, retry_listing};
 use openshell_gateway::operations::resolution::ReportedRevisions;
 use openshell_gateway::operations::{ReportStatus, SupervisorReport};
 use openshell_gateway::store::{
-    NewOperation, OperationRecord, OperationState, Store, TargetKind, new_id,
+    Lifecycle, NewOperation, OperationRecord, OperationState, Store, TargetKind, new_id,
 };
 use openshell_proto::v1 as pb;
 
@@ -276,4 +280,108 @@ async fn a_listing_that_fails_is_taken_up_again() {
             .targets,
         3
     );
+}
+
+/// A stop or delete whose transaction is open while a fleet write lists its targets on
+/// PostgreSQL (the write reaches its listing after the lifecycle change ended the sandbox's
+/// live targets, and before it commits). Without a lock between the two, the listing saw the
+/// sandbox still live and gave it a pending target that the lifecycle change could not see:
+/// the operation stayed PENDING for good after a delete (a chaos run found one 90 s after
+/// its heal). Returns the operation once it ended.
+async fn fleet_write_racing_a_lifecycle_change(
+    wanted: Lifecycle,
+    fleet_write: pb::UpdateConfigRequest,
+) -> pb::Operation {
+    let gw = TestGateway::start(Backend::Postgres).await;
+    let mut api = gw.api().await;
+    let (sandbox, _) = create_sandbox(&mut api, "racing", POLICY).await;
+
+    let store = &gw.state().store;
+    let mut lifecycle = store.begin_write().await.unwrap();
+    lifecycle.lock_sandbox(&sandbox).await.unwrap();
+    lifecycle.set_lifecycle(&sandbox, wanted).await.unwrap();
+    let ended = match wanted {
+        Lifecycle::Deleted => OperationState::Cancelled,
+        _ => OperationState::Inactive,
+    };
+    lifecycle
+        .resolve_live_operations_for_lifecycle(&sandbox, ended, "test")
+        .await
+        .unwrap();
+
+    let mut writer = api.clone();
+    let write = tokio::spawn(async move {
+        writer
+            .update_config(fleet_write)
+            .await
+            .unwrap()
+            .into_inner()
+    });
+    // The write either waits for the lifecycle change (its lock is taken) or, unprotected,
+    // commits before it: only then is the lifecycle change committed.
+    let watcher = sqlx::PgPool::connect(&gw.store.url).await.unwrap();
+    eventually(
+        "the fleet write to wait for the lifecycle change, or to commit",
+        Duration::from_secs(30),
+        || {
+            let finished = write.is_finished();
+            let watcher = watcher.clone();
+            async move {
+                let waiting: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
+                     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                )
+                .fetch_one(&watcher)
+                .await
+                .unwrap();
+                (finished || waiting > 0).then_some(())
+            }
+        },
+    )
+    .await;
+    lifecycle.commit().await.unwrap();
+
+    let written = write.await.unwrap();
+    let op = written.operation.unwrap();
+    let pending = api
+        .list_operation_targets(pb::ListOperationTargetsRequest {
+            operation_id: op.id.clone(),
+            states: vec![pb::OperationState::Pending as i32],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .targets;
+    assert!(
+        pending.is_empty(),
+        "the {wanted:?} sandbox keeps a pending target: {pending:?}"
+    );
+    terminal_operation(&api, &op.id).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_deleted_during_a_fleet_listing_keeps_no_pending_target_on_postgres() {
+    let global = pb::UpdateConfigRequest {
+        settings: vec![raw_setting("log_rate_limit_per_second", "77")],
+        ..to_global()
+    };
+    let op = fleet_write_racing_a_lifecycle_change(Lifecycle::Deleted, global).await;
+    // The only sandbox is gone: nothing was listed, or its target was cancelled.
+    assert_ne!(openshell_e2e::state(&op), pb::OperationState::Pending);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_stopped_during_a_fleet_listing_is_an_inactive_target_on_postgres() {
+    let workspace = pb::UpdateConfigRequest {
+        settings: vec![raw_setting("environment_label", "racing")],
+        ..to_workspace("default")
+    };
+    let op = fleet_write_racing_a_lifecycle_change(Lifecycle::Stopped, workspace).await;
+    assert_eq!(
+        openshell_e2e::state(&op),
+        pb::OperationState::Inactive,
+        "{op:?}"
+    );
+    assert_eq!(op.fleet.map(|f| (f.targets, f.inactive)), Some((1, 1)));
 }

@@ -283,6 +283,12 @@ impl ListedTargets {
 pub const STOPPED_TARGET_REASON: &str =
     "sandbox is stopped; the change takes effect when it starts";
 
+/// Advisory lock classes (PostgreSQL) of a fleet listing's scope: every sandbox, or one
+/// workspace's (keyed by the hash of its name). Any two numbers no other lock of the
+/// database's users takes would do.
+const FLEET_LISTING_LOCK_ALL: i32 = 0x4f53_0001;
+const FLEET_LISTING_LOCK_WORKSPACE: i32 = 0x4f53_0002;
+
 fn stopped_filter(stopped: bool) -> &'static str {
     if stopped {
         "lifecycle = 'stopped'"
@@ -443,6 +449,7 @@ impl WriteTx {
         operation_id: &str,
         workspace: Option<&str>,
     ) -> Result<ListedTargets> {
+        self.lock_fleet_scope(workspace).await?;
         let mut listed = ListedTargets::default();
         for stopped in [false, true] {
             let inserted = sqlx::query(AssertSqlSafe(format!(
@@ -464,6 +471,53 @@ impl WriteTx {
         }
         self.count_listed_targets(operation_id, listed).await?;
         Ok(listed)
+    }
+
+    /// Takes the lock of a fleet operation's scope (all sandboxes, or those of `workspace`)
+    /// for the rest of the transaction, on PostgreSQL. There a fleet write lists its targets
+    /// in its own transaction, in statements that lock no sandbox row. A stop or delete
+    /// committing meanwhile ends the live targets it can see, and the listing's are not
+    /// visible to it yet: the target would stay pending on a deleted sandbox, and its
+    /// operation with it, for good (on a stopped one, until it starts). Every lifecycle
+    /// change takes the locks of its sandbox's scopes, shared
+    /// ([`Self::hold_off_fleet_listings`]), so whichever of the two comes second sees what
+    /// the first committed. SQLite has one writer: nothing to do.
+    async fn lock_fleet_scope(&mut self, workspace: Option<&str>) -> Result<()> {
+        if self.backend != Backend::Postgres {
+            return Ok(());
+        }
+        let (class, name) = match workspace {
+            Some(workspace) => (FLEET_LISTING_LOCK_WORKSPACE, workspace),
+            None => (FLEET_LISTING_LOCK_ALL, ""),
+        };
+        sqlx::query(
+            "SELECT true FROM (SELECT pg_advisory_xact_lock($1, hashtext($2))) AS scope_locked",
+        )
+        .bind(class)
+        .bind(name)
+        .execute(self.conn())
+        .await?;
+        Ok(())
+    }
+
+    /// Before a sandbox's lifecycle changes, on PostgreSQL: waits for the fleet listings in
+    /// progress over its scopes, and holds new ones off until this transaction ends (see
+    /// [`Self::lock_fleet_scope`]). Lifecycle changes do not wait for each other.
+    pub(crate) async fn hold_off_fleet_listings(&mut self, sandbox_id: &str) -> Result<()> {
+        if self.backend != Backend::Postgres {
+            return Ok(());
+        }
+        sqlx::query(
+            "SELECT true FROM (SELECT pg_advisory_xact_lock_shared($2, hashtext('')), \
+             pg_advisory_xact_lock_shared($3, hashtext(workspace)) \
+             FROM sandboxes WHERE id = $1) AS scopes_locked",
+        )
+        .bind(sandbox_id)
+        .bind(FLEET_LISTING_LOCK_ALL)
+        .bind(FLEET_LISTING_LOCK_WORKSPACE)
+        .execute(self.conn())
+        .await?;
+        Ok(())
     }
 
     /// Lists, as targets of a fleet operation, the next at most `limit` live sandboxes (of

@@ -288,7 +288,11 @@ impl WriteTx {
         Ok(locked)
     }
 
+    /// Changes a sandbox's lifecycle. On PostgreSQL it first waits for the fleet listings of
+    /// its scopes in progress, and holds new ones off until commit
+    /// ([`WriteTx::hold_off_fleet_listings`]).
     pub async fn set_lifecycle(&mut self, id: &str, lifecycle: Lifecycle) -> Result<()> {
+        self.hold_off_fleet_listings(id).await?;
         sqlx::query("UPDATE sandboxes SET lifecycle = $2, updated_at = $3 WHERE id = $1")
             .bind(id)
             .bind(lifecycle.as_str())
