@@ -104,6 +104,11 @@ pub async fn check(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    let stuck = open_operations(&history.lock().unwrap());
+    let mut stuck_why = Vec::with_capacity(stuck.len());
+    for id in &stuck {
+        stuck_why.push(why_stuck(&mut api, id).await);
+    }
     let store = StoreView::read(&mut api, supervisors).await;
     let converged = converge(&mut api, supervisors, &store, healed, bound).await;
 
@@ -132,12 +137,12 @@ pub async fn check(
         }
     }
     report.operations = h.operation_states.len();
-    let stuck = open_operations(&h);
     report.stuck_operations = stuck.len();
-    for id in &stuck {
+    for (id, why) in stuck.iter().zip(stuck_why) {
         report.violations.push(format!(
-            "operation {id} is not terminal {bound:?} after the heal (seen: {:?})",
-            h.operation_states.get(id)
+            "operation {id} is not terminal {bound:?} after the heal (seen: {:?}; {})\n{why}",
+            h.operation_states.get(id),
+            written_by(&h, id, healed)
         ));
     }
     for (id, states) in &h.operation_states {
@@ -171,6 +176,110 @@ pub async fn check(
         Err(diffs) => report.violations.extend(diffs),
     }
     report
+}
+
+/// Which write made operation `id`, and when, against the run's faults.
+fn written_by(h: &History, id: &str, healed: Instant) -> String {
+    let Some(write) = h.writes.iter().find(
+        |w| matches!(&w.outcome, Outcome::Committed { operation: Some(op), .. } if op.id == id),
+    ) else {
+        return "no write of the run got it back".into();
+    };
+    let before_heal = |at: Instant| healed.saturating_duration_since(at);
+    let faults: Vec<String> = h
+        .faults
+        .iter()
+        .map(|(at, what)| format!("{:?} before the heal: {what}", before_heal(*at)))
+        .collect();
+    format!(
+        "write {} {:?} key {:?}, sent {:?} and answered {:?} before the heal after {} \
+         attempt(s); faults: {faults:?}",
+        write.seq,
+        write.kind,
+        write.key,
+        before_heal(write.sent_at),
+        before_heal(write.answered_at),
+        write.attempts
+    )
+}
+
+/// What the gateway says of a stuck operation: the operation, and for each sandbox it still
+/// waits for (at most a few), its session as `InspectSession` shows it.
+async fn why_stuck(api: &mut Api, id: &str) -> String {
+    const SANDBOXES_SHOWN: u32 = 3;
+    let op = match api
+        .get_operation(pb::GetOperationRequest { id: id.into() })
+        .await
+    {
+        Ok(op) => op.into_inner(),
+        Err(status) => return format!("  GetOperation failed: {status}"),
+    };
+    let mut why = format!(
+        "  operation: kind {:?}, target {:?}, policy revision {}, settings revision {}, \
+         global policy revision {}, no-op {}, fleet {:?}",
+        op.target_kind(),
+        op.target,
+        op.policy_revision,
+        op.settings_revision,
+        op.global_policy_revision,
+        op.no_op,
+        op.fleet
+    );
+    let waiting_for = if op.fleet.is_some() {
+        match api
+            .list_operation_targets(pb::ListOperationTargetsRequest {
+                operation_id: id.into(),
+                states: vec![
+                    pb::OperationState::Pending as i32,
+                    pb::OperationState::Delivered as i32,
+                ],
+                page_size: SANDBOXES_SHOWN,
+                page_token: String::new(),
+            })
+            .await
+        {
+            Ok(page) => page
+                .into_inner()
+                .targets
+                .into_iter()
+                .map(|t| t.sandbox_id)
+                .collect(),
+            Err(status) => {
+                why.push_str(&format!("\n  ListOperationTargets failed: {status}"));
+                Vec::new()
+            }
+        }
+    } else {
+        vec![op.target.clone()]
+    };
+    for sandbox in waiting_for {
+        let inspection = api
+            .inspect_session(pb::InspectSessionRequest {
+                sandbox: sandbox_ref(&sandbox),
+            })
+            .await;
+        match inspection {
+            Ok(s) => {
+                let s = s.into_inner();
+                why.push_str(&format!(
+                    "\n  sandbox {sandbox}: lifecycle {:?}, connected {}, owner {:?}, \
+                     last report {:?}, components {:?}, pending {:?}, hints {:?}",
+                    s.sandbox.as_ref().map(|b| b.lifecycle()),
+                    s.connected,
+                    s.owner_replica,
+                    s.last_report,
+                    s.components,
+                    s.pending_operations
+                        .iter()
+                        .map(|o| (&o.id, o.policy_revision, o.settings_revision))
+                        .collect::<Vec<_>>(),
+                    s.hints
+                ));
+            }
+            Err(status) => why.push_str(&format!("\n  sandbox {sandbox}: {status}")),
+        }
+    }
+    why
 }
 
 fn open_operations(h: &History) -> Vec<String> {
