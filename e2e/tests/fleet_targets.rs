@@ -4,7 +4,9 @@
 //! sandbox was listed still settles the target; a listing that fails is
 //! taken up again; and a listing a stopped gateway left is finished when it
 //! starts again. In the commit (PostgreSQL): a sandbox deleted or stopped
-//! while the listing runs never keeps a pending target that nothing ends.
+//! while the listing runs never keeps a pending target that nothing ends, and
+//! a no-op write is settled by a report whose resolution was under way as it
+//! committed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -18,7 +20,7 @@ use openshell_gateway::operations::fleet_targets::{list_from, retry_listing};
 use openshell_gateway::operations::resolution::ReportedRevisions;
 use openshell_gateway::operations::{ReportStatus, SupervisorReport};
 use openshell_gateway::store::{
-    Lifecycle, NewOperation, OperationRecord, OperationState, Store, TargetKind, new_id,
+    Lifecycle, NewOperation, OperationRecord, OperationState, ReportRow, Store, TargetKind, new_id,
 };
 use openshell_proto::v1 as pb;
 
@@ -319,24 +321,10 @@ async fn fleet_write_racing_a_lifecycle_change(
     });
     // The write either waits for the lifecycle change (its lock is taken) or, unprotected,
     // commits before it: only then is the lifecycle change committed.
-    let watcher = sqlx::PgPool::connect(&gw.store.url).await.unwrap();
-    eventually(
+    until_a_lock_is_waited_for_or(
+        &gw.store.url,
         "the fleet write to wait for the lifecycle change, or to commit",
-        Duration::from_secs(30),
-        || {
-            let finished = write.is_finished();
-            let watcher = watcher.clone();
-            async move {
-                let waiting: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
-                     AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-                )
-                .fetch_one(&watcher)
-                .await
-                .unwrap();
-                (finished || waiting > 0).then_some(())
-            }
-        },
+        || write.is_finished(),
     )
     .await;
     lifecycle.commit().await.unwrap();
@@ -384,4 +372,99 @@ async fn a_sandbox_stopped_during_a_fleet_listing_is_an_inactive_target_on_postg
         "{op:?}"
     );
     assert_eq!(op.fleet.map(|f| (f.targets, f.inactive)), Some((1, 1)));
+}
+
+/// Waits until a PostgreSQL session of this test's database waits for a lock, or `done`.
+async fn until_a_lock_is_waited_for_or(url: &str, what: &str, done: impl Fn() -> bool) {
+    let watcher = sqlx::PgPool::connect(url).await.unwrap();
+    eventually(what, Duration::from_secs(30), || {
+        let finished = done();
+        let watcher = watcher.clone();
+        async move {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+                 WHERE NOT l.granted AND a.datname = current_database()",
+            )
+            .fetch_one(&watcher)
+            .await
+            .unwrap();
+            (finished || waiting > 0).then_some(())
+        }
+    })
+    .await;
+}
+
+/// A global write that changes nothing tracks the revision the fleet may already run, and
+/// settles each target from its sandbox's last report. Here the sandbox's report of that
+/// revision is being resolved as the no-op write commits (on PostgreSQL: the resolution
+/// locked the sandbox and read its live targets before the no-op's existed, and has not
+/// committed its report yet). Read before that report committed, the last report was the
+/// one before it, and the no-op's target stayed pending for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_no_op_write_is_settled_by_a_report_resolved_as_it_commits_on_postgres() {
+    let gw = TestGateway::start(Backend::Postgres).await;
+    let mut api = gw.api().await;
+    let (sandbox, _) = create_sandbox(&mut api, "settled", POLICY).await;
+    let change = pb::UpdateConfigRequest {
+        settings: vec![raw_setting("log_rate_limit_per_second", "55")],
+        ..to_global()
+    };
+    let first = api
+        .update_config(change.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .operation
+        .unwrap();
+
+    // The supervisor's report of that revision, its resolution still open.
+    let store = &gw.state().store;
+    let mut resolution = store.begin_write().await.unwrap();
+    resolution
+        .lock_sandboxes(std::slice::from_ref(&sandbox))
+        .await
+        .unwrap();
+    let revisions = ReportedRevisions {
+        global_settings_revision: first.settings_revision,
+        ..Default::default()
+    };
+    resolution
+        .record_reports(&[ReportRow {
+            sandbox_id: &sandbox,
+            status: ReportStatus::Applied.as_str(),
+            revisions_json: serde_json::to_string(&revisions).unwrap(),
+            reason: "",
+            policy_revision: 0,
+            policy_hash: "",
+        }])
+        .await
+        .unwrap();
+
+    let mut writer = api.clone();
+    let write = tokio::spawn(async move {
+        writer
+            .update_config(change)
+            .await
+            .unwrap()
+            .into_inner()
+            .operation
+            .unwrap()
+    });
+    until_a_lock_is_waited_for_or(
+        &gw.store.url,
+        "the no-op write to wait for the report's resolution, or to answer",
+        || write.is_finished(),
+    )
+    .await;
+    resolution.commit().await.unwrap();
+
+    let no_op = write.await.unwrap();
+    assert!(no_op.no_op, "{no_op:?}");
+    assert_eq!(no_op.settings_revision, first.settings_revision);
+    let settled = terminal_operation(&api, &no_op.id).await;
+    assert_eq!(
+        openshell_e2e::state(&settled),
+        pb::OperationState::Applied,
+        "{settled:?}"
+    );
 }

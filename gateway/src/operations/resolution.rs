@@ -139,32 +139,37 @@ fn position(
     }
 }
 
+/// Target sandboxes a no-op write settles per transaction.
+const SETTLED_PER_TRANSACTION: usize = 256;
+
 /// A no-op write tracks revisions the supervisor may already run: replay
-/// each target sandbox's last report against it.
+/// each target sandbox's last report against it. The reports are read in
+/// the transaction that resolves them, after their sandboxes are locked. A
+/// supervisor's report being resolved as the no-op write committed read its
+/// sandbox's live operations before that write's existed, and has not
+/// committed yet (PostgreSQL): read before the lock, the last report would be
+/// the one before it, and nothing would ever end the no-op's target. After
+/// the lock it is the report itself.
 pub async fn settle_from_last_reports(store: &Store, operation: &OperationRecord) -> Result<()> {
     let sandboxes = match &operation.sandbox_id {
         Some(id) => vec![id.clone()],
         None => store.operation_target_ids(&operation.id).await?,
     };
-    for sandbox_id in sandboxes {
-        let Some(last) = store.last_report(&sandbox_id).await? else {
-            continue;
-        };
-        let Some(report) = SupervisorReport::from_last(sandbox_id, &last) else {
-            continue;
-        };
-        // A failure is not replayed: the no-op write asked for nothing new.
-        if matches!(report.status, ReportStatus::Failed { .. }) {
-            continue;
-        }
-        resolve(store, &report, false).await?;
+    for chunk in sandboxes.chunks(SETTLED_PER_TRANSACTION) {
+        let mut tx = store.begin_write().await?;
+        tx.lock_sandboxes(chunk).await?;
+        let reports: Vec<SupervisorReport> = tx
+            .last_reports_of(chunk)
+            .await?
+            .into_iter()
+            .filter_map(|(sandbox_id, last)| SupervisorReport::from_last(sandbox_id, &last))
+            // A failure is not replayed: the no-op write asked for nothing new.
+            .filter(|report| !matches!(report.status, ReportStatus::Failed { .. }))
+            .collect();
+        resolve_batch(&mut tx, &reports, false).await?;
+        tx.commit().await?;
     }
     Ok(())
-}
-
-async fn resolve(store: &Store, report: &SupervisorReport, record: bool) -> Result<u32> {
-    let resolved = resolve_reports(store, std::slice::from_ref(report), record).await?;
-    Ok(resolved.first().copied().unwrap_or(0))
 }
 
 /// Reports resolved between two looks at whether something waits; see

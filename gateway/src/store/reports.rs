@@ -202,6 +202,25 @@ impl WriteTx {
         Ok(found)
     }
 
+    /// The last reports kept of these sandboxes, as `(sandbox id, report)`.
+    pub async fn last_reports_of(
+        &mut self,
+        sandbox_ids: &[String],
+    ) -> Result<Vec<(String, LastReport)>> {
+        let sql = format!(
+            "SELECT sandbox_id, status, revisions_json, reason, reported_at \
+             FROM supervisor_reports WHERE sandbox_id {} ORDER BY sandbox_id",
+            self.backend.in_json_list(1)
+        );
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(json_list(sandbox_ids)?)
+            .fetch_all(self.conn())
+            .await?
+            .iter()
+            .map(|row| Ok((row.try_get("sandbox_id")?, last_report_from_row(row)?)))
+            .collect()
+    }
+
     /// Live operations that target these sandboxes directly, oldest first.
     pub async fn live_sandbox_operations_of(
         &mut self,
