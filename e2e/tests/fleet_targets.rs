@@ -13,14 +13,15 @@
 use std::time::Duration;
 
 use openshell_e2e::{
-    Backend, POLICY, TestGateway, create_sandbox, eventually, raw_setting, sandbox_ref,
+    Api, Backend, POLICY, TestGateway, create_sandbox, eventually, raw_setting, sandbox_ref,
     terminal_operation, to_global, to_workspace,
 };
 use openshell_gateway::operations::fleet_targets::{list_from, retry_listing};
 use openshell_gateway::operations::resolution::ReportedRevisions;
 use openshell_gateway::operations::{ReportStatus, SupervisorReport};
 use openshell_gateway::store::{
-    Lifecycle, NewOperation, OperationRecord, OperationState, ReportRow, Store, TargetKind, new_id,
+    Lifecycle, NewOperation, OperationRecord, OperationState, ReportRow, Store, TargetKind,
+    WriteTx, new_id,
 };
 use openshell_proto::v1 as pb;
 
@@ -311,26 +312,16 @@ async fn fleet_write_racing_a_lifecycle_change(
         .await
         .unwrap();
 
-    let mut writer = api.clone();
-    let write = tokio::spawn(async move {
-        writer
-            .update_config(fleet_write)
-            .await
-            .unwrap()
-            .into_inner()
-    });
     // The write either waits for the lifecycle change (its lock is taken) or, unprotected,
     // commits before it: only then is the lifecycle change committed.
-    until_a_lock_is_waited_for_or(
-        &gw.store.url,
+    let op = write_then_commit_held(
+        &gw,
+        &api,
+        fleet_write,
+        lifecycle,
         "the fleet write to wait for the lifecycle change, or to commit",
-        || write.is_finished(),
     )
     .await;
-    lifecycle.commit().await.unwrap();
-
-    let written = write.await.unwrap();
-    let op = written.operation.unwrap();
     let pending = api
         .list_operation_targets(pb::ListOperationTargetsRequest {
             operation_id: op.id.clone(),
@@ -374,11 +365,29 @@ async fn a_sandbox_stopped_during_a_fleet_listing_is_an_inactive_target_on_postg
     assert_eq!(op.fleet.map(|f| (f.targets, f.inactive)), Some((1, 1)));
 }
 
-/// Waits until a PostgreSQL session of this test's database waits for a lock, or `done`.
-async fn until_a_lock_is_waited_for_or(url: &str, what: &str, done: impl Fn() -> bool) {
-    let watcher = sqlx::PgPool::connect(url).await.unwrap();
+/// Sends `request` while `held`, a transaction of the test's own, is open, and commits
+/// `held` once the write waits for a lock (PostgreSQL) or has answered without waiting.
+/// Returns the write's operation.
+async fn write_then_commit_held(
+    gw: &TestGateway,
+    api: &Api,
+    request: pb::UpdateConfigRequest,
+    held: WriteTx,
+    what: &str,
+) -> pb::Operation {
+    let mut writer = api.clone();
+    let write = tokio::spawn(async move {
+        writer
+            .update_config(request)
+            .await
+            .unwrap()
+            .into_inner()
+            .operation
+            .unwrap()
+    });
+    let watcher = sqlx::PgPool::connect(&gw.store.url).await.unwrap();
     eventually(what, Duration::from_secs(30), || {
-        let finished = done();
+        let finished = write.is_finished();
         let watcher = watcher.clone();
         async move {
             let waiting: i64 = sqlx::query_scalar(
@@ -392,6 +401,8 @@ async fn until_a_lock_is_waited_for_or(url: &str, what: &str, done: impl Fn() ->
         }
     })
     .await;
+    held.commit().await.unwrap();
+    write.await.unwrap()
 }
 
 /// A global write that changes nothing tracks the revision the fleet may already run, and
@@ -440,25 +451,14 @@ async fn a_no_op_write_is_settled_by_a_report_resolved_as_it_commits_on_postgres
         .await
         .unwrap();
 
-    let mut writer = api.clone();
-    let write = tokio::spawn(async move {
-        writer
-            .update_config(change)
-            .await
-            .unwrap()
-            .into_inner()
-            .operation
-            .unwrap()
-    });
-    until_a_lock_is_waited_for_or(
-        &gw.store.url,
+    let no_op = write_then_commit_held(
+        &gw,
+        &api,
+        change,
+        resolution,
         "the no-op write to wait for the report's resolution, or to answer",
-        || write.is_finished(),
     )
     .await;
-    resolution.commit().await.unwrap();
-
-    let no_op = write.await.unwrap();
     assert!(no_op.no_op, "{no_op:?}");
     assert_eq!(no_op.settings_revision, first.settings_revision);
     let settled = terminal_operation(&api, &no_op.id).await;
