@@ -254,32 +254,39 @@ impl Resolver {
                 return (Vec::new(), false);
             }
         };
-        let outcomes: Vec<Result<u32>> = match resolved {
-            Ok(resolved) => resolved.into_iter().map(Ok).collect(),
+        // None: not tried, held back behind an earlier report of its sandbox that is tried
+        // again.
+        let outcomes: Vec<Option<Result<u32>>> = match resolved {
+            Ok(resolved) => resolved.into_iter().map(|n| Some(Ok(n))).collect(),
             Err(e) => {
                 // One report's failure must not lose the others: resolve each
                 // on its own, so only the failing one reports its error.
                 tracing::debug!(error = %e, reports = reports.len(), "batch resolution failed; resolving one by one");
-                let mut outcomes = Vec::with_capacity(reports.len());
-                for report in &reports {
-                    let alone =
-                        resolve_reports(&self.store, std::slice::from_ref(report), true).await;
-                    outcomes.push(alone.map(|n| n.first().copied().unwrap_or(0)));
-                }
-                outcomes
+                resolve_one_by_one(&reports, &waiters, |report| {
+                    let store = self.store.clone();
+                    let report = report.clone();
+                    async move {
+                        resolve_reports(&store, std::slice::from_ref(&report), true)
+                            .await
+                            .map(|n| n.first().copied().unwrap_or(0))
+                    }
+                })
+                .await
             }
         };
         let left_reports = reports.split_off(outcomes.len());
         let left_waiters = waiters.split_off(outcomes.len());
         let mut again = Vec::new();
         for ((report, waiter), outcome) in reports.into_iter().zip(waiters).zip(outcomes) {
+            let Some(outcome) = outcome else {
+                again.push((report, waiter));
+                continue;
+            };
             match &outcome {
                 Ok(n) => {
                     self.metrics.operations_resolved.inc_by(u64::from(*n));
                 }
-                // An ack is not sent again: dropped while the store is down or its disk
-                // full, its operations would stay pending for good.
-                Err(e) if waiter.reply.is_none() && store_cannot_write(e) => {
+                Err(e) if is_retried(&waiter, e) => {
                     tracing::warn!(error = %e, sandbox = %report.sandbox_id, "cannot resolve operations from a report now; retrying");
                     again.push((report, waiter));
                     continue;
@@ -304,6 +311,42 @@ type Queued = (SupervisorReport, Waiter);
 
 /// How long the resolver waits after the store failed acks before it tries them again.
 const STORE_RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Resolves each report on its own with `resolve_alone`, in order. Once a report is to be
+/// tried again, the later reports of its sandbox are held back (None), not tried: resolved
+/// before it, a later report would be overwritten by it as the sandbox's last report, and
+/// the operations only the later one reached would never see it again.
+async fn resolve_one_by_one<F, Fut>(
+    reports: &[SupervisorReport],
+    waiters: &[Waiter],
+    mut resolve_alone: F,
+) -> Vec<Option<Result<u32>>>
+where
+    F: FnMut(&SupervisorReport) -> Fut,
+    Fut: std::future::Future<Output = Result<u32>>,
+{
+    let mut outcomes = Vec::with_capacity(reports.len());
+    let mut held_back: HashSet<&str> = HashSet::new();
+    for (report, waiter) in reports.iter().zip(waiters) {
+        if held_back.contains(report.sandbox_id.as_str()) {
+            outcomes.push(None);
+            continue;
+        }
+        let alone = resolve_alone(report).await;
+        if alone.as_ref().is_err_and(|e| is_retried(waiter, e)) {
+            held_back.insert(&report.sandbox_id);
+        }
+        outcomes.push(Some(alone));
+    }
+    outcomes
+}
+
+/// Whether a report the store failed is queued again. An ack is not sent again: dropped
+/// while the store is down or its disk full, its operations would stay pending for good. A
+/// caller that waits gets the error instead.
+fn is_retried(waiter: &Waiter, e: &GatewayError) -> bool {
+    waiter.reply.is_none() && store_cannot_write(e)
+}
 
 /// The store failed for a reason of its own (unreachable, out of space, its writer gone), not
 /// because of the report: the same report may resolve later.
@@ -405,6 +448,48 @@ mod tests {
         assert_eq!(step_place(1, &activity), WritePlace::WriterThread);
         drop(fleet_write);
         assert_eq!(step_place(1, &activity), WritePlace::Caller);
+    }
+
+    #[tokio::test]
+    async fn a_report_tried_again_holds_back_its_sandboxs_later_reports() {
+        let reports: Vec<SupervisorReport> = [("sb-a", 1), ("sb-a", 2), ("sb-b", 1), ("sb-a", 3)]
+            .into_iter()
+            .map(
+                |(sandbox, revision)| match report(sandbox, revision, false) {
+                    Job::Report { report, .. } => report,
+                    Job::Flush(_) => unreachable!(),
+                },
+            )
+            .collect();
+        let waiters: Vec<Waiter> = reports
+            .iter()
+            .map(|_| Waiter {
+                reply: None,
+                urgent: false,
+            })
+            .collect();
+        let mut tried = Vec::new();
+        let outcomes = resolve_one_by_one(&reports, &waiters, |report| {
+            tried.push((report.sandbox_id.clone(), report.revisions.policy_revision));
+            // The store is full for the first one, and has room again for the others.
+            let full = tried.len() == 1;
+            async move {
+                if full {
+                    Err(GatewayError::Store(StoreError::Unavailable(
+                        "disk full".into(),
+                    )))
+                } else {
+                    Ok(1)
+                }
+            }
+        })
+        .await;
+        assert_eq!(tried, vec![pair("sb-a", 1), pair("sb-b", 1)]);
+        let shape: Vec<Option<bool>> = outcomes
+            .iter()
+            .map(|o| o.as_ref().map(Result::is_ok))
+            .collect();
+        assert_eq!(shape, vec![Some(false), None, Some(true), None]);
     }
 
     fn report(sandbox: &str, policy_revision: u64, urgent: bool) -> Job {
