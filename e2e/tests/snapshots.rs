@@ -169,8 +169,10 @@ async fn a_build_someone_waits_for_does_not_queue_behind_a_fanouts_reads(backend
     let store = &gw.state().store;
     // Warm the shared caches, so a read that is answered completes at once.
     build_sandbox_config(store, &id).await.unwrap();
-    // A fanout's reads, asked for ahead: far more than a few statements hold.
-    let fanout: Vec<_> = (0..20_000)
+    // A fanout's reads, asked for ahead: 1,563 statements of 64 sandboxes, far
+    // more than the few that run beside the foreground build however slowly the
+    // machine gives that build a core.
+    let fanout: Vec<_> = (0..FANOUT_READS)
         .map(|_| store.request_sandbox_config_inputs(&id, ReadPriority::Background))
         .collect();
     build_sandbox_config(store, &id).await.unwrap();
@@ -183,18 +185,25 @@ async fn a_build_someone_waits_for_does_not_queue_behind_a_fanouts_reads(backend
             None => unanswered += 1,
         }
     }
-    // Sharing the fanout's queue, it would have waited for all but the
-    // statements running beside its own.
+    // Sharing the fanout's queue, it would have been answered after every one
+    // of the fanout's reads, which were asked for before it. How many are left
+    // depends on how fast the machine ran the fanout's statements meanwhile, so
+    // only "some" is asserted.
     assert!(
-        unanswered > 10_000,
-        "the foreground build waited for most of the fanout's reads: {unanswered} left"
+        unanswered > 0,
+        "the foreground build waited for all {FANOUT_READS} of the fanout's reads"
     );
 }
+
+/// Reads of the fanout in [`a_build_someone_waits_for_does_not_queue_behind_a_fanouts_reads`].
+const FANOUT_READS: usize = 100_000;
 
 // SQLite only: the batchers are the same on both backends, and a cold
 // PostgreSQL pool may open the foreground read's connection only after the
 // fanout's statements took the open ones, which makes the timing vary.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One runtime thread: the batchers cannot answer any of the fanout's reads
+// while the test asks for them, only while the foreground build is awaited.
+#[tokio::test(flavor = "current_thread")]
 async fn a_build_someone_waits_for_does_not_queue_behind_a_fanouts_reads_sqlite() {
     a_build_someone_waits_for_does_not_queue_behind_a_fanouts_reads(Backend::Sqlite).await
 }
