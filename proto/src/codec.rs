@@ -5,9 +5,8 @@
 //! 8 KiB decode buffer. A gateway holds one long-lived `ConnectSupervisor`
 //! stream per sandbox whose frames are mostly heartbeats of a few bytes, so
 //! those buffers were a third of an idle session's memory. Buffers still
-//! grow to fit a large snapshot when one is sent: by the message's whole
-//! length at once, and (with the patched tonic in `third_party/tonic`) only
-//! for as long as that message is in flight.
+//! grow to fit a large snapshot when one is sent, by the message's whole
+//! length at once.
 
 use std::marker::PhantomData;
 

@@ -1,4 +1,0 @@
-mod socket;
-
-mod timeout;
-pub use timeout::*;
