@@ -2,10 +2,13 @@
 # The whole test suite: formatting, lints, the gateway's import graph, the
 # monitoring rules, every Rust test on SQLite and a real PostgreSQL, doc
 # tests, the Node and Python SDKs against real gateways and supervisors, and
-# their packages installed into fresh environments. Run from anywhere:
-# `bash scripts/test.sh`.
+# their packages installed into fresh environments. Installs what it needs first
+# (scripts/test-deps.sh). Run from anywhere: `bash scripts/test.sh`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== test dependencies"
+bash scripts/test-deps.sh
 
 export OPENSHELL_TEST_POSTGRES_URL
 OPENSHELL_TEST_POSTGRES_URL="$(bash scripts/postgres.sh)"
@@ -16,6 +19,9 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== dependency audit (cargo-deny)"
+bash scripts/deny.sh
 
 echo "== no import cycle inside the gateway"
 bash scripts/gateway-imports.sh
