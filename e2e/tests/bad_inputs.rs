@@ -89,7 +89,8 @@ enum Call {
     GetOperation(String),
     GatewayInfo(Who),
     SandboxConfig(Who, Pick),
-    ReportPolicyStatus(Who, Pick),
+    /// A poll report; with revisions, one of this project's supervisors (LOADED with them).
+    ReportPolicyStatus(Who, Pick, Option<pb::AppliedRevisions>),
     Session(Session),
     PlaintextToTls,
 }
@@ -1309,8 +1310,40 @@ fn auth_cases() -> Vec<Case> {
             group: "auth",
             name: "status report for another sandbox".into(),
             input: "ReportPolicyStatus for `peer` with the credential of `target`".into(),
-            call: Call::ReportPolicyStatus(Who::SupervisorOf(Pick::Target), Pick::Peer),
+            call: Call::ReportPolicyStatus(Who::SupervisorOf(Pick::Target), Pick::Peer, None),
             expect: status(&["credential is not valid for sandbox"]),
+        },
+        // What a supervisor reports it runs is checked before it reaches the store: a revision
+        // the store's signed 64-bit columns cannot hold, and a configuration never served.
+        Case {
+            group: "auth",
+            name: "status report beyond the store's range".into(),
+            input: "ReportPolicyStatus for `peer`, LOADED policy revision 2^63".into(),
+            call: Call::ReportPolicyStatus(
+                Who::SupervisorOf(Pick::Peer),
+                Pick::Peer,
+                Some(pb::AppliedRevisions {
+                    policy_revision: 1 << 63,
+                    ..Default::default()
+                }),
+            ),
+            expect: invalid(&["revisions.policy_revision", "largest revision"]),
+        },
+        Case {
+            group: "auth",
+            name: "status report of a revision never served".into(),
+            input: "ReportPolicyStatus for `peer`, LOADED policy revision 7 with an invented hash"
+                .into(),
+            call: Call::ReportPolicyStatus(
+                Who::SupervisorOf(Pick::Peer),
+                Pick::Peer,
+                Some(pb::AppliedRevisions {
+                    policy_revision: 7,
+                    policy_hash: "invented".into(),
+                    ..Default::default()
+                }),
+            ),
+            expect: Expect::Status(Code::FailedPrecondition, words(&["never sent"])),
         },
         Case {
             group: "auth",
@@ -1618,13 +1651,19 @@ impl Fixture {
                 ))
                 .await
                 .map(drop),
-            Call::ReportPolicyStatus(who, sandbox) => api
+            Call::ReportPolicyStatus(who, sandbox, revisions) => api
                 .report_policy_status(self.request(
                     who,
                     pb::ReportPolicyStatusRequest {
                         sandbox_id: self.id(sandbox),
                         version: 1,
                         status: pb::PolicyStatus::Loaded as i32,
+                        load_status: if revisions.is_some() {
+                            pb::PolicyLoadStatus::Loaded as i32
+                        } else {
+                            pb::PolicyLoadStatus::Unspecified as i32
+                        },
+                        revisions: revisions.clone(),
                         ..Default::default()
                     },
                 ))

@@ -11,6 +11,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tonic::body::Body;
 use tonic::codegen::{BoxFuture, Service};
@@ -68,6 +69,7 @@ impl OperatorAuth {
                     name: token.name.clone(),
                     role: token.role,
                     workspace: token.workspace.clone(),
+                    stored: false,
                 });
             }
         }
@@ -94,6 +96,7 @@ impl OperatorAuth {
                         name: record.name,
                         role,
                         workspace: record.workspace,
+                        stored: true,
                     });
                 }
                 Ok(_) => {}
@@ -121,6 +124,34 @@ impl OperatorAuth {
         })?;
         principal.check(permission)?;
         Ok(principal)
+    }
+}
+
+/// How often a stream held open by a stored token looks whether another replica revoked
+/// it; a revocation through this replica ends the stream at once.
+pub const REVOCATION_RECHECK: Duration = Duration::from_secs(5);
+
+/// Resolves once `principal`'s token is revoked: what it holds open (a `WaitForApply`
+/// stream) must end then, not at its deadline. Never, for a configured token.
+pub async fn revoked(store: &Store, principal: &Principal) {
+    if !principal.stored {
+        return std::future::pending().await;
+    }
+    let mut revocations = store.token_revocations();
+    loop {
+        // A store that cannot be read says nothing of the token: look again later.
+        if let Ok(false) = store.token_exists(&principal.name).await {
+            return;
+        }
+        tokio::select! {
+            changed = revocations.changed() => {
+                if changed.is_err() {
+                    // The store is gone; only the recheck is left.
+                    tokio::time::sleep(REVOCATION_RECHECK).await;
+                }
+            }
+            () = tokio::time::sleep(REVOCATION_RECHECK) => {}
+        }
     }
 }
 

@@ -202,6 +202,9 @@ pub struct Principal {
     pub role: Role,
     /// The only workspace the token may touch; None: every workspace.
     pub workspace: Option<String>,
+    /// A token created through the API, which can be revoked while the gateway runs (a
+    /// configured one lasts as long as the configuration).
+    pub stored: bool,
 }
 
 impl Principal {
@@ -322,6 +325,7 @@ mod tests {
             name: "ci".into(),
             role,
             workspace: workspace.map(str::to_string),
+            stored: false,
         }
     }
 

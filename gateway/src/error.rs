@@ -24,6 +24,10 @@ pub enum GatewayError {
     /// The current state forbids the write.
     #[error("{0}")]
     FailedPrecondition(String),
+    /// The sandbox's configuration must not reach its supervisor now (it is stopped or
+    /// deleted); a session that asks for it is closed with this reason.
+    #[error("{0}")]
+    Undeliverable(String),
     /// The caller is not who it claims to be.
     #[error("{0}")]
     Unauthenticated(String),
@@ -154,7 +158,9 @@ fn unbounded_status(err: GatewayError) -> tonic::Status {
         } => invalid_argument(summary, &violations),
         GatewayError::NotFound(m) => tonic::Status::not_found(m),
         GatewayError::AlreadyExists(m) => tonic::Status::already_exists(m),
-        GatewayError::FailedPrecondition(m) => tonic::Status::failed_precondition(m),
+        GatewayError::FailedPrecondition(m) | GatewayError::Undeliverable(m) => {
+            tonic::Status::failed_precondition(m)
+        }
         GatewayError::Unauthenticated(m) => tonic::Status::unauthenticated(m),
         GatewayError::Unavailable(m) => tonic::Status::unavailable(m),
         GatewayError::Store(e) => store_status(e),

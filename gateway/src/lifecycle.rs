@@ -142,10 +142,12 @@ pub async fn create_sandbox(
 }
 
 /// Deletes a sandbox: detaches its providers and cancels its live operations.
+/// Deletes a sandbox: its pending operations end CANCELLED, and the publication it records
+/// makes the replica that holds its session (if another) close it.
 pub async fn delete_sandbox(
     store: &Store,
     sandbox: &SandboxRecord,
-) -> Result<(SandboxRecord, u64)> {
+) -> Result<(SandboxRecord, u64, Publication)> {
     let mut tx = store.begin_write().await?;
     let current = tx.lock_sandbox(&sandbox.id).await?;
     if current.lifecycle == Lifecycle::Deleted {
@@ -163,8 +165,14 @@ pub async fn delete_sandbox(
             "sandbox was deleted before the change was applied",
         )
         .await?;
+    let publication = Publication::sandbox(&sandbox.id, &Component::ALL);
+    publication.record(&mut tx, None).await?;
     tx.commit().await?;
-    Ok((store.get_sandbox(&sandbox.id).await?, cancelled))
+    Ok((
+        store.get_sandbox(&sandbox.id).await?,
+        cancelled,
+        publication,
+    ))
 }
 
 /// Stops (pending operations end INACTIVE) or restarts a sandbox.

@@ -51,6 +51,11 @@ pub struct StateLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabel {
     pub result: &'static str,
 }
@@ -118,6 +123,9 @@ pub struct Metrics {
     pub poll_requests: Family<RpcLabel, Counter>,
     /// Supervisor reports and acks received, by status.
     pub reports: Family<StatusLabel, Counter>,
+    /// Supervisor reports refused before they reached the store, by reason: a revision out
+    /// of the store's range, or a configuration never sent to that supervisor.
+    pub refused_claims: Family<ReasonLabel, Counter>,
     /// Operations that reached a terminal state through a report.
     pub operations_resolved: Counter,
     /// Snapshot builds by component, lane and outcome.
@@ -225,6 +233,12 @@ impl Metrics {
             "supervisor_reports",
             "Apply reports and acks received from supervisors, by status",
             reports.clone(),
+        );
+        let refused_claims = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "supervisor_reports_refused",
+            "Supervisor reports refused before reaching the store, by reason (out_of_range, never_sent)",
+            refused_claims.clone(),
         );
         let operations_resolved = Counter::default();
         registry.register(
@@ -369,6 +383,7 @@ impl Metrics {
             sessions_connected,
             poll_requests,
             reports,
+            refused_claims,
             operations_resolved,
         }
     }

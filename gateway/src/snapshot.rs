@@ -33,6 +33,10 @@ use crate::wire;
 pub const STOPPED_SANDBOX_REASON: &str = "the sandbox is stopped; the gateway delivers no \
      configuration until it is started again (`openshell sandbox start`)";
 
+/// Said to a deleted sandbox's supervisor when its session is closed.
+pub const DELETED_SANDBOX_REASON: &str =
+    "the sandbox was deleted; the gateway delivers it nothing more and refuses its sessions";
+
 /// A built snapshot, ready to be numbered and sent.
 #[derive(Debug, Clone)]
 pub struct Built {
@@ -61,6 +65,9 @@ pub enum BuildError {
     Deadline(Duration),
     #[error("{0}")]
     Store(String),
+    /// The sandbox was stopped or deleted: its session must end (see [`ensure_deliverable`]).
+    #[error("{0}")]
+    Undeliverable(String),
 }
 
 /// Where snapshots come from, and who hears about deliveries. The gateway
@@ -90,10 +97,17 @@ pub trait SnapshotSource: Send + Sync + 'static {
 /// Refuses to build for a sandbox whose configuration must not reach its supervisor now.
 fn ensure_deliverable(sandbox: &SandboxRecord) -> Result<()> {
     match sandbox.lifecycle {
-        Lifecycle::Stopped => Err(GatewayError::FailedPrecondition(
-            STOPPED_SANDBOX_REASON.into(),
-        )),
-        _ => Ok(()),
+        Lifecycle::Stopped => Err(GatewayError::Undeliverable(STOPPED_SANDBOX_REASON.into())),
+        Lifecycle::Deleted => Err(GatewayError::Undeliverable(DELETED_SANDBOX_REASON.into())),
+        Lifecycle::Pending | Lifecycle::Running => Ok(()),
+    }
+}
+
+/// A build error as the delivery scheduler tells them apart.
+fn build_error(error: GatewayError) -> BuildError {
+    match error {
+        GatewayError::Undeliverable(reason) => BuildError::Undeliverable(reason),
+        other => BuildError::Store(other.to_string()),
     }
 }
 
@@ -497,7 +511,7 @@ impl SnapshotSource for StoreSource {
             Lane::Fanout => ReadPriority::Background,
         };
         let build = start_build(&self.store, sandbox_id, component, priority);
-        Box::pin(async move { build.await.map_err(|e| BuildError::Store(e.to_string())) })
+        Box::pin(async move { build.await.map_err(build_error) })
     }
 
     fn delivered<'a>(&'a self, sandbox_id: &'a str, built: &'a Built) -> BoxFuture<'a, ()> {

@@ -8,7 +8,6 @@ use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
 use sha2::{Digest, Sha256};
 
-use crate::operations::resolution::ReportedRevisions;
 use crate::store::{
     FleetCounts, Lifecycle, OperationRecord, OperationState, Outcome, PolicyProgress,
     PolicyRevisionRecord, ProviderRecord, SandboxRecord, TargetKind,
@@ -248,21 +247,5 @@ pub fn sandbox_setting_scope(s: Option<Scope>) -> sb::SettingScope {
         Some(Scope::Global) => sb::SettingScope::Global,
         Some(Scope::Workspace) => sb::SettingScope::Workspace,
         Some(Scope::Sandbox) => sb::SettingScope::Sandbox,
-    }
-}
-
-/// The revisions a supervisor reports it runs (an ack, a poll report).
-pub fn revisions_from_pb(r: Option<&pb::AppliedRevisions>) -> ReportedRevisions {
-    let Some(r) = r else {
-        return ReportedRevisions::default();
-    };
-    ReportedRevisions {
-        policy_revision: r.policy_revision,
-        policy_hash: r.policy_hash.clone(),
-        global_policy_revision: r.global_policy_revision,
-        global_settings_revision: r.global_settings_revision,
-        workspace_settings_revision: r.workspace_settings_revision,
-        sandbox_settings_revision: r.sandbox_settings_revision,
-        provider_env_revision: r.provider_env_revision.clone(),
     }
 }

@@ -702,8 +702,15 @@ impl OpenShell for OpenShellApi {
                 request.get_ref().sandbox.as_ref(),
             )
             .await?;
-        let (deleted, cancelled) = lifecycle::delete_sandbox(&self.state.store, &sandbox).await?;
+        let (deleted, cancelled, publication) =
+            lifecycle::delete_sandbox(&self.state.store, &sandbox).await?;
         self.state.logs.remove(&deleted.id);
+        // Like a stop: its supervisor is told why and is refused when it reconnects. A session
+        // held by another replica is closed there, when the publication makes it rebuild.
+        self.state
+            .sessions
+            .close(&deleted.id, crate::snapshot::DELETED_SANDBOX_REASON);
+        self.state.announcer.publish(publication).await;
         tracing::info!(sandbox = %deleted.id, cancelled, %caller, "sandbox deleted");
         Ok(Response::new(pb::DeleteSandboxResponse {
             sandbox: Some(wire::sandbox(&deleted)),
@@ -1246,36 +1253,55 @@ impl OpenShell for OpenShellApi {
             .until_stopping(self.state.stopping.clone());
         let metrics = self.state.metrics.clone();
         let waiting = std::time::Instant::now();
-        let stream = futures::stream::unfold((watch, false), move |(mut watch, told)| {
-            let metrics = metrics.clone();
-            let _held = &permit;
-            async move {
-                if told {
-                    return None;
-                }
-                let Some(item) = watch.next().await else {
-                    // After the last state, a waiter cut off by a stopping gateway hears why.
-                    return watch
-                        .ended_by_stopping()
-                        .then(|| (Err(stopping_status(watch.id())), (watch, true)));
-                };
-                let item = item.map_err(Status::from).map(|op| {
-                    let mut pb_op = wire::operation(&op);
-                    pb_op.wait_timed_out = watch.is_done()
-                        && ended_by_deadline(&op, threshold)
-                        && !watch.ended_by_stopping();
-                    if watch.is_done() {
-                        metrics.observe_wait(
-                            "WaitForApply",
-                            pb_op.wait_timed_out,
-                            waiting.elapsed(),
-                        );
+        let store = self.state.store.clone();
+        let token = who.name.clone();
+        // A revoked token keeps nothing open: the stream ends as its next call would.
+        let revoked: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+            Box::pin(async move { crate::auth::revoked(&store, &who).await });
+        let stream = futures::stream::unfold(
+            (watch, false, revoked),
+            move |(mut watch, told, mut revoked)| {
+                let metrics = metrics.clone();
+                let token = token.clone();
+                let _held = &permit;
+                async move {
+                    if told {
+                        return None;
                     }
-                    pb_op
-                });
-                Some((item, (watch, false)))
-            }
-        });
+                    let next = tokio::select! {
+                        next = watch.next() => next,
+                        () = &mut revoked => {
+                            let status = Status::unauthenticated(format!(
+                                "operator token '{token}' was revoked; the wait for operation {} ended (the operation goes on)",
+                                watch.id()
+                            ));
+                            return Some((Err(status), (watch, true, revoked)));
+                        }
+                    };
+                    let Some(item) = next else {
+                        // After the last state, a waiter cut off by a stopping gateway hears why.
+                        return watch
+                            .ended_by_stopping()
+                            .then(|| (Err(stopping_status(watch.id())), (watch, true, revoked)));
+                    };
+                    let item = item.map_err(Status::from).map(|op| {
+                        let mut pb_op = wire::operation(&op);
+                        pb_op.wait_timed_out = watch.is_done()
+                            && ended_by_deadline(&op, threshold)
+                            && !watch.ended_by_stopping();
+                        if watch.is_done() {
+                            metrics.observe_wait(
+                                "WaitForApply",
+                                pb_op.wait_timed_out,
+                                waiting.elapsed(),
+                            );
+                        }
+                        pb_op
+                    });
+                    Some((item, (watch, false, revoked)))
+                }
+            },
+        );
         Ok(Response::new(Box::pin(stream)))
     }
 

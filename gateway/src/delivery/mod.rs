@@ -8,6 +8,7 @@
 //! from the store, so whatever it sends reflects every earlier commit.
 
 pub mod activity;
+pub mod handed;
 pub mod marks;
 pub mod permits;
 pub mod publish;

@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -20,10 +20,13 @@ use openshell_proto::v1 as pb;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
+use super::handed::Handed;
 use super::marks::{Component, Lane, Mark};
 use super::permits::{BuildPermit, Permits};
 use super::tuning::DeliveryTuning;
 use crate::metrics::{ComponentLabel, DeliveryLabels, Metrics, StatusLabel};
+use crate::operations::resolution::ReportedRevisions;
+use crate::session_registry::SessionCloser;
 use crate::snapshot::{BuildError, Built, SnapshotSource};
 use crate::store::{ConfigInputRevisions, now_ms};
 use crate::ticks::on_shared_tick;
@@ -97,6 +100,9 @@ struct Inner {
     /// When reconcile next looks at this session; None until its task runs.
     next_reconcile: Option<Instant>,
     reconcile_passes: u32,
+    /// What this session sent, bootstrap included: the only configurations its
+    /// supervisor's answers may speak for.
+    handed: Handed,
 }
 
 /// Shared state of one push session's delivery: marked by publications,
@@ -114,6 +120,8 @@ pub struct SessionDelivery {
     first_sequence: u64,
     /// False for shadow push: snapshots are sent but never acknowledged.
     expects_acks: bool,
+    /// Ends the session when a build finds that the sandbox is no longer served.
+    closer: OnceLock<Arc<SessionCloser>>,
 }
 
 impl SessionDelivery {
@@ -134,6 +142,7 @@ impl SessionDelivery {
             closed: AtomicBool::new(false),
             sequence: AtomicU64::new(first_sequence),
             first_sequence,
+            closer: OnceLock::new(),
         }
     }
 
@@ -177,6 +186,30 @@ impl SessionDelivery {
             .in_flight
             .as_ref()
             .is_some_and(|f| f.delivery_id == delivery_id && f.pending_operation)
+    }
+
+    /// Records a snapshot sent outside the delivery task: the bootstrap's.
+    pub fn note_sent(&self, update: &pb::ConfigUpdate) {
+        self.lock().handed.sent(update);
+    }
+
+    /// Whether every configuration `report` names was sent on this session.
+    pub fn sent_all_of(&self, report: &ReportedRevisions) -> bool {
+        self.lock().handed.vouches_for(report)
+    }
+
+    /// Gives the delivery the means to end its whole session (see [`Self::end_session`]).
+    pub fn attach_closer(&self, closer: Arc<SessionCloser>) {
+        // Set once, when the session is registered; a second call changes nothing.
+        let _ = self.closer.set(closer);
+    }
+
+    /// Ends the session this delivery serves, telling its supervisor `reason`.
+    pub fn end_session(&self, reason: &str) {
+        if let Some(closer) = self.closer.get() {
+            closer.close(reason);
+        }
+        self.close();
     }
 
     pub fn close(&self) {
@@ -749,6 +782,14 @@ fn record_build(
             state.slot = Some(built);
             "built"
         }
+        Err(BuildError::Undeliverable(reason)) => {
+            // Stopped or deleted since the session opened (possibly through another
+            // replica): its supervisor gets nothing more, and learns why.
+            push_event(&mut inner, format!("session closed: {reason}"));
+            drop(inner);
+            delivery.end_session(&reason);
+            "undeliverable"
+        }
         Err(err) => {
             inner.failures += 1;
             let backoff = tuning.backoff(inner.failures);
@@ -794,6 +835,7 @@ async fn send_ready(
         update.sequence = sequence;
         {
             let mut inner = delivery.lock();
+            inner.handed.sent(&update);
             let state = &mut inner.components[component.index()];
             if delivery.expects_acks {
                 state.in_flight = Some(InFlight {

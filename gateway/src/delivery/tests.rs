@@ -28,6 +28,8 @@ struct FakeSource {
     revision_reads: AtomicUsize,
     delay: Duration,
     fail: Mutex<bool>,
+    /// Set: builds find the sandbox stopped or deleted, with this reason.
+    undeliverable: Mutex<Option<String>>,
 }
 
 impl FakeSource {
@@ -71,6 +73,9 @@ impl SnapshotSource for FakeSource {
             self.builds.fetch_add(1, Ordering::SeqCst);
             if *self.fail.lock().unwrap() {
                 return Err(BuildError::Store("injected".into()));
+            }
+            if let Some(reason) = self.undeliverable.lock().unwrap().clone() {
+                return Err(BuildError::Undeliverable(reason));
             }
             Ok(Built {
                 component,
@@ -675,4 +680,35 @@ async fn reconcile_rebuilds_on_every_tenth_pass_and_while_a_component_failed() {
         h.out.try_recv().is_err(),
         "the refused content is not resent"
     );
+}
+
+/// A build that finds its sandbox stopped or deleted (say, through another replica, whose
+/// hint made this session rebuild) ends the whole session with that reason, instead of
+/// backing off and building again for as long as the supervisor stays connected.
+#[tokio::test(start_paused = true)]
+async fn a_sandbox_gone_from_under_its_session_ends_the_session() {
+    let source = Arc::new(FakeSource::default());
+    source.set_version("sb", 1);
+    let mut h = start(
+        source.clone(),
+        Arc::new(Permits::with_sizes(3, 1)),
+        "sb",
+        quiet_tuning(),
+    );
+    let closer = Arc::new(crate::session_registry::SessionCloser::default());
+    h.delivery.attach_closer(closer.clone());
+    h.delivery.mark(config_mark(Lane::Sandbox), true);
+    let (id, _) = next_update(&mut h).await;
+    ack(&h, id, pb::ConfigApplyStatus::Applied);
+
+    *source.undeliverable.lock().unwrap() = Some("the sandbox was deleted".into());
+    h.delivery.mark(config_mark(Lane::Sandbox), true);
+    let reason = tokio::time::timeout(Duration::from_secs(60), closer.closed())
+        .await
+        .expect("the session is asked to close");
+    assert_eq!(reason, "the sandbox was deleted");
+    assert!(h.delivery.is_closed());
+    let builds = source.builds();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(source.builds(), builds, "no build after the session ended");
 }

@@ -110,6 +110,9 @@ pub struct Store {
     /// Hears other replicas' operation changes (PostgreSQL; `notices.rs`).
     _notices: Option<Arc<AbortOnDropHandle<()>>>,
     replica_id: Arc<str>,
+    /// Counts the operator tokens revoked through this replica, so that what a token
+    /// holds open (a wait) ends at once (`tokens.rs`).
+    token_revocations: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 /// Where [`Store::run_write`] runs a write.
@@ -299,6 +302,7 @@ impl Store {
             _checkpointer: checkpointer,
             _notices: notices,
             replica_id: options.replica_id.as_str().into(),
+            token_revocations: Arc::new(tokio::sync::watch::Sender::new(0)),
         })
     }
 

@@ -66,6 +66,50 @@ impl Store {
         rows.iter().map(policy_revision_from_row).collect()
     }
 
+    /// Whether the store holds the policy a supervisor claims to run: the sandbox's own
+    /// policy at `revision` (0: it has none), whose hash is `hash`, unless the global
+    /// policy at `global_revision` is the one with that hash (it overrides the sandbox's).
+    /// An empty `hash` checks the revision alone.
+    pub async fn holds_policy_claim(
+        &self,
+        sandbox_id: &str,
+        revision: u64,
+        global_revision: u64,
+        hash: &str,
+    ) -> Result<bool> {
+        let own_hash: Option<String> = if revision == 0 {
+            None
+        } else {
+            let row = sqlx::query(
+                "SELECT policy_hash FROM policy_revisions WHERE sandbox_id = $1 AND revision = $2",
+            )
+            .bind(sandbox_id)
+            .bind(to_i64(revision))
+            .fetch_optional(self.pool())
+            .await?;
+            match row {
+                Some(row) => Some(row.try_get("policy_hash")?),
+                None => return Ok(false),
+            }
+        };
+        if hash.is_empty() || own_hash.as_deref() == Some(hash) {
+            return Ok(true);
+        }
+        if global_revision == 0 {
+            return Ok(false);
+        }
+        let row =
+            sqlx::query("SELECT policy_hash FROM global_policy_revisions WHERE revision = $1")
+                .bind(to_i64(global_revision))
+                .fetch_optional(self.pool())
+                .await?;
+        let global_hash: Option<String> = match row {
+            Some(row) => row.try_get("policy_hash")?,
+            None => None,
+        };
+        Ok(global_hash.as_deref() == Some(hash))
+    }
+
     /// Number of stored revisions of a sandbox (the bad-input tests count them).
     pub async fn policy_revision_count(&self, sandbox_id: &str) -> Result<u64> {
         let row = sqlx::query("SELECT COUNT(*) AS n FROM policy_revisions WHERE sandbox_id = $1")

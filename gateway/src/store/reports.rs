@@ -445,16 +445,21 @@ impl WriteTx {
         };
         // Only an APPLIED report moves the applied policy: a failed or
         // retained one names the revision attempted, not the one running.
+        // And only forward: a late or replayed report of an older revision
+        // (or one of the provider environment alone, which names revision 0)
+        // does not make the sandbox look as if it ran that one again.
         // `WHERE true` above: SQLite needs it before an upsert's ON CONFLICT.
+        let moves_forward = "excluded.status = 'APPLIED' AND excluded.applied_policy_revision \
+             >= supervisor_reports.applied_policy_revision";
         let sql = format!(
             "INSERT INTO supervisor_reports (sandbox_id, status, revisions_json, reason, reported_at, \
              applied_policy_revision, applied_policy_hash) \
              {rows} ON CONFLICT (sandbox_id) DO UPDATE SET status = excluded.status, \
              revisions_json = excluded.revisions_json, reason = excluded.reason, \
              reported_at = excluded.reported_at, \
-             applied_policy_revision = CASE WHEN excluded.status = 'APPLIED' \
+             applied_policy_revision = CASE WHEN {moves_forward} \
              THEN excluded.applied_policy_revision ELSE supervisor_reports.applied_policy_revision END, \
-             applied_policy_hash = CASE WHEN excluded.status = 'APPLIED' \
+             applied_policy_hash = CASE WHEN {moves_forward} \
              THEN excluded.applied_policy_hash ELSE supervisor_reports.applied_policy_hash END"
         );
         sqlx::query(AssertSqlSafe(sql))

@@ -113,6 +113,21 @@ impl Store {
             .execute(tx.conn())
             .await?;
         tx.commit().await?;
+        self.token_revocations.send_modify(|revoked| *revoked += 1);
         Ok(record)
+    }
+
+    /// Whether a stored token of this name exists (it has not been revoked).
+    pub async fn token_exists(&self, name: &str) -> Result<bool> {
+        let row = sqlx::query("SELECT name FROM operator_tokens WHERE name = $1")
+            .bind(name)
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(row.is_some())
+    }
+
+    /// Changes with every token revoked through this replica.
+    pub fn token_revocations(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.token_revocations.subscribe()
     }
 }

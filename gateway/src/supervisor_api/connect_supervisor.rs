@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use tonic::Streaming;
 use tonic::metadata::MetadataMap;
 
+use super::claims;
 use super::context::SessionContext;
 use super::identity::{Refusal, authenticate};
 use super::negotiate::{Capabilities, Negotiation, negotiate};
@@ -19,13 +20,13 @@ use crate::delivery::task::sleep_until_opt;
 use crate::delivery::{self, Ack, Component, Frame, SessionDelivery};
 use crate::limits::MAX_MESSAGE_BYTES;
 use crate::metrics::{ModeLabel, OutcomeLabel, StatusLabel};
-use crate::operations::resolution::sanitize_error;
+use crate::operations::resolution::{ReportedRevisions, sanitize_error};
 use crate::operations::{ReportStatus, SupervisorReport};
 use crate::session_registry::{SessionCloser, SessionInfo};
 use crate::snapshot::{Built, SnapshotSource, StoreSource, build_bootstrap};
 use crate::store::{Lifecycle, OwnerClaim, SandboxRecord, new_id, now_ms};
 use crate::ticks::on_shared_tick;
-use crate::wire::{revisions_from_pb, timestamp};
+use crate::wire::timestamp;
 
 /// How long a supervisor has to send its hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -327,6 +328,9 @@ async fn establish(
         replica_id: state.config.replica_id.clone(),
     };
     let closer = register(state, &hello, &sandbox, &negotiation, &session_id);
+    if let Some(delivery) = &delivery {
+        delivery.attach_closer(closer.clone());
+    }
     Some(Established {
         sandbox_id: sandbox.id,
         session_id,
@@ -620,6 +624,17 @@ async fn startup_exchange(
         Some(pb::startup_config_prepared::Result::Unchanged(_)) => {
             (origin == "image").then_some(candidate)
         }
+        // The operator's stored policy stays what the sandbox runs: a supervisor may only
+        // prepare its image's policy, never rewrite one the gateway already holds.
+        Some(pb::startup_config_prepared::Result::PreparedPolicy(policy)) if origin == "stored" => {
+            if policy != candidate {
+                tracing::warn!(
+                    sandbox = %sandbox.id,
+                    "the supervisor prepared another policy than the stored one it was offered; the stored policy is kept"
+                );
+            }
+            None
+        }
         Some(pb::startup_config_prepared::Result::PreparedPolicy(policy)) => Some(policy),
         Some(pb::startup_config_prepared::Result::Failure(reason)) => {
             return Err(invalid_startup_policy(
@@ -643,7 +658,9 @@ async fn startup_exchange(
             target: ConfigTarget::Sandbox(sandbox.id.clone()),
             policy: Some(policy),
             policy_edits: Vec::new(),
-            expected_policy_revision: None,
+            // Only while the sandbox still has no policy: one an operator stored during
+            // the exchange is kept, and the next session is offered it.
+            expected_policy_revision: Some(sandbox.policy_revision),
             clear_global_policy: false,
             settings: Vec::new(),
             idempotency_key: None,
@@ -756,6 +773,8 @@ async fn build_bootstrap_frames(
             "bootstrap is {size} bytes; the limit is {MAX_MESSAGE_BYTES} bytes"
         ));
     }
+    delivery.note_sent(&config_frame);
+    delivery.note_sent(&env_frame);
     Ok(BootstrapFrames {
         config_frame,
         env_frame,
@@ -826,14 +845,14 @@ impl LiveSession<'_> {
     fn report(
         &self,
         status: ReportStatus,
-        revisions: Option<&pb::AppliedRevisions>,
+        revisions: ReportedRevisions,
         reason: &str,
         urgent: bool,
     ) {
         let report = SupervisorReport {
             sandbox_id: self.sandbox_id.to_string(),
             status,
-            revisions: revisions_from_pb(revisions),
+            revisions,
             reason: reason.to_string(),
         };
         self.state
@@ -848,15 +867,51 @@ impl LiveSession<'_> {
         self.state.reports.submit(report, urgent);
     }
 
+    /// The revisions an answer reports, when the store can hold them and this session sent
+    /// what they name; otherwise the session ends for a protocol error (no honest
+    /// supervisor reports a configuration it was not sent).
+    async fn claimed(
+        &self,
+        revisions: Option<&pb::AppliedRevisions>,
+        field: &str,
+    ) -> Option<ReportedRevisions> {
+        let claim = match claims::revisions(revisions, field) {
+            Ok(claim) => claim,
+            Err(refusal) => {
+                self.count_refused_claim("out_of_range");
+                Box::pin(self.end_for_protocol_error(&refusal.to_string())).await;
+                return None;
+            }
+        };
+        if let Some(delivery) = &self.delivery
+            && !delivery.sent_all_of(&claim)
+        {
+            self.count_refused_claim("never_sent");
+            Box::pin(self.end_for_protocol_error(&claims::unhanded(&claim, self.sandbox_id))).await;
+            return None;
+        }
+        Some(claim)
+    }
+
+    fn count_refused_claim(&self, reason: &'static str) {
+        claims::count_refused(&self.state.metrics, reason);
+    }
+
     /// Returns false when the session must end.
     async fn on_bootstrap_result(&mut self, result: pb::BootstrapResult) -> bool {
         if self.awaiting_bootstrap_until.take().is_none() {
             tracing::warn!(sandbox = %self.sandbox_id, "unexpected bootstrap result ignored");
             return true;
         }
+        let Some(revisions) = self
+            .claimed(result.revisions.as_ref(), "bootstrap_result.revisions")
+            .await
+        else {
+            return false;
+        };
         let metrics = &self.state.metrics;
         if !result.applied && (result.kept_last_known_good || result.policy_rejected) {
-            return self.on_refused_bootstrap(&result);
+            return self.on_refused_bootstrap(&result, revisions);
         }
         if !result.applied {
             metrics
@@ -867,7 +922,7 @@ impl LiveSession<'_> {
                 ReportStatus::Failed {
                     failed_closed: false,
                 },
-                result.revisions.as_ref(),
+                revisions,
                 &result.reason,
                 false,
             );
@@ -882,10 +937,10 @@ impl LiveSession<'_> {
             .bootstrap
             .as_ref()
             .map(|b| (b.config.policy_revision, b.config.settings_revision));
-        let got = result
-            .revisions
-            .as_ref()
-            .map(|r| (r.policy_revision, r.sandbox_settings_revision));
+        let got = result.revisions.is_some().then_some((
+            revisions.policy_revision,
+            revisions.sandbox_settings_revision,
+        ));
         if expected.is_some() && got != expected {
             metrics
                 .bootstraps
@@ -903,7 +958,7 @@ impl LiveSession<'_> {
             .bootstraps
             .get_or_create(&OutcomeLabel { outcome: "applied" })
             .inc();
-        self.report(ReportStatus::Applied, result.revisions.as_ref(), "", false);
+        self.report(ReportStatus::Applied, revisions, "", false);
         self.start_delivery();
         true
     }
@@ -912,7 +967,11 @@ impl LiveSession<'_> {
     /// last-known-good, or a fail_closed quarantine): the refusal is reported like a failed
     /// delivery and the session goes on. Its `sandbox_config` is parked, so it is not sent
     /// again until a write changes it: no reject loop across reconnects and gateway restarts.
-    fn on_refused_bootstrap(&mut self, result: &pb::BootstrapResult) -> bool {
+    fn on_refused_bootstrap(
+        &mut self,
+        result: &pb::BootstrapResult,
+        revisions: ReportedRevisions,
+    ) -> bool {
         let (outcome, status) = if result.policy_rejected {
             ("policy_rejected", ReportStatus::RetainedRejectedPolicy)
         } else {
@@ -934,7 +993,7 @@ impl LiveSession<'_> {
             policy_rejected = result.policy_rejected,
             "bootstrap refused on the supervisor; it keeps its last-known-good and the session goes on"
         );
-        self.report(status, result.revisions.as_ref(), &result.reason, false);
+        self.report(status, revisions, &result.reason, false);
         if let (Some(delivery), Some(bootstrap)) = (&self.delivery, self.bootstrap.take()) {
             delivery.record_refused_bootstrap(
                 &bootstrap.config,
@@ -947,16 +1006,23 @@ impl LiveSession<'_> {
         true
     }
 
-    fn on_config_result(&self, result: pb::ConfigUpdateResult) {
+    /// Returns false when the session must end.
+    async fn on_config_result(&self, result: pb::ConfigUpdateResult) -> bool {
         let Some(delivery) = &self.delivery else {
             tracing::debug!(sandbox = %self.sandbox_id, "config result on a session without push ignored");
-            return;
+            return true;
         };
         if !delivery.was_sent(result.delivery_id) {
             // Nothing this session sent: its report would speak for no configuration.
             tracing::warn!(sandbox = %self.sandbox_id, delivery_id = result.delivery_id, "result for a delivery this session never sent ignored");
-            return;
+            return true;
         }
+        let Some(revisions) = self
+            .claimed(result.revisions.as_ref(), "config_update_result.revisions")
+            .await
+        else {
+            return false;
+        };
         let status = pb::ConfigApplyStatus::try_from(result.status)
             .unwrap_or(pb::ConfigApplyStatus::Unspecified);
         let component = match pb::ConfigComponent::try_from(result.component) {
@@ -980,12 +1046,7 @@ impl LiveSession<'_> {
         };
         if let Some(report_status) = report_status {
             let urgent = delivery.carries_pending_operation(component, result.delivery_id);
-            self.report(
-                report_status,
-                result.revisions.as_ref(),
-                &result.reason,
-                urgent,
-            );
+            self.report(report_status, revisions, &result.reason, urgent);
         }
         delivery.ack(Ack {
             delivery_id: result.delivery_id,
@@ -993,6 +1054,7 @@ impl LiveSession<'_> {
             status,
             reason: sanitize_error(&result.reason),
         });
+        true
     }
 
     /// Heartbeats out, frames in, until either side goes away or goes silent.
@@ -1056,7 +1118,9 @@ impl LiveSession<'_> {
                                     }
                                 }
                                 Some(pb::supervisor_message::Payload::ConfigUpdateResult(result)) => {
-                                    self.on_config_result(result);
+                                    if !Box::pin(self.on_config_result(result)).await {
+                                        return;
+                                    }
                                 }
                                 Some(pb::supervisor_message::Payload::Hello(_)) => {
                                     Box::pin(self.end_for_protocol_error(

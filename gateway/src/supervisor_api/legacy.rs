@@ -7,9 +7,10 @@
 //!
 //! What is kept lives in this replica's memory. A report that reaches a
 //! replica which did not serve the snapshot (another replica, or this one
-//! before a restart) proves only the policy revision; it settles no
-//! operation that also changed settings, which stay pending until a report
-//! from the serving replica or the operation's deadline.
+//! before a restart) proves only the policy revision, and only one the store
+//! holds for a sandbox that is not stopped (`supervisor_api::report_policy_status`);
+//! it settles no operation that also changed settings, which stay pending
+//! until a report from the serving replica or the operation's deadline.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -18,24 +19,47 @@ use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
 use tonic::Status;
 
+use crate::delivery::handed::Handed;
 use crate::operations::resolution::ReportedRevisions;
 use crate::operations::{ReportStatus, SupervisorReport};
 
-/// The revisions of the snapshot last served to each sandbox by poll.
+/// What this replica served each sandbox by poll.
 #[derive(Debug, Default)]
 pub struct ServedRevisions {
-    by_sandbox: Mutex<HashMap<String, ReportedRevisions>>,
+    by_sandbox: Mutex<HashMap<String, Served>>,
+}
+
+#[derive(Debug, Default)]
+struct Served {
+    /// The revisions of the snapshot served last.
+    last: ReportedRevisions,
+    /// Every recent snapshot served, for a report that names its revisions.
+    handed: Handed,
 }
 
 impl ServedRevisions {
     pub fn record(&self, snapshot: &sb::GetSandboxConfigResponse) {
         if let Ok(mut map) = self.by_sandbox.lock() {
-            map.insert(snapshot.sandbox_id.clone(), revisions_of(snapshot));
+            let served = map.entry(snapshot.sandbox_id.clone()).or_default();
+            served.last = revisions_of(snapshot);
+            served.handed.served(snapshot);
         }
     }
 
     fn served(&self, sandbox_id: &str) -> Option<ReportedRevisions> {
-        self.by_sandbox.lock().ok()?.get(sandbox_id).cloned()
+        Some(self.by_sandbox.lock().ok()?.get(sandbox_id)?.last.clone())
+    }
+
+    /// Whether this replica served `sandbox_id` every configuration `report` names.
+    pub fn served_all_of(&self, sandbox_id: &str, report: &ReportedRevisions) -> bool {
+        self.by_sandbox
+            .lock()
+            .ok()
+            .and_then(|map| {
+                map.get(sandbox_id)
+                    .map(|served| served.handed.vouches_for(report))
+            })
+            .unwrap_or(false)
     }
 
     /// Forgets a sandbox (deleted, or its supervisor reconnected with push).

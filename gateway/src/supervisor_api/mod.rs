@@ -5,6 +5,7 @@
 //! these calls here; they authenticate by the supervisor credential, not
 //! by an operator token.
 
+pub mod claims;
 pub mod connect_supervisor;
 pub mod context;
 pub mod identity;
@@ -23,9 +24,11 @@ use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::metrics::{DroppedByLabel, RpcLabel, StatusLabel};
+use crate::operations::resolution::ReportedRevisions;
 use crate::operations::{ReportStatus, SupervisorReport};
 use crate::snapshot;
-use crate::wire::{self, revisions_from_pb};
+use crate::store::{Lifecycle, SandboxRecord};
+use crate::wire;
 pub use context::SessionContext;
 use identity::authenticate;
 
@@ -214,10 +217,12 @@ impl SupervisorApi {
                     pb::PolicyLoadStatus::RetainedLastKnownGoodPolicy
                     | pb::PolicyLoadStatus::Unspecified => ReportStatus::RetainedRejectedPolicy,
                 },
-                revisions: revisions_from_pb(req.revisions.as_ref()),
+                revisions: claims::revisions(req.revisions.as_ref(), "revisions")
+                    .inspect_err(|_| self.count_refused_claim("out_of_range"))?,
                 reason: req.load_error,
             },
         };
+        let report = self.vouched(&sandbox, report).await?;
         let status = report.status;
         self.state
             .metrics
@@ -238,6 +243,56 @@ impl SupervisorApi {
         Ok(Response::new(pb::ReportPolicyStatusResponse {
             resolved_operations: resolved,
         }))
+    }
+
+    /// `report` as far as this gateway can vouch for it. What this replica served the
+    /// sandbox stands as reported. Anything else proves only its policy, and only one the
+    /// store holds for a sandbox that is not stopped (a stopped sandbox is served nothing);
+    /// its settings and provider environment are left unclaimed. A report naming a
+    /// configuration that was never served is refused, so it moves no operation.
+    async fn vouched(
+        &self,
+        sandbox: &SandboxRecord,
+        mut report: SupervisorReport,
+    ) -> Result<SupervisorReport, Status> {
+        if self
+            .state
+            .served
+            .served_all_of(&sandbox.id, &report.revisions)
+        {
+            return Ok(report);
+        }
+        let claim = &report.revisions;
+        let holds = sandbox.lifecycle != Lifecycle::Stopped
+            && self
+                .state
+                .store
+                .holds_policy_claim(
+                    &sandbox.id,
+                    claim.policy_revision,
+                    claim.global_policy_revision,
+                    &claim.policy_hash,
+                )
+                .await
+                .map_err(crate::error::GatewayError::from)?;
+        if !holds {
+            self.count_refused_claim("never_sent");
+            return Err(Status::failed_precondition(claims::unhanded(
+                claim,
+                &sandbox.id,
+            )));
+        }
+        report.revisions = ReportedRevisions {
+            policy_revision: claim.policy_revision,
+            policy_hash: claim.policy_hash.clone(),
+            global_policy_revision: claim.global_policy_revision,
+            ..ReportedRevisions::default()
+        };
+        Ok(report)
+    }
+
+    fn count_refused_claim(&self, reason: &'static str) {
+        claims::count_refused(&self.state.metrics, reason);
     }
 
     pub async fn push_sandbox_logs(
