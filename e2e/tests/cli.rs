@@ -1513,6 +1513,68 @@ async fn text_from_users_and_the_gateway_is_printed_escaped() {
     assert_eq!(json.expect_code(0).json()["env"]["GH_HOST"], value);
 }
 
+/// Probe: 2,000 bad ports under a 200-character policy key made the gateway answer with a
+/// 27 KB `grpc-status-details-bin`, past the client's header-list limit: `policy set`,
+/// `--dry-run` and `sandbox create` printed "h2 protocol error: http2 error". The refusal
+/// now fits: the CLI prints the summary, the first violations by field and how many more
+/// there are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_long_violations_print_the_first_ones_and_how_many_more() {
+    let (_gw, cli, mut api) = setup().await;
+    create_sandbox(&mut api, "web", POLICY).await;
+    let key = "k".repeat(200);
+    let mut text = format!("version: 1\nnetwork_policies:\n  {key}:\n    endpoints:\n");
+    for i in 0..2000 {
+        text.push_str(&format!("      - {{ host: h{i}.example.com, port: 0 }}\n"));
+    }
+    let file = cli.file("many-bad-ports.yaml", &text);
+    for args in [
+        &[
+            "--yes",
+            "policy",
+            "set",
+            "web",
+            "-f",
+            &file,
+            "--commit-only",
+        ][..],
+        &["policy", "set", "web", "-f", &file, "--dry-run"],
+        &["sandbox", "create", "other", "-f", &file],
+    ] {
+        let run = cli.run(args).await;
+        run.expect_code(1);
+        let lines: Vec<&str> = run.stderr.lines().collect();
+        assert_eq!(
+            lines[0], "error: 2000 problems found",
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert!(
+            lines[1].starts_with("  - ")
+                && lines[1].contains(&format!(
+                    "network_policies.{key}.endpoints[0].port: port 0 is out of range"
+                )),
+            "{args:?}: {}",
+            run.stderr
+        );
+        let listed = lines[1..lines.len() - 1]
+            .iter()
+            .filter(|line| {
+                line.starts_with("  - ")
+                    && line.contains(&format!("network_policies.{key}.endpoints["))
+            })
+            .count();
+        assert_eq!(listed, lines.len() - 2, "{args:?}: {}", run.stderr);
+        assert!(listed > 0, "{args:?}: {}", run.stderr);
+        assert_eq!(
+            lines.last().copied(),
+            Some(format!("  - … and {} more violations", 2000 - listed).as_str()),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+}
+
 /// A fleet write that ends with a sandbox behind says which one and why;
 /// `operations get --targets` lists every sandbox of it with its state;
 /// `operations list --sandbox` shows the fleet operation among the sandbox's.

@@ -71,45 +71,93 @@ impl GatewayError {
     }
 }
 
-/// Longest line of a status message: a violation or a reason. Errors may quote input (a name,
-/// a value, a parser's view of a document), and an unbounded quote of a megabyte-sized input
-/// overflows the response headers, so the client would see RESOURCE_EXHAUSTED instead of the
-/// real error.
-pub const MAX_STATUS_LINE_CHARS: usize = 512;
-/// Longest status message in all, however many violations it lists.
-pub const MAX_STATUS_MESSAGE_CHARS: usize = 8 * 1024;
+/// Longest line of a status message, in bytes: a violation or a reason. Errors may quote
+/// input (a name, a value, a parser's view of a document), and an unbounded quote of a
+/// megabyte-sized input would overflow the response headers.
+pub const MAX_STATUS_LINE_BYTES: usize = 512;
 
-/// Cuts a line of a status message to [`MAX_STATUS_LINE_CHARS`], saying so.
+/// Most bytes a status takes in the response's headers: its `grpc-message` (percent-encoded,
+/// so a space or a non-ASCII byte takes three) and its `grpc-status-details-bin` (base64 of a
+/// `google.rpc.Status` that repeats the message and carries the field violations), together.
+/// Clients bound the header list they accept as a whole: hyper (the Rust SDK and the CLI) at
+/// 16 KiB, where it fails the call with an h2 protocol error, and gRPC core (grpc-python) at
+/// 8 KiB, where it reports RESOURCE_EXHAUSTED; either way the client never sees the error.
+/// Half of the smaller bound leaves room for the other headers.
+pub const MAX_STATUS_HEADER_BYTES: usize = 4 * 1024;
+
+/// Lines or violations a bounded status can list at most: each costs at least the three
+/// bytes of an encoded newline, so more never fit, and a status of a million violations is
+/// not built a million lines long only to be cut.
+const MAX_STATUS_ITEMS: usize = MAX_STATUS_HEADER_BYTES / 3;
+
+/// Cuts a line of a status message to [`MAX_STATUS_LINE_BYTES`] (at a character boundary),
+/// saying so.
 fn bounded_line(line: &str) -> String {
-    match line.char_indices().nth(MAX_STATUS_LINE_CHARS) {
-        Some((cut, _)) => format!("{}… ({} more bytes cut)", &line[..cut], line.len() - cut),
-        None => line.to_string(),
+    if line.len() <= MAX_STATUS_LINE_BYTES {
+        return line.to_string();
     }
+    let mut cut = MAX_STATUS_LINE_BYTES;
+    while !line.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} more bytes cut)", &line[..cut], line.len() - cut)
 }
 
-/// Bounds every line, then the whole message, of a status message.
-fn bounded_message(message: &str) -> String {
-    let mut out = String::new();
-    for (i, line) in message.split('\n').enumerate() {
-        let line = bounded_line(line);
-        if out.len() + line.len() + 1 > MAX_STATUS_MESSAGE_CHARS {
-            out.push_str(&format!(
-                "\n… and {} more line(s)",
-                message.split('\n').count() - i
-            ));
-            break;
-        }
-        if i > 0 {
-            out.push('\n');
-        }
-        out.push_str(&line);
+/// What a status adds to the response headers: the encoded message and details.
+fn header_bytes(status: &tonic::Status) -> usize {
+    let mut headers = http::HeaderMap::new();
+    if status.add_header(&mut headers).is_err() {
+        return usize::MAX;
     }
-    out
+    ["grpc-message", "grpc-status-details-bin"]
+        .iter()
+        .filter_map(|name| headers.get(*name))
+        .map(http::HeaderValue::len)
+        .sum()
 }
 
-/// Most field violations carried in a status's `google.rpc.BadRequest` details: they travel in
-/// a response header too, so they are bounded like the message.
-pub const MAX_DETAILED_VIOLATIONS: usize = 64;
+/// `build(k)` for the largest `k` of `least..=most` whose headers fit in
+/// [`MAX_STATUS_HEADER_BYTES`]; `build(least)` when none does (it must be small: `least`
+/// lines of at most [`MAX_STATUS_LINE_BYTES`]). The size grows with `k`, so a binary search
+/// finds it in a few builds.
+fn largest_fitting(
+    least: usize,
+    most: usize,
+    build: impl Fn(usize) -> tonic::Status,
+) -> tonic::Status {
+    let all = build(most);
+    if most <= least || header_bytes(&all) <= MAX_STATUS_HEADER_BYTES {
+        return all;
+    }
+    let (mut fits, mut too_big) = (least, most);
+    while too_big - fits > 1 {
+        let mid = fits + (too_big - fits) / 2;
+        if header_bytes(&build(mid)) <= MAX_STATUS_HEADER_BYTES {
+            fits = mid;
+        } else {
+            too_big = mid;
+        }
+    }
+    build(fits)
+}
+
+/// A status of `code` whose message is `message`, bounded line by line and then as many of
+/// its lines as fit, the rest counted in a last line.
+fn bounded_status(code: tonic::Code, message: &str) -> tonic::Status {
+    let lines: Vec<String> = message
+        .split('\n')
+        .take(MAX_STATUS_ITEMS + 1)
+        .map(bounded_line)
+        .collect();
+    let total = message.split('\n').count();
+    largest_fitting(1, lines.len().min(MAX_STATUS_ITEMS), |kept| {
+        let mut text = lines[..kept].join("\n");
+        if kept < total {
+            text.push_str(&format!("\n… and {} more line(s)", total - kept));
+        }
+        tonic::Status::new(code, text)
+    })
+}
 
 impl From<GatewayError> for tonic::Status {
     fn from(err: GatewayError) -> Self {
@@ -117,37 +165,63 @@ impl From<GatewayError> for tonic::Status {
         // INVALID_ARGUMENT is bounded as it is built: cutting it again here
         // would drop its details.
         if status.code() == tonic::Code::InvalidArgument
-            || status.message().len() <= MAX_STATUS_LINE_CHARS
+            || header_bytes(&status) <= MAX_STATUS_HEADER_BYTES
         {
             return status;
         }
-        tonic::Status::new(status.code(), bounded_message(status.message()))
+        bounded_status(status.code(), status.message())
     }
+}
+
+/// The last line of a list cut short, and the last field violation of its details.
+fn more_violations(left_out: usize) -> String {
+    format!("… and {left_out} more violations")
 }
 
 /// INVALID_ARGUMENT with every violation twice: as the standard `google.rpc.BadRequest` details,
 /// which SDKs read field paths from, and as `field: message` lines under the summary for
 /// people and for clients that read only the message.
+///
+/// Both travel in the response headers, so together they are bounded to
+/// [`MAX_STATUS_HEADER_BYTES`]: each line is cut to [`MAX_STATUS_LINE_BYTES`], and only the
+/// first violations that fit are listed, in the message and in the details alike, each list
+/// ending with "… and N more violations".
 fn invalid_argument(summary: String, violations: &[Violation]) -> tonic::Status {
-    let message = match violations {
-        [one] => one.to_string(),
-        many => std::iter::once(summary)
-            .chain(many.iter().map(ToString::to_string))
-            .collect::<Vec<_>>()
-            .join("\n"),
+    let lines: Vec<(String, String, String)> = violations
+        .iter()
+        .take(MAX_STATUS_ITEMS)
+        .map(|v| {
+            (
+                bounded_line(&v.to_string()),
+                bounded_line(&v.field),
+                bounded_line(&v.message),
+            )
+        })
+        .collect();
+    let total = violations.len();
+    let summary = bounded_line(&summary);
+    let build = |kept: usize| {
+        let left_out = total - kept;
+        let listed = lines[..kept].iter().map(|(line, _, _)| line.clone());
+        let message = match lines.as_slice() {
+            [(one, _, _)] if total == 1 => one.clone(),
+            _ => std::iter::once(summary.clone())
+                .chain(listed)
+                .chain((left_out > 0).then(|| more_violations(left_out)))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        let details = ErrorDetails::with_bad_request(
+            lines[..kept]
+                .iter()
+                .map(|(_, field, message)| FieldViolation::new(field.clone(), message.clone()))
+                .chain((left_out > 0).then(|| FieldViolation::new("", more_violations(left_out))))
+                .collect::<Vec<_>>(),
+        );
+        tonic::Status::with_error_details(tonic::Code::InvalidArgument, message, details)
     };
-    let details = ErrorDetails::with_bad_request(
-        violations
-            .iter()
-            .take(MAX_DETAILED_VIOLATIONS)
-            .map(|v| FieldViolation::new(bounded_line(&v.field), bounded_line(&v.message)))
-            .collect::<Vec<_>>(),
-    );
-    tonic::Status::with_error_details(
-        tonic::Code::InvalidArgument,
-        bounded_message(&message),
-        details,
-    )
+    // A single violation is always listed: it is the whole message.
+    largest_fitting(usize::from(total == 1), lines.len(), build)
 }
 
 fn unbounded_status(err: GatewayError) -> tonic::Status {
@@ -218,7 +292,7 @@ mod tests {
             "sandbox {huge:?} not found"
         )));
         assert_eq!(status.code(), tonic::Code::NotFound);
-        assert!(status.message().len() < MAX_STATUS_LINE_CHARS + 64);
+        assert!(status.message().len() < MAX_STATUS_LINE_BYTES + 64);
         assert!(status.message().contains("more bytes cut"));
 
         let many: Vec<Violation> = (0..500)
@@ -229,13 +303,90 @@ mod tests {
             .collect();
         let status = tonic::Status::from(GatewayError::from_violations(many));
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
-        assert!(status.message().len() <= MAX_STATUS_MESSAGE_CHARS + 64);
+        assert!(header_bytes(&status) <= MAX_STATUS_HEADER_BYTES);
         assert!(
             status
                 .message()
                 .starts_with("500 problems found\nvalues[0].name: ")
         );
-        assert!(status.message().ends_with("more line(s)"));
+        assert!(status.message().ends_with("more violations"));
+
+        // Many lines of spaces and non-ASCII text, each byte of which the header encodes
+        // as three.
+        let lines = (0..2000)
+            .map(|i| format!("line {i}: {}", "é ".repeat(100)))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let status = tonic::Status::from(GatewayError::FailedPrecondition(lines));
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+        assert!(header_bytes(&status) <= MAX_STATUS_HEADER_BYTES);
+        assert!(status.message().starts_with("line 0: é é"));
+        assert!(
+            status.message().ends_with("more line(s)"),
+            "{}",
+            status.message()
+        );
+    }
+
+    /// A line is cut by bytes, at a character boundary: 512 characters of four bytes each
+    /// are 6 KiB once percent-encoded.
+    #[test]
+    fn a_line_of_wide_characters_is_cut_by_bytes() {
+        let line = bounded_line(&"🦀".repeat(600));
+        assert!(line.starts_with(&"🦀".repeat(128)), "{line}");
+        assert!(line.ends_with("… (1888 more bytes cut)"), "{line}");
+        let status = tonic::Status::from(GatewayError::invalid("name", "🦀".repeat(600)));
+        assert!(header_bytes(&status) <= MAX_STATUS_HEADER_BYTES);
+    }
+
+    /// Probe: 2,000 bad ports under a 200-character policy key made a
+    /// `grpc-status-details-bin` of about 27 KB (only the message was bounded); the CLI saw
+    /// an h2 protocol error and grpc-python RESOURCE_EXHAUSTED. The message and details
+    /// together now fit the header budget, and both say how many violations were left out.
+    #[test]
+    fn many_long_violations_fit_the_header_budget_and_say_how_many_are_left_out() {
+        use tonic_types::StatusExt;
+        let key = "k".repeat(200);
+        let violations: Vec<Violation> = (0..2000)
+            .map(|i| {
+                Violation::new(
+                    format!("network_policies.{key}.endpoints[{i}].port"),
+                    "must be 1-65535, got 70000",
+                )
+            })
+            .collect();
+        let status = tonic::Status::from(GatewayError::from_violations(violations));
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert!(
+            header_bytes(&status) <= MAX_STATUS_HEADER_BYTES,
+            "{} bytes of headers",
+            header_bytes(&status)
+        );
+        let details = status.get_details_bad_request().unwrap();
+        let (last, listed) = details.field_violations.split_last().unwrap();
+        assert!(!listed.is_empty());
+        let left_out = 2000 - listed.len();
+        assert_eq!(last.field, "");
+        assert_eq!(
+            last.description,
+            format!("… and {left_out} more violations")
+        );
+        assert_eq!(
+            listed[0].field,
+            format!("network_policies.{key}.endpoints[0].port")
+        );
+        assert_eq!(listed[0].description, "must be 1-65535, got 70000");
+        let lines: Vec<&str> = status.message().lines().collect();
+        assert_eq!(lines[0], "2000 problems found");
+        assert_eq!(lines.len(), listed.len() + 2, "{}", status.message());
+        assert_eq!(
+            lines[1],
+            format!("network_policies.{key}.endpoints[0].port: must be 1-65535, got 70000")
+        );
+        assert_eq!(
+            lines.last().copied(),
+            Some(format!("… and {left_out} more violations").as_str())
+        );
     }
 
     /// Field paths travel as standard `google.rpc.BadRequest` details, so clients need not
