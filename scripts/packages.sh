@@ -107,7 +107,7 @@ python3 -m venv "$work/venv"
 echo "== smoke scripts against one gateway"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 export OPENSHELL_GATEWAY="http://127.0.0.1:$port"
-export OPENSHELL_TOKEN="packages-$RANDOM$RANDOM"
+export OPENSHELL_TOKEN="packages-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 export OPENSHELL_SMOKE_POLICY="$repo/examples/policy.yaml"
 mkdir -p "$work/gateway"
 "$OPENSHELL_BIN_DIR/openshell-gateway" \

@@ -839,7 +839,7 @@ async fn configured_tokens_keep_working_and_may_carry_a_role() {
             .operator_tokens
             .push(openshell_gateway::config::OperatorToken {
                 name: "dash".into(),
-                token: openshell_core::Secret::new("dash-secret"),
+                token: openshell_core::Secret::new("dash-secret-0123456789"),
                 role: Role::Viewer,
                 workspace: Some(TEAM.into()),
             });
@@ -853,7 +853,7 @@ async fn configured_tokens_keep_working_and_may_carry_a_role() {
         })
         .await
         .unwrap();
-    let mut dash = gateway.api_with_token(Some("dash-secret")).await;
+    let mut dash = gateway.api_with_token(Some("dash-secret-0123456789")).await;
     let err = dash
         .create_sandbox(pb::CreateSandboxRequest {
             name: "x".into(),

@@ -334,7 +334,9 @@ async fn overload(backend: Backend, seed: u64) {
     let config = ChaosConfig::from_env(seed, Duration::from_secs(5), 8);
     let store = TestStore::new(backend).await;
     let root = store.dir.path().to_path_buf();
-    let tokens: Vec<String> = (0..TOKENS).map(|n| format!("load-{n}-{seed}")).collect();
+    let tokens: Vec<String> = (0..TOKENS)
+        .map(|n| format!("load-{n}-{seed}-operator-token"))
+        .collect();
     let extra: Vec<String> = tokens
         .iter()
         .enumerate()

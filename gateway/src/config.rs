@@ -289,6 +289,103 @@ impl OperatorToken {
     }
 }
 
+/// Shortest secret a configured operator token may have, in characters. A bearer token is
+/// the whole of an operator's credential; 16 random characters are far out of reach of a
+/// guess, while a word or a 1-character placeholder left in a configuration is not.
+pub const MIN_TOKEN_SECRET_CHARS: usize = 16;
+
+/// Where configured operator tokens came from: how an error names an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenSource {
+    /// `[[operator_tokens]]` of the file, or a configuration built in code: entries are
+    /// `operator_tokens[i]`, and their names, a field apart from the secret, are quoted.
+    File,
+    /// `--operator-token` / `OPENSHELL_OPERATOR_TOKENS`: entries are counted from 1 and their
+    /// names never quoted, since a bare secret holding `=` is read as `NAME=TOKEN`, and its
+    /// "name" is then part of the secret.
+    Flags,
+}
+
+impl TokenSource {
+    fn entry(self, index: usize, name: &str) -> String {
+        match self {
+            Self::File => format!("operator_tokens[{index}] ({name:?})"),
+            Self::Flags => format!(
+                "operator token {} of --operator-token/OPENSHELL_OPERATOR_TOKENS",
+                index + 1
+            ),
+        }
+    }
+}
+
+/// Checks configured operator tokens before the gateway starts: each name follows the rule of
+/// sandbox and created-token names and is used once (it is the caller recorded on
+/// operations and the scope of idempotency keys, so two tokens of one name would be one
+/// caller); each secret has at least [`MIN_TOKEN_SECRET_CHARS`] characters of printable
+/// ASCII without spaces (it travels in an HTTP header) and is used once (one secret under
+/// two names authenticates as whichever is checked last). An error names the entry by its
+/// index (and, from the file, its name), never by its secret.
+pub fn validate_operator_tokens(
+    tokens: &[OperatorToken],
+    source: TokenSource,
+) -> Result<(), ConfigError> {
+    let invalid = |index: usize, token: &OperatorToken, what: String| {
+        ConfigError::Invalid(format!("{}: {what}", source.entry(index, &token.name)))
+    };
+    let mut names = std::collections::HashMap::new();
+    let mut secrets = std::collections::HashMap::new();
+    for (i, token) in tokens.iter().enumerate() {
+        if let Err(v) = openshell_core::names::validate_name("name", &token.name) {
+            let why = match source {
+                TokenSource::File => v.message,
+                TokenSource::Flags => "the name must be 1-63 lowercase letters, digits and '-' \
+                    (give the token as NAME=TOKEN; a token without NAME= is named \"operator\")"
+                    .to_string(),
+            };
+            return Err(invalid(i, token, why));
+        }
+        let secret = token.token.expose();
+        if secret.chars().count() < MIN_TOKEN_SECRET_CHARS {
+            return Err(invalid(
+                i,
+                token,
+                format!("the token is shorter than {MIN_TOKEN_SECRET_CHARS} characters"),
+            ));
+        }
+        if !secret.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(invalid(
+                i,
+                token,
+                "the token must be printable ASCII without spaces (it is sent in an HTTP \
+                 header)"
+                    .into(),
+            ));
+        }
+        if let Some(first) = names.insert(token.name.as_str(), i) {
+            return Err(invalid(
+                i,
+                token,
+                format!(
+                    "the name is already taken by {}: give each token a name of its own",
+                    source.entry(first, &tokens[first].name)
+                ),
+            ));
+        }
+        if let Some(first) = secrets.insert(secret, i) {
+            return Err(invalid(
+                i,
+                token,
+                format!(
+                    "the same token as {}: each name needs a token of its own, or calls \
+                     with it are recorded under only one of the names",
+                    source.entry(first, &tokens[first].name)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A token of the file, its role and workspace checked.
 fn file_token(index: usize, token: FileToken) -> Result<OperatorToken, ConfigError> {
     let field = |name: &str| format!("operator_tokens[{index}].{name}");
@@ -409,17 +506,22 @@ impl GatewayConfig {
             .or(file.database_url)
             .unwrap_or_else(|| format!("sqlite://{}", data_dir.join("gateway.db").display()));
         let operator_tokens = if flags.operator_tokens.is_empty() {
-            file.operator_tokens
+            let tokens = file
+                .operator_tokens
                 .into_iter()
                 .enumerate()
                 .map(|(i, t)| file_token(i, t))
-                .collect::<Result<Vec<_>, _>>()?
+                .collect::<Result<Vec<_>, _>>()?;
+            validate_operator_tokens(&tokens, TokenSource::File)?;
+            tokens
         } else {
-            flags
+            let tokens = flags
                 .operator_tokens
                 .iter()
                 .map(|raw| parse_token_flag(raw))
-                .collect::<Result<Vec<_>, _>>()?
+                .collect::<Result<Vec<_>, _>>()?;
+            validate_operator_tokens(&tokens, TokenSource::Flags)?;
+            tokens
         };
         let tls = match (
             flags.tls_cert.or(file.tls_cert),
@@ -606,7 +708,7 @@ mod tests {
         let path = dir.path().join("gw.toml");
         std::fs::write(
             &path,
-            "config_delivery_mode = \"push\"\nlisten = \"127.0.0.1:9000\"\n[[operator_tokens]]\nname = \"ci\"\ntoken = \"t0ken\"\n",
+            "config_delivery_mode = \"push\"\nlisten = \"127.0.0.1:9000\"\n[[operator_tokens]]\nname = \"ci\"\ntoken = \"t0ken-0123456789ab\"\n",
         )
         .unwrap();
         let cfg = GatewayConfig::resolve(flags(&["--config", path.to_str().unwrap()])).unwrap();
@@ -634,8 +736,8 @@ mod tests {
         let path = dir.path().join("gw.toml");
         std::fs::write(
             &path,
-            "[[operator_tokens]]\nname = \"root\"\ntoken = \"t1\"\n\n\
-             [[operator_tokens]]\nname = \"ci\"\ntoken = \"t2\"\nrole = \"viewer\"\nworkspace = \"team\"\n",
+            "[[operator_tokens]]\nname = \"root\"\ntoken = \"root-secret-0123456789\"\n\n\
+             [[operator_tokens]]\nname = \"ci\"\ntoken = \"ci-secret-0123456789\"\nrole = \"viewer\"\nworkspace = \"team\"\n",
         )
         .unwrap();
         let cfg = GatewayConfig::resolve(flags(&["--config", path.to_str().unwrap()])).unwrap();
@@ -644,17 +746,18 @@ mod tests {
         assert_eq!(cfg.operator_tokens[1].role, Role::Viewer);
         assert_eq!(cfg.operator_tokens[1].workspace.as_deref(), Some("team"));
         // A flag token has no role to give: admin, as before roles existed.
-        let cfg = GatewayConfig::resolve(flags(&["--operator-token", "ops=t3"])).unwrap();
+        let cfg = GatewayConfig::resolve(flags(&["--operator-token", "ops=ops-secret-0123456789"]))
+            .unwrap();
         assert_eq!(cfg.operator_tokens[0].role, Role::Admin);
 
         std::fs::write(
             &path,
-            "[[operator_tokens]]\nname = \"ci\"\ntoken = \"t2\"\nrole = \"root\"\n",
+            "[[operator_tokens]]\nname = \"ci\"\ntoken = \"ci-secret-0123456789\"\nrole = \"root\"\n",
         )
         .unwrap();
         let err = GatewayConfig::resolve(flags(&["--config", path.to_str().unwrap()])).unwrap_err();
         assert!(err.to_string().contains("operator_tokens[0].role"), "{err}");
-        assert!(!err.to_string().contains("t2"), "{err}");
+        assert!(!err.to_string().contains("ci-secret"), "{err}");
     }
 
     #[test]
@@ -750,11 +853,114 @@ mod tests {
         }
     }
 
+    /// Probe: duplicate names, one secret under two names (the caller recorded as the last),
+    /// a name with a space and a 1-character secret were all accepted.
+    #[test]
+    fn configured_tokens_are_checked_naming_the_entry_never_the_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gw.toml");
+        let file = |tokens: &[(&str, &str)]| {
+            let text: String = tokens
+                .iter()
+                .map(|(name, token)| {
+                    format!("[[operator_tokens]]\nname = {name:?}\ntoken = {token:?}\n\n")
+                })
+                .collect();
+            std::fs::write(&path, text).unwrap();
+            GatewayConfig::resolve(flags(&["--config", path.to_str().unwrap()]))
+        };
+        let (a, b) = ("first-secret-0123456789", "second-secret-0123456789");
+        assert!(file(&[("ci", a), ("dashboard", b)]).is_ok());
+        for (tokens, expected) in [
+            (
+                vec![("ci", a), ("ci", b)],
+                "operator_tokens[1] (\"ci\"): the name is already taken by operator_tokens[0] \
+                 (\"ci\"): give each token a name of its own",
+            ),
+            (
+                vec![("ci", a), ("dashboard", a)],
+                "operator_tokens[1] (\"dashboard\"): the same token as operator_tokens[0] \
+                 (\"ci\"): each name needs a token of its own, or calls with it are recorded \
+                 under only one of the names",
+            ),
+            (
+                vec![("ci bot", a)],
+                "operator_tokens[0] (\"ci bot\"): name may contain only lowercase letters, \
+                 digits and '-', found ' '",
+            ),
+            (
+                vec![("", a)],
+                "operator_tokens[0] (\"\"): name is required (1-63 characters)",
+            ),
+            (
+                vec![("ci", "x")],
+                "operator_tokens[0] (\"ci\"): the token is shorter than 16 characters",
+            ),
+            (
+                vec![("ci", "fifteen-chars-x")],
+                "operator_tokens[0] (\"ci\"): the token is shorter than 16 characters",
+            ),
+            (
+                vec![("ci", "a secret with spaces")],
+                "operator_tokens[0] (\"ci\"): the token must be printable ASCII without spaces \
+                 (it is sent in an HTTP header)",
+            ),
+        ] {
+            let err = file(&tokens).unwrap_err().to_string();
+            assert_eq!(err, expected, "{tokens:?}");
+            for (_, secret) in &tokens {
+                assert!(secret.len() < 2 || !err.contains(secret), "{err}");
+            }
+        }
+        assert!(file(&[("ci", "sixteen-chars-xx")]).is_ok());
+    }
+
+    /// A flag token is named by its place, never by its name: a bare secret holding `=` is
+    /// read as NAME=TOKEN, its name then part of the secret.
+    #[test]
+    fn flag_tokens_are_named_by_their_place() {
+        let resolve = |args: &[&str]| GatewayConfig::resolve(flags(args));
+        let secret = "flag-secret-0123456789";
+        assert!(resolve(&["--operator-token", secret]).is_ok());
+        // Two bare tokens are both named "operator".
+        let err = resolve(&[
+            "--operator-token",
+            secret,
+            "--operator-token",
+            "other-secret-0123456789",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "operator token 2 of --operator-token/OPENSHELL_OPERATOR_TOKENS: the name is \
+             already taken by operator token 1 of --operator-token/OPENSHELL_OPERATOR_TOKENS: \
+             give each token a name of its own"
+        );
+        let err = resolve(&[
+            "--operator-token",
+            &format!("ci={secret}"),
+            "--operator-token",
+            &format!("ops={secret}"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("operator token 2 of"), "{err}");
+        assert!(err.contains("the same token as operator token 1"), "{err}");
+        assert!(!err.contains(secret), "{err}");
+        // A base64 secret with padding, given without a name: its "name" is the secret.
+        let err = resolve(&["--operator-token", "QUJDREVGR0hJSktM=="])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("give the token as NAME=TOKEN"), "{err}");
+        assert!(!err.contains("QUJD"), "{err}");
+    }
+
     #[test]
     fn tokens_never_show_in_debug() {
         let cfg = GatewayConfig::resolve(flags(&[
             "--operator-token",
-            "ci=supersecret",
+            "ci=supersecret-0123456789",
             "--peer-secret",
             "peersecret",
         ]))
@@ -786,7 +992,7 @@ mod tests {
     fn a_peer_address_is_a_url() {
         let err = GatewayConfig::resolve(flags(&[
             "--operator-token",
-            "t",
+            "operator-secret-0123456789",
             "--peer-address",
             "10.0.0.5:7070",
         ]))
@@ -797,7 +1003,7 @@ mod tests {
         );
         let cfg = GatewayConfig::resolve(flags(&[
             "--operator-token",
-            "t",
+            "operator-secret-0123456789",
             "--peer-address",
             "https://gw-2.internal:7070",
         ]))

@@ -264,6 +264,10 @@ fn store_status(err: StoreError) -> tonic::Status {
                  space is freed",
             )
         }
+        open @ StoreError::Open { .. } => {
+            tracing::error!(error = %open, "store error");
+            tonic::Status::unavailable("the gateway's store is unavailable; retry later")
+        }
         StoreError::Database(e) => {
             tracing::error!(error = %e, "store error");
             tonic::Status::unavailable("the gateway's store is unavailable; retry later")

@@ -1,6 +1,8 @@
 //! `openshell-gateway`: reads configuration, sets up logging and runs the
 //! gateway until SIGINT or SIGTERM.
 
+use std::process::ExitCode;
+
 use anyhow::Context;
 use clap::Parser;
 use openshell_gateway::config::{Flags, GatewayConfig, LogFormat};
@@ -15,7 +17,28 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            // A configuration or store the gateway cannot start with is an expected failure:
+            // one line saying what failed and why, each cause once, and never a backtrace,
+            // whatever RUST_BACKTRACE says (anyhow's `Debug` of the error would add one).
+            let mut line = err.to_string();
+            for cause in err.chain().skip(1) {
+                let cause = cause.to_string();
+                if !line.contains(&cause) {
+                    line.push_str(": ");
+                    line.push_str(&cause);
+                }
+            }
+            eprintln!("error: {line}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> anyhow::Result<()> {
     let config = GatewayConfig::resolve(Flags::parse()).context("invalid gateway configuration")?;
     let filter = EnvFilter::try_new(&config.log).context("invalid log filter")?;
     let subscriber = tracing_subscriber::fmt()

@@ -16,7 +16,7 @@ use tonic::transport::{Identity, Server, ServerTlsConfig};
 
 use crate::api::{ApiContext, OpenShellApi};
 use crate::auth::{Authenticated, OperatorAuth};
-use crate::config::GatewayConfig;
+use crate::config::{GatewayConfig, TokenSource, validate_operator_tokens};
 use crate::config_update::{ConfigWriter, GroupCounts};
 use crate::crypto::CredentialCipher;
 use crate::delivery::{FanoutActivity, Permits, Publisher};
@@ -44,6 +44,13 @@ pub enum StartError {
         "no operator token configured: pass --operator-token NAME=TOKEN or set OPENSHELL_OPERATOR_TOKENS"
     )]
     NoOperatorToken,
+    #[error("invalid gateway configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
     #[error(transparent)]
     Crypto(#[from] crate::crypto::CryptoError),
     #[error("cannot open the store: {0}")]
@@ -136,7 +143,10 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
     if config.operator_tokens.is_empty() {
         return Err(StartError::NoOperatorToken);
     }
+    // Again here for a configuration built in code rather than resolved from flags and file.
+    validate_operator_tokens(&config.operator_tokens, TokenSource::File)?;
     let store = open_store(&config).await?;
+    refuse_names_of_stored_tokens(&store, &config).await?;
     let (tls, tls_cert) = tls_setup(&config)?;
     let listener = bind(config.listen).await?;
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
@@ -252,7 +262,7 @@ pub async fn start(config: GatewayConfig) -> Result<GatewayHandle, StartError> {
 }
 
 pub(crate) async fn open_store(config: &GatewayConfig) -> Result<Store, StartError> {
-    std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::TlsFile {
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir {
         path: config.data_dir.display().to_string(),
         source,
     })?;
@@ -268,6 +278,29 @@ pub(crate) async fn open_store(config: &GatewayConfig) -> Result<Store, StartErr
     )
     .await
     .map_err(GatewayError::from)?)
+}
+
+/// A configured token may not take the name of one created through the API: both would
+/// be recorded as the same caller and share its idempotency keys. `CreateToken` refuses a
+/// configured name; this catches a token created before the configured one was added.
+async fn refuse_names_of_stored_tokens(
+    store: &Store,
+    config: &GatewayConfig,
+) -> Result<(), StartError> {
+    let stored = store.list_tokens().await.map_err(GatewayError::from)?;
+    let taken = config
+        .operator_tokens
+        .iter()
+        .find(|token| stored.iter().any(|created| created.name == token.name));
+    match taken {
+        Some(token) => Err(crate::config::ConfigError::Invalid(format!(
+            "configured operator token {:?}: the name is taken by a token created through the \
+             API (`openshell token list`): rename the configured token",
+            token.name
+        ))
+        .into()),
+        None => Ok(()),
+    }
 }
 
 /// The server's TLS identity, and its certificate for the peer hints, when

@@ -29,6 +29,15 @@ pub enum StoreError {
     /// be created.
     #[error("database_url: {0}")]
     BadUrl(String),
+    /// The store's first connection could not be opened or readied, when the gateway starts.
+    /// `store` names the file or server (never credentials).
+    #[error("{store}: {source}{hint}")]
+    Open {
+        store: String,
+        /// What to check, for failures whose cause the database does not say.
+        hint: &'static str,
+        source: sqlx::Error,
+    },
 }
 
 impl StoreError {

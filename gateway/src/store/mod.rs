@@ -245,6 +245,7 @@ impl Store {
             Backend::Sqlite => sqlite_url_with_create(&options.url)?,
             Backend::Postgres => options.url.clone(),
         };
+        open_first_connection(backend, &url).await?;
         let pool = connect(backend, &url, options.max_connections, false).await?;
         let writer = match backend {
             Backend::Sqlite => connect(backend, &url, 1, true).await?,
@@ -484,31 +485,7 @@ async fn connect(
                 Ok(true)
             })
         })
-        .after_connect(move |conn, _meta| {
-            Box::pin(async move {
-                if backend == Backend::Sqlite {
-                    // WAL lets readers run beside the one writer; NORMAL
-                    // sync is durable across process crashes in WAL mode.
-                    // Statement journals (a multi-row statement inside a
-                    // transaction) stay in memory instead of a temp file.
-                    conn.execute(
-                        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                         PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000; \
-                         PRAGMA temp_store = MEMORY;",
-                    )
-                    .await?;
-                    if writer {
-                        conn.execute(AssertSqlSafe(format!(
-                            "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}; \
-                             PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}; \
-                             PRAGMA cache_size = -{WRITER_CACHE_KIB}"
-                        )))
-                        .await?;
-                    }
-                }
-                Ok(())
-            })
-        })
+        .after_connect(move |conn, _meta| Box::pin(prepare_connection(conn, backend, writer)))
         .after_release(move |conn, _meta| {
             Box::pin(async move {
                 if backend != Backend::Sqlite || !writer {
@@ -536,11 +513,122 @@ async fn connect(
     Ok(pool)
 }
 
-fn sqlite_url_with_create(url: &str) -> Result<String> {
+/// Readies a new connection of the store: on SQLite, its journal and pragmas.
+async fn prepare_connection(
+    conn: &mut sqlx::AnyConnection,
+    backend: Backend,
+    writer: bool,
+) -> std::result::Result<(), sqlx::Error> {
+    if backend == Backend::Sqlite {
+        // WAL lets readers run beside the one writer; NORMAL
+        // sync is durable across process crashes in WAL mode.
+        // Statement journals (a multi-row statement inside a
+        // transaction) stay in memory instead of a temp file.
+        conn.execute(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+             PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000; \
+             PRAGMA temp_store = MEMORY;",
+        )
+        .await?;
+        if writer {
+            conn.execute(AssertSqlSafe(format!(
+                "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT_PAGES}; \
+                 PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}; \
+                 PRAGMA cache_size = -{WRITER_CACHE_KIB}"
+            )))
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// How long opening the store waits for a PostgreSQL server that refuses connections (one
+/// starting beside the gateway): the pool's own acquire timeout.
+const OPEN_RETRY_FOR: Duration = Duration::from_secs(10);
+
+/// Opens and readies one connection before any pool exists, failing with the database's own
+/// error. A pool retries a connection its setup refused until its acquire timeout and then
+/// says only "pool timed out" (the cause goes to the log, once per attempt): a SQLite file
+/// in a read-only directory, whose WAL index cannot be created, took 10 s to fail so. A
+/// PostgreSQL server that refuses connections is still waited for, as the pool would.
+async fn open_first_connection(backend: Backend, url: &str) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + OPEN_RETRY_FOR;
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let attempt = async {
+            let mut conn = <sqlx::AnyConnection as sqlx::Connection>::connect(url).await?;
+            prepare_connection(&mut conn, backend, false).await?;
+            // A read, so SQLite opens what every later connection needs: on a new file the
+            // switch to WAL succeeds without the WAL index, and only the next connection,
+            // the pool's, would find that it cannot be created.
+            let probe = match backend {
+                Backend::Sqlite => "SELECT count(*) FROM sqlite_master",
+                Backend::Postgres => "SELECT 1",
+            };
+            conn.execute(probe).await?;
+            sqlx::Connection::close(conn).await
+        };
+        let error = match attempt.await {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let starting = match &error {
+            sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
+            // too_many_connections (a connection just closed is not noticed yet) and
+            // cannot_connect_now ("the database system is starting up"), as the pool retries.
+            sqlx::Error::Database(db) => {
+                matches!(db.code().as_deref(), Some("53300" | "57P03"))
+            }
+            _ => false,
+        };
+        if backend == Backend::Postgres
+            && starting
+            && tokio::time::Instant::now() + backoff < deadline
+        {
+            tracing::debug!(error = %error, "the store refuses connections; retrying");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+            continue;
+        }
+        return Err(StoreError::Open {
+            store: describe_store(backend, url),
+            hint: match backend {
+                Backend::Sqlite => SQLITE_OPEN_HINT,
+                Backend::Postgres => "",
+            },
+            source: error,
+        });
+    }
+}
+
+const SQLITE_OPEN_HINT: &str = " (the gateway must be able to create and write files in \
+    the database's directory: SQLite keeps its write-ahead log and WAL index, `-wal` and \
+    `-shm`, beside the database file)";
+
+/// The store a URL names, for an error: the SQLite file's path, or PostgreSQL's host, port
+/// and database without the user, password or parameters.
+fn describe_store(backend: Backend, url: &str) -> String {
+    match backend {
+        Backend::Sqlite => format!("SQLite database {}", sqlite_path(url)),
+        Backend::Postgres => {
+            let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+            let rest = rest.split('?').next().unwrap_or(rest);
+            let place = rest.rsplit_once('@').map_or(rest, |(_, place)| place);
+            format!("PostgreSQL database {place}")
+        }
+    }
+}
+
+/// The file path of a `sqlite:` URL.
+fn sqlite_path(url: &str) -> &str {
     let path = url
         .trim_start_matches("sqlite://")
         .trim_start_matches("sqlite:");
-    let path = path.split('?').next().unwrap_or(path);
+    path.split('?').next().unwrap_or(path)
+}
+
+fn sqlite_url_with_create(url: &str) -> Result<String> {
+    let path = sqlite_path(url);
     if let Some(parent) = std::path::Path::new(path).parent()
         && !parent.as_os_str().is_empty()
     {
