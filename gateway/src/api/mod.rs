@@ -151,6 +151,35 @@ impl OpenShellApi {
             )
             .into());
         }
+        // A sandbox beside a scope would be ignored: the write would reach every sandbox (of
+        // the workspace) while its caller meant one.
+        let scope = if req.global {
+            Some("global")
+        } else if req.workspace_scope {
+            Some("workspace_scope")
+        } else {
+            None
+        };
+        if let Some(scope) = scope
+            && !req.name.is_empty()
+        {
+            return Err(GatewayError::invalid(
+                "name",
+                format!(
+                    "name and {scope} are both set: choose one target, the sandbox (name) or \
+                     the {scope} scope, not both"
+                ),
+            )
+            .into());
+        }
+        if req.global && !req.workspace.is_empty() {
+            return Err(GatewayError::invalid(
+                "workspace",
+                "workspace and global are both set: the global scope is every workspace's; \
+                 for one workspace send workspace_scope with workspace",
+            )
+            .into());
+        }
         if req.global {
             who.check_global(Permission::GlobalWrite)?;
             return Ok(ConfigTarget::Global);
