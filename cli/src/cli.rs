@@ -17,6 +17,15 @@ pub const DEFAULT_GATEWAY: &str = "http://127.0.0.1:7070";
 
 const SANDBOX_HELP: &str = "Sandbox id, name, or WORKSPACE/NAME";
 
+/// Most items the gateway returns in one list page; it refuses a larger page.
+pub const MAX_PAGE: u32 = 1000;
+
+/// A `--limit` of a one-page list: checked here, so a larger one is a usage error before
+/// anything is sent.
+fn page_limit() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..=i64::from(MAX_PAGE))
+}
+
 /// Operate OpenShell sandboxes: their policies, settings, providers and the
 /// operations that deliver changes to them.
 #[derive(Debug, Parser)]
@@ -413,8 +422,8 @@ pub enum PolicyCommand {
     History {
         #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
-        /// At most this many revisions.
-        #[arg(long, value_name = "N", default_value_t = 20)]
+        /// At most this many revisions (1-1000, the gateway's page limit).
+        #[arg(long, value_name = "N", default_value_t = 20, value_parser = page_limit())]
         limit: u32,
     },
 }
@@ -599,8 +608,8 @@ pub enum OperationsCommand {
         /// Only operations in this state (repeatable), e.g. pending.
         #[arg(long = "state", value_name = "S", value_parser = parse::operation_state)]
         states: Vec<OperationState>,
-        /// At most this many.
-        #[arg(long, value_name = "N", default_value_t = 50)]
+        /// At most this many (1-1000, the gateway's page limit).
+        #[arg(long, value_name = "N", default_value_t = 50, value_parser = page_limit())]
         limit: u32,
     },
 }
@@ -739,6 +748,20 @@ mod tests {
     #[test]
     fn command_tree_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// The gateway refuses a page over its limit; the CLI never sends one.
+    #[test]
+    fn a_list_limit_over_the_gateways_page_limit_is_a_usage_error() {
+        for command in [&["policy", "history", "web"][..], &["operations", "list"]] {
+            let args = |limit: &'static str| [command, &["--limit", limit]].concat();
+            assert!(parse(&args("1000")).is_ok(), "{command:?}");
+            for bad in ["1001", "0"] {
+                let err = parse(&args(bad)).unwrap_err();
+                assert_eq!(err.kind(), ErrorKind::ValueValidation, "{command:?} {bad}");
+                assert!(err.to_string().contains("1..=1000"), "{err}");
+            }
+        }
     }
 
     #[test]

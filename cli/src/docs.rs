@@ -387,6 +387,10 @@ prints data accepts all four.
 
 - **Where things go.** Results go to stdout; progress, notes, warnings, errors and prompts go to
   stderr, so `-o json | jq` never sees anything but JSON.
+- **Refusals.** A request the gateway refuses prints `error: ` and the gateway's summary (e.g.
+  `2000 problems found`), then one `  - FIELD: MESSAGE` line per violation. The gateway's
+  error lists as many violations as fit its 4 KiB bound and ends with `  - … and N more
+  violations`; `policy validate -f FILE` lists every one, offline.
 - **Color.** Tables, diffs and progress are styled only on a terminal and never when `NO_COLOR`
   is set to a non-empty value. Output that is not a terminal contains no control characters.
 - **Escaping.** Text that comes from users or the gateway (names, idempotency keys, provider

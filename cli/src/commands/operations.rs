@@ -15,7 +15,7 @@ use crate::output::{Column, Output, dash};
 use crate::{exit, outcome, views};
 
 /// Most targets one call asks for: the gateway's limit.
-const TARGET_PAGE: usize = 1000;
+const TARGET_PAGE: usize = crate::cli::MAX_PAGE as usize;
 
 pub async fn run(ctx: &Ctx, cmd: OperationsCommand) -> anyhow::Result<u8> {
     let client = ctx.client().await?;

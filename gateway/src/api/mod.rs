@@ -5,6 +5,7 @@
 mod access;
 mod dry_run;
 mod operation_targets;
+mod paging;
 mod tokens;
 
 use std::collections::BTreeMap;
@@ -47,9 +48,7 @@ use crate::store::{
 use crate::supervisor_api::{GatewayStream, SupervisorApi};
 use crate::wire;
 
-/// Most items one list call returns.
-const MAX_PAGE: u32 = 1000;
-const DEFAULT_PAGE: u32 = 100;
+use paging::{MAX_PAGE, page_size};
 
 /// What the operator API touches: the store, the write path's announcer
 /// and fanout gauge, and this replica's sessions for diagnostics.
@@ -348,12 +347,9 @@ impl OpenShellApi {
     }
 }
 
-fn page(size: u32) -> i64 {
-    i64::from(if size == 0 {
-        DEFAULT_PAGE
-    } else {
-        size.min(MAX_PAGE)
-    })
+/// The page size of a list request's `field`, as the store's row limit.
+fn page(field: &str, size: u32) -> Result<i64, Status> {
+    Ok(i64::from(page_size(field, size)?))
 }
 
 fn offset(token: &str) -> Result<i64, Status> {
@@ -700,7 +696,7 @@ impl OpenShell for OpenShellApi {
     ) -> Result<Response<pb::ListSandboxesResponse>, Status> {
         let who = principal_of(&request)?;
         let req = request.into_inner();
-        let limit = page(req.page_size);
+        let limit = page("page_size", req.page_size)?;
         let offset = offset(&req.page_token)?;
         let workspace = who.list_scope(
             Permission::SandboxRead,
@@ -974,7 +970,7 @@ impl OpenShell for OpenShellApi {
             .store
             .policy_history(
                 &sandbox.id,
-                page(req.limit).saturating_add(i64::from(req.offset)),
+                page("limit", req.limit)?.saturating_add(i64::from(req.offset)),
             )
             .await
             .map_err(GatewayError::from)?;
@@ -1357,7 +1353,7 @@ impl OpenShell for OpenShellApi {
                 ))
             })?);
         }
-        let limit = page(req.page_size);
+        let limit = page("page_size", req.page_size)?;
         let offset = offset(&req.page_token)?;
         let records = self
             .state

@@ -6,6 +6,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use openshell_proto::v1 as pb;
 use tonic::Status;
 
+use super::paging::page_size;
 use crate::error::GatewayError;
 use crate::session_registry::SessionRegistry;
 use crate::store::{
@@ -14,11 +15,6 @@ use crate::store::{
 };
 use crate::wire;
 
-/// Targets one call returns unless asked for fewer.
-pub const DEFAULT_TARGET_PAGE: u32 = 100;
-/// Most targets one call returns; a larger page is refused, not cut.
-pub const MAX_TARGET_PAGE: u32 = 1000;
-
 /// The reason shown for a live target whose sandbox has no supervisor
 /// connected to any replica: the change cannot reach it until one connects.
 pub const NO_SESSION_REASON: &str = "no session";
@@ -26,18 +22,6 @@ pub const NO_SESSION_REASON: &str = "no session";
 /// Tokens carry this prefix so a token from another list call is refused
 /// rather than read as a sandbox id.
 const TOKEN_PREFIX: &str = "t1.";
-
-fn page_size(requested: u32) -> Result<usize, Status> {
-    match requested {
-        0 => Ok(DEFAULT_TARGET_PAGE as usize),
-        n if n > MAX_TARGET_PAGE => Err(GatewayError::invalid(
-            "page_size",
-            format!("{n} is more than the limit of {MAX_TARGET_PAGE} targets per page"),
-        )
-        .into()),
-        n => Ok(n as usize),
-    }
-}
 
 /// The opaque token that continues after `sandbox_id`.
 pub fn page_token(sandbox_id: &str) -> String {
@@ -130,7 +114,7 @@ pub async fn list(
     if req.operation_id.is_empty() {
         return Err(GatewayError::invalid("operation_id", "an operation id is required").into());
     }
-    let limit = page_size(req.page_size)?;
+    let limit = page_size("page_size", req.page_size)? as usize;
     let page = TargetPage {
         after: after_token(&req.page_token)?,
         states: states(&req.states)?,
@@ -192,16 +176,6 @@ async fn sandbox_target(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn page_size_defaults_and_refuses_above_the_limit() {
-        assert_eq!(page_size(0).unwrap(), 100);
-        assert_eq!(page_size(1000).unwrap(), 1000);
-        let err = page_size(1001).unwrap_err();
-        assert_eq!(err.code(), tonic::Code::InvalidArgument);
-        assert!(err.message().contains("page_size"), "{}", err.message());
-        assert!(err.message().contains("1000"), "{}", err.message());
-    }
 
     #[test]
     fn tokens_round_trip_and_foreign_ones_are_refused() {

@@ -20,7 +20,7 @@ impl Client {
 
     /// Lists the newest operations, optionally of one sandbox and in some
     /// states; one page of at most `page_size` (0 means the gateway's default
-    /// of 100, the gateway caps it at 1000).
+    /// of 100; more than 1000 is refused with `INVALID_ARGUMENT`).
     pub async fn list_operations(
         &self,
         sandbox: Option<&SandboxRef>,
