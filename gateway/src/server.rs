@@ -34,7 +34,8 @@ use crate::unserved::Unserved;
 
 /// How long shutdown waits for in-flight calls.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often expired idempotency keys and old operations are cleaned up.
+/// How often expired idempotency keys and old operations are cleaned up. A lookup does not
+/// wait for it: a key past its retention is free at once (`WriteTx::find_idempotent`).
 const IDEMPOTENCY_GC_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Why the gateway could not start.

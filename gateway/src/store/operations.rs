@@ -317,17 +317,25 @@ fn target_error(stopped: bool) -> &'static str {
     if stopped { STOPPED_TARGET_REASON } else { "" }
 }
 
-const FIND_IDEMPOTENT_SQL: &str = "SELECT id, request_fingerprint FROM operations \
+const FIND_IDEMPOTENT_SQL: &str = "SELECT id, request_fingerprint, idempotency_expires_at \
+     FROM operations \
      WHERE target_kind = $1 AND target = $2 AND caller = $3 AND idempotency_key = $4";
 
-fn idempotent_match(row: Option<AnyRow>) -> Result<Option<IdempotentMatch>> {
+/// The operation a key names, and whether its retention ended at or before `now`. The sweep
+/// that frees expired keys runs once a minute; a lookup must not wait for it, so a key is
+/// free from the moment its retention ends.
+fn idempotent_match(row: Option<AnyRow>, now: i64) -> Result<Option<(IdempotentMatch, bool)>> {
     row.map(|row| {
-        Ok(IdempotentMatch {
-            operation_id: row.try_get("id")?,
-            request_fingerprint: row
-                .try_get::<Option<String>, _>("request_fingerprint")?
-                .unwrap_or_default(),
-        })
+        let expires_at: Option<i64> = row.try_get("idempotency_expires_at")?;
+        Ok((
+            IdempotentMatch {
+                operation_id: row.try_get("id")?,
+                request_fingerprint: row
+                    .try_get::<Option<String>, _>("request_fingerprint")?
+                    .unwrap_or_default(),
+            },
+            expires_at.is_some_and(|at| at <= now),
+        ))
     })
     .transpose()
 }
@@ -349,12 +357,16 @@ impl Store {
             .bind(key)
             .fetch_optional(self.pool())
             .await?;
-        idempotent_match(row)
+        Ok(idempotent_match(row, now_ms())?
+            .filter(|(_, expired)| !expired)
+            .map(|(found, _)| found))
     }
 }
 
 impl WriteTx {
-    /// The live operation registered under an idempotency key, if any.
+    /// The operation registered under an idempotency key, if any and its retention has not
+    /// ended. A key past its retention is released here, in this transaction, so the write
+    /// can take it (the operations' unique index holds a key until it is released).
     pub async fn find_idempotent(
         &mut self,
         target_kind: TargetKind,
@@ -369,7 +381,20 @@ impl WriteTx {
             .bind(key)
             .fetch_optional(self.conn())
             .await?;
-        idempotent_match(row)
+        match idempotent_match(row, now_ms())? {
+            Some((found, true)) => {
+                sqlx::query(
+                    "UPDATE operations SET idempotency_key = NULL, request_fingerprint = NULL, \
+                     idempotency_expires_at = NULL WHERE id = $1",
+                )
+                .bind(&found.operation_id)
+                .execute(self.conn())
+                .await?;
+                Ok(None)
+            }
+            Some((found, false)) => Ok(Some(found)),
+            None => Ok(None),
+        }
     }
 
     /// Inserts the operation `PENDING` and returns the row as stored; fanout
@@ -875,5 +900,89 @@ impl Store {
         rows.iter()
             .map(|r| r.try_get::<String, _>("sandbox_id").map_err(Into::into))
             .collect()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::store::sqlite_for_tests;
+
+    fn keyed(id: &str, expires_at: i64) -> NewOperation {
+        NewOperation {
+            id: id.into(),
+            target_kind: TargetKind::Global,
+            target: String::new(),
+            sandbox_id: None,
+            policy_revision: 0,
+            settings_revision: 0,
+            global_policy_revision: None,
+            no_op: true,
+            touches_policy: false,
+            caller: "ops".into(),
+            idempotency_key: Some("deploy-42".into()),
+            request_fingerprint: Some(format!("fingerprint of {id}")),
+            idempotency_expires_at: Some(expires_at),
+            provider_env_revision: None,
+        }
+    }
+
+    async fn lookups(store: &Store) -> (Option<String>, Option<String>) {
+        let read = store
+            .find_idempotent(TargetKind::Global, "", "ops", "deploy-42")
+            .await
+            .unwrap()
+            .map(|found| found.operation_id);
+        let mut tx = store.begin_write().await.unwrap();
+        let in_write = tx
+            .find_idempotent(TargetKind::Global, "", "ops", "deploy-42")
+            .await
+            .unwrap()
+            .map(|found| found.operation_id);
+        drop(tx);
+        (read, in_write)
+    }
+
+    /// Probe: a key stayed reserved up to 60 s past its retention, until the sweep (every
+    /// 60 s) released it. A lookup now reads the key's expiry itself: the key's time is
+    /// written in the store as ended, no sweep runs, and the key is free for a new write.
+    #[tokio::test]
+    async fn a_key_past_its_retention_is_free_at_lookup_without_a_sweep() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_for_tests(dir.path()).await;
+        let hour = 3_600_000;
+        let mut tx = store.begin_write().await.unwrap();
+        tx.insert_operation(&keyed("op-live", now_ms() + hour))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let held = Some("op-live".to_string());
+        assert_eq!(lookups(&store).await, (held.clone(), held));
+
+        // Its retention ends: nothing but the stored expiry changes.
+        sqlx::query("UPDATE operations SET idempotency_expires_at = $1 WHERE id = 'op-live'")
+            .bind(now_ms() - 1)
+            .execute(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(lookups(&store).await, (None, None));
+
+        // The write that finds it free takes it: the old operation's hold is released in
+        // the same transaction, or the unique index would refuse the insert.
+        let mut tx = store.begin_write().await.unwrap();
+        assert!(
+            tx.find_idempotent(TargetKind::Global, "", "ops", "deploy-42")
+                .await
+                .unwrap()
+                .is_none()
+        );
+        tx.insert_operation(&keyed("op-new", now_ms() + hour))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let held = Some("op-new".to_string());
+        assert_eq!(lookups(&store).await, (held.clone(), held));
+        assert_eq!(store.expire_idempotency_keys().await.unwrap(), 0);
     }
 }
