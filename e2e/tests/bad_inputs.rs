@@ -87,6 +87,11 @@ enum Call {
     CreateProvider(pb::CreateProviderRequest),
     GetSandbox(pb::SandboxRef),
     GetOperation(String),
+    ListSandboxes(pb::ListSandboxesRequest),
+    ListOperations(pb::ListOperationsRequest),
+    /// `operation_id` is filled with the fixture's operation.
+    ListOperationTargets(pb::ListOperationTargetsRequest),
+    ListSandboxPolicies(pb::ListSandboxPoliciesRequest),
     GatewayInfo(Who),
     SandboxConfig(Who, Pick),
     /// A poll report; with revisions, one of this project's supervisors (LOADED with them).
@@ -278,6 +283,16 @@ fn policy_shape_cases() -> Vec<Case> {
         }
         text
     };
+    let many_bad_ports = {
+        let mut text = format!(
+            "version: 1\nnetwork_policies:\n  {}:\n    endpoints:\n",
+            "k".repeat(200)
+        );
+        for i in 0..2000 {
+            text.push_str(&format!("      - {{ host: h{i}.example.com, port: 0 }}\n"));
+        }
+        text
+    };
     vec![
         policy_case("malformed YAML", "an unclosed flow sequence", "version: 1\nnetwork_policies: [\n".into(), &["YAML"]),
         policy_case("unknown top-level field", "`colour: blue` beside a valid policy", format!("{MINIMAL}colour: blue\n"), &["colour"]),
@@ -340,6 +355,16 @@ fn policy_shape_cases() -> Vec<Case> {
             input: "a 5,000-byte read_only path".into(),
             call: update(pb::UpdateConfigRequest { policy_text: format!("{MINIMAL}filesystem_policy:\n  read_only: [/{}]\n", "p".repeat(5000)), ..to_target() }),
             expect: invalid(&["policy.filesystem_policy.read_only[0]", "4096"]),
+        },
+        // Defect: an error with many long violations carried a 27 KB `grpc-status-details-bin`
+        // (only the message was bounded), past the clients' header-list limits; the client saw
+        // an h2 protocol error or RESOURCE_EXHAUSTED instead of the refusal.
+        Case {
+            group: "sizes",
+            name: "thousands of long violations".into(),
+            input: "2,000 endpoints with port 0 under a 200-character policy key".into(),
+            call: update(pb::UpdateConfigRequest { policy_text: many_bad_ports, ..to_target() }),
+            expect: invalid(&["2000 problems found", "policy.network_policies.kkk", "endpoints[0].port", "more violations"]),
         },
     ]
 }
@@ -715,6 +740,92 @@ fn request_shape_cases() -> Vec<Case> {
                 ..to_target()
             },
             invalid(&["mode"]),
+        ),
+    ]
+}
+
+/// Defects: `UpdateConfig` with a sandbox and `global` (or `workspace_scope`) wrote to the
+/// scope and silently ignored the sandbox; `ListSandboxes`, `ListOperations` and
+/// `ListSandboxPolicies` cut a page over 1000 where `ListOperationTargets` refused it.
+fn target_and_page_cases() -> Vec<Case> {
+    let list = |name: &str, input: &str, call: Call, field: &str| Case {
+        group: "requests",
+        name: name.into(),
+        input: input.into(),
+        call,
+        expect: invalid(&[field, "1001", "limit of 1000"]),
+    };
+    vec![
+        update_case(
+            "requests",
+            "a sandbox and global",
+            "name `target` and global",
+            pb::UpdateConfigRequest {
+                global: true,
+                policy_text: MINIMAL.into(),
+                ..to_target()
+            },
+            invalid(&["name", "global", "not both"]),
+        ),
+        update_case(
+            "requests",
+            "a sandbox and workspace_scope",
+            "name `target` and workspace_scope",
+            pb::UpdateConfigRequest {
+                workspace_scope: true,
+                settings: vec![openshell_e2e::raw_setting("log_level", "debug")],
+                ..to_target()
+            },
+            invalid(&["name", "workspace_scope", "not both"]),
+        ),
+        update_case(
+            "requests",
+            "a workspace and global",
+            "workspace `default` and global",
+            pb::UpdateConfigRequest {
+                global: true,
+                workspace: "default".into(),
+                policy_text: MINIMAL.into(),
+                ..Default::default()
+            },
+            invalid(&["workspace", "global", "workspace_scope"]),
+        ),
+        list(
+            "ListSandboxes page over the limit",
+            "page_size 1001",
+            Call::ListSandboxes(pb::ListSandboxesRequest {
+                page_size: 1001,
+                ..Default::default()
+            }),
+            "page_size",
+        ),
+        list(
+            "ListOperations page over the limit",
+            "page_size 1001",
+            Call::ListOperations(pb::ListOperationsRequest {
+                page_size: 1001,
+                ..Default::default()
+            }),
+            "page_size",
+        ),
+        list(
+            "ListOperationTargets page over the limit",
+            "page_size 1001",
+            Call::ListOperationTargets(pb::ListOperationTargetsRequest {
+                page_size: 1001,
+                ..Default::default()
+            }),
+            "page_size",
+        ),
+        list(
+            "ListSandboxPolicies limit over the limit",
+            "sandbox `target`, limit 1001",
+            Call::ListSandboxPolicies(pb::ListSandboxPoliciesRequest {
+                name: "target".into(),
+                limit: 1001,
+                ..Default::default()
+            }),
+            "limit",
         ),
     ]
 }
@@ -1385,6 +1496,7 @@ fn catalog() -> Vec<Case> {
     cases.extend(policy_shape_cases());
     cases.extend(settings_cases());
     cases.extend(request_shape_cases());
+    cases.extend(target_and_page_cases());
     cases.extend(idempotency_cases());
     cases.extend(names_cases());
     cases.extend(supervisor_cases());
@@ -1400,6 +1512,8 @@ struct Fixture {
     api: Api,
     ids: BTreeMap<&'static str, String>,
     credentials: BTreeMap<&'static str, String>,
+    /// An operation of `target`, for the calls that read one.
+    operation: String,
 }
 
 impl Fixture {
@@ -1426,19 +1540,25 @@ impl Fixture {
         })
         .await
         .unwrap();
-        api.update_config(pb::UpdateConfigRequest {
-            policy_text: policy_with_port(8443),
-            idempotency_key: "used-once".into(),
-            ..to_target()
-        })
-        .await
-        .unwrap();
+        let operation = api
+            .update_config(pb::UpdateConfigRequest {
+                policy_text: policy_with_port(8443),
+                idempotency_key: "used-once".into(),
+                ..to_target()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .operation
+            .unwrap()
+            .id;
         let fixture = Self {
             gw,
             tls,
             api,
             ids,
             credentials,
+            operation,
         };
         // A first session moves `peer` out of pending; later sessions change nothing.
         let (tx, mut rx) = fixture
@@ -1636,6 +1756,28 @@ impl Fixture {
                 .get_operation(
                     self.request(&Who::Operator, pb::GetOperationRequest { id: id.clone() }),
                 )
+                .await
+                .map(drop),
+            Call::ListSandboxes(request) => api
+                .list_sandboxes(self.request(&Who::Operator, request.clone()))
+                .await
+                .map(drop),
+            Call::ListOperations(request) => api
+                .list_operations(self.request(&Who::Operator, request.clone()))
+                .await
+                .map(drop),
+            Call::ListOperationTargets(request) => api
+                .list_operation_targets(self.request(
+                    &Who::Operator,
+                    pb::ListOperationTargetsRequest {
+                        operation_id: self.operation.clone(),
+                        ..request.clone()
+                    },
+                ))
+                .await
+                .map(drop),
+            Call::ListSandboxPolicies(request) => api
+                .list_sandbox_policies(self.request(&Who::Operator, request.clone()))
                 .await
                 .map(drop),
             Call::GatewayInfo(who) => api
