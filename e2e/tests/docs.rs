@@ -382,3 +382,90 @@ fn the_code_maps_name_real_files() {
         "code maps name missing files: {missing:?}"
     );
 }
+
+/// The workspace crates a manifest depends on (normal dependencies), by folder name.
+fn workspace_dependencies(folder: &str) -> std::collections::BTreeSet<String> {
+    let by_package = [
+        ("openshell-proto", "proto"),
+        ("openshell-core", "core"),
+        ("openshell-gateway", "gateway"),
+        ("openshell-supervisor", "supervisor"),
+        ("openshell-sdk", "sdk-rs"),
+    ];
+    let manifest = repo_file(&format!("{folder}/Cargo.toml"));
+    let mut in_dependencies = false;
+    let mut found = std::collections::BTreeSet::new();
+    for line in manifest.lines() {
+        if line.starts_with('[') {
+            in_dependencies = line.trim() == "[dependencies]";
+            continue;
+        }
+        if !in_dependencies {
+            continue;
+        }
+        let name = line.split(['.', '=', ' ']).next().unwrap_or_default();
+        if let Some((_, folder)) = by_package.iter().find(|(package, _)| *package == name) {
+            found.insert((*folder).to_string());
+        }
+    }
+    found
+}
+
+/// Backticked words of a table cell that name a crate folder.
+fn crate_names(cell: &str, folders: &[&str]) -> std::collections::BTreeSet<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|word| folders.contains(word))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The table of crates in docs/architecture.md says which workspace crates each one uses;
+/// the manifests are the truth, and a dependency added or dropped must change the table.
+#[test]
+fn the_crate_table_states_each_crates_workspace_dependencies() {
+    let folders = [
+        "proto",
+        "core",
+        "gateway",
+        "supervisor",
+        "sdk-rs",
+        "cli",
+        "sdk-node",
+        "sdk-python",
+        "e2e",
+        "bench",
+    ];
+    let doc = repo_file("docs/architecture.md");
+    let table: Vec<&str> = doc
+        .lines()
+        .skip_while(|line| !line.starts_with("| crate | owns | does not | uses |"))
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .collect();
+    let mut checked = std::collections::BTreeSet::new();
+    for row in table {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (names, uses) = (cells[1], cells[cells.len() - 2]);
+        let crates = crate_names(names, &folders);
+        for name in &crates {
+            // A cell shared by several crates names each one's part as "`name`: …; …".
+            let part = uses
+                .split(';')
+                .find(|part| part.trim_start().starts_with(&format!("`{name}`:")))
+                .map_or(uses, |part| {
+                    part.split_once(':').map_or(part, |(_, rest)| rest)
+                });
+            let stated = crate_names(part, &folders);
+            assert_eq!(
+                stated,
+                workspace_dependencies(name),
+                "docs/architecture.md: the crate table's `uses` of {name} differs from {name}/Cargo.toml"
+            );
+            checked.insert(name.clone());
+        }
+    }
+    let all: std::collections::BTreeSet<String> = folders.iter().map(|f| f.to_string()).collect();
+    assert_eq!(checked, all, "every crate has a row in the table");
+}
