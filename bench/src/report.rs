@@ -1441,7 +1441,7 @@ fn esc(text: &str) -> String {
     text.replace('|', "\\|")
 }
 
-/// The results table alone (what docs/benchmarks.md pastes).
+/// The results table alone (docs/benchmarks.md quotes its main rows).
 pub fn results_table(r: &Report) -> String {
     let mut md = String::new();
     md.push_str("| Scenario | Parameters | Metric | Result |\n|---|---|---|---|\n");
