@@ -246,11 +246,11 @@ pub struct LogsArgs {
 
 /// How a write returns: right after commit, or after the change is applied.
 ///
-/// Without `--commit-only` or `--wait`, the CLI waits when stdout is a
-/// terminal and returns right after commit otherwise (scripts, pipes).
+/// Without `--wait` (or `--timeout`) a write returns right after commit, on a terminal
+/// or not: the same command does the same thing for a person and a script.
 #[derive(Debug, Clone, Default, Args)]
 pub struct WaitArgs {
-    /// Return right after the write is committed.
+    /// Return right after the write is committed (the default; states it explicitly).
     #[arg(long, conflicts_with_all = ["wait", "timeout"])]
     pub commit_only: bool,
     /// Wait until the change is applied, failed, or the timeout passes.

@@ -180,10 +180,6 @@ impl Ctx {
         eprintln!("warning: {}", sanitize(&message.to_string()));
     }
 
-    pub fn stdout_is_terminal(&self) -> bool {
-        io::stdout().is_terminal()
-    }
-
     /// Prompts need a person on both ends: input to answer, stderr to show the question.
     pub fn can_prompt(&self) -> bool {
         io::stdin().is_terminal() && io::stderr().is_terminal()

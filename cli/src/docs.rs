@@ -358,7 +358,7 @@ fn exit_codes() -> String {
         ),
     ];
     let mut out = String::from(
-        "## Exit codes\n\nEvery command that waits for an operation (`--wait`, `operations wait`, and writes on a terminal) exits by the operation's final state, so scripts need not parse output.\n\n| Code | Meaning |\n|---|---|\n",
+        "## Exit codes\n\nEvery command that waits for an operation (`--wait`, `--timeout`, `operations wait`) exits by the operation's final state, so scripts need not parse output.\n\n| Code | Meaning |\n|---|---|\n",
     );
     for (code, meaning) in rows {
         let _ = writeln!(out, "| {code} | {meaning} |");

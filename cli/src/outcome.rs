@@ -12,12 +12,11 @@ use crate::follow::{Waited, follow, interrupted_hint, lost_hint, stragglers};
 use crate::output::sanitize;
 use crate::views;
 
-/// `--commit-only` and `--wait` (or `--timeout`) decide; otherwise wait for
-/// a person at a terminal and return at once for scripts and pipes.
-pub fn resolve_mode(args: &WaitArgs, stdout_is_terminal: bool) -> UpdateMode {
-    if args.commit_only {
-        UpdateMode::CommitOnly
-    } else if args.wait || args.timeout.is_some() || stdout_is_terminal {
+/// `--wait` (or `--timeout`) waits; otherwise the write returns once committed.
+/// Never the terminal: a script and a person typing the same command get the same
+/// result and exit code; a terminal only changes how progress is drawn.
+pub fn resolve_mode(args: &WaitArgs) -> UpdateMode {
+    if !args.commit_only && (args.wait || args.timeout.is_some()) {
         UpdateMode::WaitForApply
     } else {
         UpdateMode::CommitOnly
@@ -25,12 +24,8 @@ pub fn resolve_mode(args: &WaitArgs, stdout_is_terminal: bool) -> UpdateMode {
 }
 
 /// Applies the wait flags to an update.
-pub fn configure(
-    mut update: UpdateConfig,
-    args: &WaitArgs,
-    stdout_is_terminal: bool,
-) -> UpdateConfig {
-    update.mode = resolve_mode(args, stdout_is_terminal);
+pub fn configure(mut update: UpdateConfig, args: &WaitArgs) -> UpdateConfig {
+    update.mode = resolve_mode(args);
     update.idempotency_key = args.idempotency_key.clone().filter(|k| !k.is_empty());
     update.wait_timeout = args.timeout;
     update.threshold = args.threshold;
@@ -213,24 +208,22 @@ mod tests {
             commit_only: true,
             ..WaitArgs::default()
         };
-        assert_eq!(resolve_mode(&commit, true), UpdateMode::CommitOnly);
+        assert_eq!(resolve_mode(&commit), UpdateMode::CommitOnly);
         let wait = WaitArgs {
             wait: true,
             ..WaitArgs::default()
         };
-        assert_eq!(resolve_mode(&wait, false), UpdateMode::WaitForApply);
+        assert_eq!(resolve_mode(&wait), UpdateMode::WaitForApply);
         let timeout = WaitArgs {
             timeout: Some(Duration::from_secs(5)),
             ..WaitArgs::default()
         };
-        assert_eq!(resolve_mode(&timeout, false), UpdateMode::WaitForApply);
+        assert_eq!(resolve_mode(&timeout), UpdateMode::WaitForApply);
     }
 
     #[test]
-    fn default_mode_follows_the_terminal() {
-        let none = WaitArgs::default();
-        assert_eq!(resolve_mode(&none, true), UpdateMode::WaitForApply);
-        assert_eq!(resolve_mode(&none, false), UpdateMode::CommitOnly);
+    fn without_wait_flags_a_write_returns_at_commit() {
+        assert_eq!(resolve_mode(&WaitArgs::default()), UpdateMode::CommitOnly);
     }
 
     #[test]
@@ -242,7 +235,7 @@ mod tests {
             idempotency_key: Some("k".into()),
             ..WaitArgs::default()
         };
-        let update = configure(UpdateConfig::new(Target::Global), &args, false);
+        let update = configure(UpdateConfig::new(Target::Global), &args);
         assert_eq!(update.mode, UpdateMode::WaitForApply);
         assert_eq!(update.wait_timeout, Some(Duration::from_secs(120)));
         assert_eq!(update.threshold, Some(0.9));

@@ -1726,3 +1726,32 @@ async fn a_fleet_wait_names_its_stragglers_and_get_targets_lists_every_sandbox()
         wait.stderr
     );
 }
+
+/// The same write, on a terminal and not: both return once committed with exit 0, and the
+/// operation is left PENDING for a sandbox whose supervisor is away. Before, the terminal
+/// run waited for the apply and exited 124 while the redirected one exited 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_does_the_same_with_and_without_a_terminal() {
+    let (gw, cli, mut api) = setup().await;
+    // No supervisor: a run that waited could only end by its timeout.
+    create_sandbox(&mut api, "away", POLICY).await;
+    let piped = cli
+        .run(&["settings", "set", "--sandbox", "away", "log_level=warn"])
+        .await;
+    piped.expect_code(0);
+
+    let gateway = gw.endpoint();
+    let (code, output) = tokio::task::spawn_blocking(move || {
+        let session = pty::spawn(
+            &gateway,
+            &["settings", "set", "--sandbox", "away", "log_level=debug"],
+            &[],
+        );
+        pty::finish(session, &[])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, piped.code, "{output}");
+    assert!(output.contains("PENDING"), "{output:?}");
+    assert!(piped.stdout.contains("PENDING"), "{}", piped.stdout);
+}

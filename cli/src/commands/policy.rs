@@ -65,7 +65,7 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             };
             let mut update = UpdateConfig::new(target).policy(text);
             update.expected_revision = expected_revision;
-            let update = outcome::configure(update, &wait, ctx.stdout_is_terminal());
+            let update = outcome::configure(update, &wait);
             outcome::apply_update(ctx, &client, update).await
         }
         PolicyCommand::Update {
@@ -85,7 +85,7 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
                 update.idempotency_key = wait.idempotency_key.filter(|k| !k.is_empty());
                 return outcome::dry_run(ctx, &client, update).await;
             }
-            let update = outcome::configure(update, &wait, ctx.stdout_is_terminal());
+            let update = outcome::configure(update, &wait);
             outcome::apply_update(ctx, &client, update).await
         }
         PolicyCommand::Validate { file } => validate(ctx, &file),
@@ -111,7 +111,6 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             let update = outcome::configure(
                 UpdateConfig::new(Target::Global).clear_global_policy(),
                 &wait,
-                ctx.stdout_is_terminal(),
             );
             outcome::apply_update(ctx, &client, update).await
         }

@@ -51,7 +51,7 @@ pub async fn run(ctx: &Ctx, cmd: SettingsCommand) -> anyhow::Result<u8> {
             let update = pairs
                 .into_iter()
                 .fold(UpdateConfig::new(target(scope)), |u, (k, v)| u.set(k, v));
-            let update = outcome::configure(update, &wait, ctx.stdout_is_terminal());
+            let update = outcome::configure(update, &wait);
             outcome::apply_update(ctx, &client, update).await
         }
         SettingsCommand::Delete {
@@ -76,7 +76,7 @@ pub async fn run(ctx: &Ctx, cmd: SettingsCommand) -> anyhow::Result<u8> {
             let update = keys
                 .into_iter()
                 .fold(UpdateConfig::new(target(scope)), UpdateConfig::delete);
-            let update = outcome::configure(update, &wait, ctx.stdout_is_terminal());
+            let update = outcome::configure(update, &wait);
             outcome::apply_update(ctx, &client, update).await
         }
         SettingsCommand::Get { scope } => {
