@@ -27,6 +27,7 @@ use crate::applier::{Applier, ApplyError, ApplyStage};
 use crate::backoff::{Backoff, BackoffConfig};
 use crate::desired::DesiredConfig;
 use crate::local_policy::{GatewayPolicyId, LocalPolicy, gateway_policy_retained};
+use crate::logs::LogBuffer;
 use crate::poll::mode_for;
 use crate::sanitize::sanitize_reason;
 use crate::status::SupervisorStatus;
@@ -159,6 +160,8 @@ pub(crate) struct Engine {
     retry_backoff: BackoffConfig,
     /// When the pending retry is due, for [`Engine::retry_ready`].
     retry_at: watch::Sender<Option<Instant>>,
+    /// The log lines leaving the sandbox, masked with every value before it is applied.
+    logs: Option<LogBuffer>,
 }
 
 /// Whether `origin` is the side that applies while polling is `polling`.
@@ -201,7 +204,15 @@ impl Engine {
             mode,
             retry_backoff,
             retry_at,
+            logs: None,
         }
+    }
+
+    /// Masks the values of every configuration out of `logs` from before it is applied, so
+    /// the workload cannot print one that its output is not yet masked with.
+    pub fn with_log_masks(mut self, logs: Option<LogBuffer>) -> Self {
+        self.logs = logs;
+        self
     }
 
     pub fn mode(&self) -> watch::Receiver<Mode> {
@@ -550,6 +561,9 @@ impl Engine {
         }
         let r = effective.revisions();
         let source = effective.policy_source_name();
+        if let Some(logs) = &self.logs {
+            logs.learn_secrets(effective.sensitive_values());
+        }
         match self.applier.apply_shared(&effective).await {
             Ok(report) => {
                 info!(

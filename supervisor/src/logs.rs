@@ -7,7 +7,10 @@
 //! and the count travels with the next push so the gateway can say how many were lost. A
 //! failed push puts its lines back (an unreachable gateway does not lose what the bound
 //! keeps). Every line is masked before it leaves: the supervisor credential and every provider
-//! value the supervisor has held never reach the gateway ([`crate::sanitize`]).
+//! value the supervisor has held never reach the gateway ([`crate::sanitize`]). The buffer
+//! holds what to mask ([`LogBuffer::learn_secrets`]), learnt before a value can reach the
+//! workload, so the workload's output is masked as it is captured, before it is cut into
+//! lines of bounded length, and the lines are masked again on their way out.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -23,7 +26,7 @@ use tracing_subscriber::layer::{Context, Layer};
 
 use crate::backoff::{Backoff, BackoffConfig};
 use crate::client::GatewayClient;
-use crate::sanitize::sanitize_text;
+use crate::sanitize::{Masker, sanitize_with};
 use crate::status::SupervisorStatus;
 
 /// Most lines the buffer holds.
@@ -103,11 +106,20 @@ struct Buffered {
     dropped: u64,
 }
 
+/// What lines are masked with: the credential and every provider value seen so far (a line
+/// written before a rotation may carry the old value).
+#[derive(Default)]
+struct Secrets {
+    values: Vec<String>,
+    masker: Arc<Masker>,
+}
+
 /// The bounded buffer between the line sources and the shipper; cheap to clone.
 #[derive(Clone)]
 pub struct LogBuffer {
     inner: Arc<Mutex<Buffered>>,
     notify: Arc<Notify>,
+    secrets: Arc<Mutex<Secrets>>,
     max_lines: usize,
     max_bytes: usize,
 }
@@ -133,6 +145,7 @@ impl LogBuffer {
         Self {
             inner: Arc::default(),
             notify: Arc::default(),
+            secrets: Arc::default(),
             max_lines: max_lines.max(1),
             max_bytes: max_bytes.max(1),
         }
@@ -202,6 +215,35 @@ impl LogBuffer {
         self.lock().dropped
     }
 
+    /// Adds `values` to what every line is masked with, from now on. Called before a value
+    /// can reach the workload: with the provider values it starts with, and before every
+    /// activation.
+    pub fn learn_secrets<'a>(&self, values: impl IntoIterator<Item = &'a str>) {
+        let mut secrets = self.secrets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut learnt = false;
+        for value in values {
+            if secrets.values.len() >= MAX_MASKED_VALUES {
+                break;
+            }
+            if !secrets.values.iter().any(|v| v == value) {
+                secrets.values.push(value.to_string());
+                learnt = true;
+            }
+        }
+        if learnt {
+            secrets.masker = Arc::new(Masker::new(secrets.values.iter().map(String::as_str)));
+        }
+    }
+
+    /// What lines are masked with now.
+    pub fn masker(&self) -> Arc<Masker> {
+        self.secrets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .masker
+            .clone()
+    }
+
     async fn wait_for_lines(&self) {
         loop {
             let notified = self.notify.notified();
@@ -269,49 +311,27 @@ impl<S: Subscriber> Layer<S> for BufferLayer {
     }
 }
 
-/// What lines are masked with: the credential and every provider value seen so far (a line
-/// written before a rotation may carry the old value).
-struct Masks {
-    values: Vec<String>,
+/// `line` as it leaves for the gateway, masked with `masker` and bounded.
+fn wire_line(masker: &Masker, sandbox_id: &str, line: &LogLine) -> pb::SandboxLogLine {
+    pb::SandboxLogLine {
+        sandbox_id: sandbox_id.to_string(),
+        timestamp_ms: line.timestamp_ms,
+        level: line.level.clone(),
+        target: sanitize_with(masker, &line.target, 128),
+        message: sanitize_with(masker, &line.message, MAX_LINE_BYTES),
+        source: line.source.to_string(),
+        fields: line
+            .fields
+            .iter()
+            .map(|(k, v)| (k.clone(), sanitize_with(masker, v, 1024)))
+            .collect(),
+    }
 }
 
-impl Masks {
-    fn new(credential: &Secret) -> Self {
-        Self {
-            values: vec![credential.expose().to_string()],
-        }
-    }
-
-    fn learn(&mut self, status: &SupervisorStatus) {
-        let Some(active) = &status.active else { return };
-        for value in active.sensitive_values() {
-            if self.values.len() >= MAX_MASKED_VALUES {
-                return;
-            }
-            if !self.values.iter().any(|v| v == value) {
-                self.values.push(value.to_string());
-            }
-        }
-    }
-
-    fn mask(&self, text: &str, max: usize) -> String {
-        sanitize_text(text, self.values.iter().map(String::as_str), max)
-    }
-
-    fn line(&self, sandbox_id: &str, line: &LogLine) -> pb::SandboxLogLine {
-        pb::SandboxLogLine {
-            sandbox_id: sandbox_id.to_string(),
-            timestamp_ms: line.timestamp_ms,
-            level: line.level.clone(),
-            target: self.mask(&line.target, 128),
-            message: self.mask(&line.message, MAX_LINE_BYTES),
-            source: line.source.to_string(),
-            fields: line
-                .fields
-                .iter()
-                .map(|(k, v)| (k.clone(), self.mask(v, 1024)))
-                .collect(),
-        }
+/// Learns the provider values of the configuration in effect.
+fn learn_active(buffer: &LogBuffer, status: &SupervisorStatus) {
+    if let Some(active) = &status.active {
+        buffer.learn_secrets(active.sensitive_values());
     }
 }
 
@@ -330,7 +350,7 @@ pub struct LogShipper {
 
 impl LogShipper {
     pub async fn run(self, mut stopped: watch::Receiver<bool>) {
-        let mut masks = Masks::new(&self.credential);
+        self.buffer.learn_secrets([self.credential.expose()]);
         let mut backoff = Backoff::new(self.backoff);
         loop {
             tokio::select! {
@@ -341,8 +361,8 @@ impl LogShipper {
                 () = tokio::time::sleep(self.flush_interval) => {}
                 _ = stopped.wait_for(|s| *s) => break,
             }
-            masks.learn(&self.status.borrow());
-            if let Err(reason) = self.push_all(&masks).await {
+            learn_active(&self.buffer, &self.status.borrow());
+            if let Err(reason) = self.push_all().await {
                 let delay = backoff.next_delay();
                 warn!(%reason, retry_in = ?delay, "cannot push log lines to the gateway; keeping them");
                 tokio::select! {
@@ -354,13 +374,14 @@ impl LogShipper {
             }
         }
         // The last lines (the workload's final words, why the supervisor stops) are worth one try.
-        masks.learn(&self.status.borrow());
-        let _ = self.push_all(&masks).await;
+        learn_active(&self.buffer, &self.status.borrow());
+        let _ = self.push_all().await;
     }
 
     /// Pushes the lines buffered when it starts; a failed push puts its lines back. Lines
     /// logged meanwhile wait for the next flush, so that a flush always ends.
-    async fn push_all(&self, masks: &Masks) -> Result<(), String> {
+    async fn push_all(&self) -> Result<(), String> {
+        let masker = self.buffer.masker();
         let mut left = self.buffer.len();
         loop {
             let (lines, dropped) = self.buffer.take(MAX_BATCH_LINES.min(left));
@@ -372,7 +393,7 @@ impl LogShipper {
                 sandbox_id: self.sandbox_id.clone(),
                 logs: lines
                     .iter()
-                    .map(|l| masks.line(&self.sandbox_id, l))
+                    .map(|l| wire_line(&masker, &self.sandbox_id, l))
                     .collect(),
                 dropped_lines: dropped,
             };
@@ -444,16 +465,12 @@ mod tests {
     #[test]
     fn lines_are_masked_before_they_leave() {
         let credential = Secret::new("supervisor-credential-xyz");
-        let masks = Masks {
-            values: vec![
-                credential.expose().to_string(),
-                "ghp_provider_value_123".to_string(),
-            ],
-        };
+        let buffer = LogBuffer::default();
+        buffer.learn_secrets([credential.expose(), "ghp_provider_value_123"]);
         let mut l = line("token=ghp_provider_value_123 cred=supervisor-credential-xyz");
         l.fields
             .push(("header".into(), "Bearer ghp_provider_value_123".into()));
-        let out = masks.line("sb", &l);
+        let out = wire_line(&buffer.masker(), "sb", &l);
         assert_eq!(out.message, "token=*** cred=***");
         assert_eq!(
             out.fields.get("header").map(String::as_str),

@@ -165,15 +165,21 @@ pub struct Supervisor {
 impl Supervisor {
     pub fn new(options: SupervisorOptions, applier: Arc<dyn Applier>) -> Self {
         let (status, _) = watch::channel(SupervisorStatus::default());
-        let engine = Arc::new(Engine::new(
-            applier,
-            options.identity.sandbox_id.clone(),
-            options.identity.credential.clone(),
-            options.local_policy.clone(),
-            options.poll_interval,
-            options.apply_retry_backoff,
-            status.clone(),
-        ));
+        if let Some(logs) = &options.logs {
+            logs.learn_secrets([options.identity.credential.expose()]);
+        }
+        let engine = Arc::new(
+            Engine::new(
+                applier,
+                options.identity.sandbox_id.clone(),
+                options.identity.credential.clone(),
+                options.local_policy.clone(),
+                options.poll_interval,
+                options.apply_retry_backoff,
+                status.clone(),
+            )
+            .with_log_masks(options.logs.clone()),
+        );
         Self {
             options: Arc::new(options),
             engine,

@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use crate::error::SupervisorError;
 use crate::logs::{LogBuffer, LogLine};
 use crate::reload::ReloadReceiver;
+use crate::sanitize::Masker;
 use crate::signals::Signals;
 
 /// How long the workload gets between SIGTERM and SIGKILL when the supervisor must stop it.
@@ -113,7 +114,7 @@ pub struct Workload {
 }
 
 /// Copies one output stream of the workload to the supervisor's own (byte for byte, as it
-/// comes) and, line by line, into `buffer`.
+/// comes) and, line by line, masked, into `buffer`.
 async fn pump<R, W>(mut from: R, mut to: W, stream: &'static str, buffer: LogBuffer)
 where
     R: AsyncRead + Unpin,
@@ -139,18 +140,48 @@ where
             local_open = false;
         }
         pending.extend_from_slice(bytes);
-        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-            emit(&pending[..end]);
-            pending.drain(..=end);
-        }
-        while pending.len() >= MAX_CAPTURED_LINE {
-            emit(&pending[..MAX_CAPTURED_LINE]);
-            pending.drain(..MAX_CAPTURED_LINE);
-        }
+        // Asked for every chunk: a value learnt meanwhile (a rotation) counts at once.
+        take_lines(&mut pending, &buffer.masker(), emit);
     }
     if !pending.is_empty() {
-        emit(&pending);
+        emit(&buffer.masker().mask_bytes(&pending));
     }
+}
+
+/// Hands the complete lines of `pending` to `emit`, masked, and cuts a line longer than
+/// [`MAX_CAPTURED_LINE`] into several; what is left is the start of a line still to come.
+///
+/// Each line is masked whole, and a value spanning several lines is masked line by line (see
+/// [`Masker`]). An overlong line is cut only once it runs at least the longest secret past
+/// the cut: masked then, no secret can start before the cut and end in output still to come,
+/// so the part before the cut holds neither a secret nor the first part of one.
+fn take_lines(pending: &mut Vec<u8>, masker: &Masker, emit: impl Fn(&[u8])) {
+    while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+        emit(&masker.mask_bytes(&pending[..end]));
+        pending.drain(..=end);
+    }
+    let hold = masker.longest();
+    while pending.len() >= MAX_CAPTURED_LINE + hold {
+        let masked = masker.mask_bytes(pending).into_owned();
+        if masked.len() < MAX_CAPTURED_LINE + hold {
+            // Masking shortened it below the bound; more output decides.
+            *pending = masked;
+            return;
+        }
+        let cut = char_boundary_at_or_before(&masked, MAX_CAPTURED_LINE);
+        emit(&masked[..cut]);
+        *pending = masked[cut..].to_vec();
+    }
+}
+
+/// The last position at most `at` that does not split a UTF-8 character (a cut there keeps
+/// both lines readable), or `at` when the bytes are not UTF-8 there.
+fn char_boundary_at_or_before(bytes: &[u8], at: usize) -> usize {
+    let is_continuation = |b: u8| b & 0xC0 == 0x80;
+    (at.saturating_sub(3)..=at)
+        .rev()
+        .find(|&i| i > 0 && bytes.get(i).is_none_or(|b| !is_continuation(*b)))
+        .unwrap_or(at)
 }
 
 impl Workload {
@@ -158,7 +189,7 @@ impl Workload {
     /// state-directory variables (which win over a provider value of the same name).
     ///
     /// With `capture`, its stdout and stderr are copied line by line into that buffer (and
-    /// still reach the supervisor's own stdout and stderr).
+    /// still reach the supervisor's own stdout and stderr), masked with the provider values.
     pub async fn spawn(
         command: &[String],
         provider_env: &[(String, ProviderValue)],
@@ -188,7 +219,9 @@ impl Workload {
         for (name, value) in state_env {
             cmd.env(name, value);
         }
-        if capture.is_some() {
+        if let Some(buffer) = capture {
+            // Before the start: the workload may print a value at once.
+            buffer.learn_secrets(provider_env.iter().map(|(_, value)| value.expose()));
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
         let mut child = cmd.spawn().map_err(|source| SupervisorError::Workload {
@@ -449,6 +482,70 @@ mod tests {
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
         assert_eq!(exit_code(ExitStatus::from_raw(15)), 143);
+    }
+
+    /// Feeds `output` to [`take_lines`] in pipe-sized chunks; the lines it emits, and what it
+    /// has left at the end (emitted as the last line, masked, as at EOF).
+    fn capture(output: &[u8], masker: &Masker) -> Vec<String> {
+        let lines = std::cell::RefCell::new(Vec::new());
+        let emit = |bytes: &[u8]| {
+            lines
+                .borrow_mut()
+                .push(String::from_utf8_lossy(bytes).into_owned());
+        };
+        let mut pending = Vec::new();
+        for chunk in output.chunks(8192) {
+            pending.extend_from_slice(chunk);
+            take_lines(&mut pending, masker, emit);
+        }
+        if !pending.is_empty() {
+            emit(&masker.mask_bytes(&pending));
+        }
+        lines.into_inner()
+    }
+
+    /// Defect: an overlong line was cut into 16 KiB pieces before it was masked, so no piece
+    /// held a long secret whole and each went out in clear.
+    #[test]
+    fn an_overlong_line_is_masked_before_it_is_cut() {
+        let secret = "0123456789".repeat(4000);
+        let masker = Masker::new([secret.as_str()]);
+        let filler = "x".repeat(20_000);
+        let output = format!("{filler}{secret}{filler}\nnext\n");
+        let lines = capture(output.as_bytes(), &masker);
+        for line in &lines {
+            assert!(
+                !line.contains("0123456789"),
+                "a piece of the secret: {line:.80}"
+            );
+            assert!(line.len() <= MAX_CAPTURED_LINE + secret.len() + 8192);
+        }
+        assert!(lines.len() >= 3, "the line was cut");
+        assert_eq!(lines.concat(), format!("{filler}***{filler}next"));
+    }
+
+    /// Defect: a secret spanning several lines went out line by line, in clear.
+    #[test]
+    fn a_secret_spanning_lines_is_masked_on_every_line() {
+        let key = "-----BEGIN KEY-----\nfirstSecretLine1\nsecondSecretLine2\n-----END KEY-----";
+        let masker = Masker::new([key]);
+        let output = format!("key={key}\n> firstSecretLine1\nafter\n");
+        assert_eq!(
+            capture(output.as_bytes(), &masker),
+            ["key=***", "***", "***", "***", "> ***", "after"]
+        );
+    }
+
+    #[test]
+    fn an_overlong_line_is_cut_between_characters() {
+        let output = "é".repeat(MAX_CAPTURED_LINE);
+        let lines = capture(output.as_bytes(), &Masker::default());
+        assert!(lines.len() >= 2);
+        assert!(
+            lines.iter().all(|l| !l.contains('\u{FFFD}')),
+            "a character split"
+        );
+        assert_eq!(lines.concat(), output);
     }
 
     #[tokio::test]
