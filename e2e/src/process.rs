@@ -29,16 +29,41 @@ impl Drop for ChildGuard {
 }
 
 /// Children run in their own process group so that killing one also kills
-/// what it started (a supervisor's workload), even after a SIGKILL.
+/// what it started, even after a SIGKILL. A supervisor's workload leads a group
+/// of its own: the groups its children lead go too, or what the workload started
+/// would run on (holding the test's output open) once the supervisor is gone.
 fn kill_group(child: &mut Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        for group in child_groups(pid).into_iter().chain([pid]) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(group),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The process groups that children of `pid` lead.
+fn child_groups(pid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|candidate| {
+            // `PID (COMM) STATE PPID PGRP …`; the command may hold spaces and parentheses.
+            std::fs::read_to_string(format!("/proc/{candidate}/stat")).is_ok_and(|stat| {
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map(|(_, rest)| rest.split_whitespace().collect())
+                    .unwrap_or_default();
+                fields.get(1) == Some(&pid.to_string().as_str())
+                    && fields.get(2) == Some(&candidate.to_string().as_str())
+            })
+        })
+        .collect()
 }
 
 /// Starts `openshell-gateway` with `args`, stderr to `log`, and waits until it listens on `port`.

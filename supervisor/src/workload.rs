@@ -6,17 +6,22 @@
 
 use std::ffi::OsString;
 use std::future::Future;
+use std::io::IsTerminal;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use nix::errno::Errno;
 use nix::sys::prctl;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::{Pid, getppid};
+use nix::sys::signal::{SigSet, Signal, kill, killpg};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{Pid, getpgid, getpgrp, getppid, tcgetpgrp, tcsetpgrp};
 use openshell_core::ProviderValue;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::process::{Child, Command};
+use tokio::signal::unix::SignalKind;
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::error::SupervisorError;
@@ -41,11 +46,12 @@ const SHIM_EXEC_DEADLINE: Duration = Duration::from_secs(10);
 /// How the workload process is started.
 #[derive(Debug, Clone, Default)]
 pub enum Launch {
-    /// As a child of the supervisor; it outlives a supervisor that is killed.
+    /// As a child of the supervisor; it outlives a supervisor that is killed, and starts with
+    /// the supervisor's signal dispositions and mask (what the library's tests need).
     #[default]
     Direct,
     /// Through this executable (the supervisor binary) run with [`SHIM_ARG`]: it sets the
-    /// parent-death signal and then becomes the workload.
+    /// parent-death signal and default signal handling, then becomes the workload.
     Shim(PathBuf),
 }
 
@@ -66,6 +72,12 @@ pub fn run_shim(args: &[OsString]) -> i32 {
         shim_error(&format!("error: {SHIM_ARG} needs a command"));
         return CANNOT_RUN;
     };
+    if let Err(err) = default_signal_handling(parent) {
+        shim_error(&format!(
+            "error: cannot give the workload the default signal handling: {err}"
+        ));
+        return CANNOT_RUN;
+    }
     if let Err(err) = prctl::set_pdeathsig(Signal::SIGKILL) {
         shim_error(&format!(
             "error: cannot tie the workload to the supervisor's life: {err}"
@@ -85,6 +97,68 @@ pub fn run_shim(args: &[OsString]) -> i32 {
         Path::new(program).display()
     ));
     CANNOT_RUN
+}
+
+/// Signals whose default the workload relies on (its reload signal among them). One the
+/// supervisor was started with ignored would be passed on through exec: under `nohup`
+/// SIGHUP is ignored, and a shell ignores SIGINT and SIGQUIT for what it starts in the
+/// background; the workload would then miss its reloads and its stop without a word.
+const DEFAULT_SIGNALS: [SignalKind; 8] = [
+    SignalKind::hangup(),
+    SignalKind::interrupt(),
+    SignalKind::quit(),
+    SignalKind::terminate(),
+    SignalKind::user_defined1(),
+    SignalKind::user_defined2(),
+    SignalKind::alarm(),
+    SignalKind::child(),
+];
+
+/// Prepares the shim's signal state for the workload it becomes: [`DEFAULT_SIGNALS`] at
+/// their default, the terminal handed over when the supervisor had it, and no signal
+/// blocked (a blocked signal stays blocked through exec too).
+fn default_signal_handling(parent: &std::ffi::OsStr) -> std::io::Result<()> {
+    // Exec resets a caught signal to its default but keeps an ignored one ignored. Catching
+    // each one here (the handler never runs: the exec follows at once) is how the workload
+    // gets the defaults without code that would need `unsafe`.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    let _entered = runtime.enter();
+    for kind in DEFAULT_SIGNALS {
+        drop(tokio::signal::unix::signal(kind)?);
+    }
+    if let Some(supervisor) = parent.to_str().and_then(|p| p.parse::<i32>().ok()) {
+        take_terminal(Pid::from_raw(supervisor));
+    }
+    SigSet::empty()
+        .thread_set_mask()
+        .map_err(std::io::Error::from)
+}
+
+/// The workload leads a process group of its own; a terminal the supervisor had in the
+/// foreground goes to that group, or the workload would be stopped on reading it (and the
+/// keyboard's signals would reach the supervisor instead). A supervisor in the background
+/// keeps it where it is.
+fn take_terminal(supervisor: Pid) {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return;
+    }
+    let (Ok(foreground), Ok(supervisor_group)) = (tcgetpgrp(&stdin), getpgid(Some(supervisor)))
+    else {
+        return;
+    };
+    if foreground != supervisor_group {
+        return;
+    }
+    // Taking the terminal from a background group raises SIGTTOU, which would stop the shim;
+    // the mask is cleared after.
+    let mut ttou = SigSet::empty();
+    ttou.add(Signal::SIGTTOU);
+    if ttou.thread_block().is_ok() {
+        let _ = tcsetpgrp(&stdin, getpgrp());
+    }
 }
 
 /// Writes one line to stderr in a single write: the supervisor logs to the same pipe at the
@@ -186,7 +260,9 @@ fn char_boundary_at_or_before(bytes: &[u8], at: usize) -> usize {
 
 impl Workload {
     /// Starts `command` with the inherited environment plus the provider values and the
-    /// state-directory variables (which win over a provider value of the same name).
+    /// state-directory variables (which win over a provider value of the same name), as the
+    /// leader of a process group of its own: what it starts stays in that group, and
+    /// termination signals go to the whole group.
     ///
     /// With `capture`, its stdout and stderr are copied line by line into that buffer (and
     /// still reach the supervisor's own stdout and stderr), masked with the provider values.
@@ -212,7 +288,7 @@ impl Workload {
                 cmd
             }
         };
-        cmd.args(args);
+        cmd.args(args).process_group(0);
         for (name, value) in provider_env {
             cmd.env(name, value.expose());
         }
@@ -272,7 +348,9 @@ impl Workload {
         self.pid
     }
 
-    /// Sends `signal`; a workload that already exited is not an error worth more than a log.
+    /// Sends `signal` to the workload's main process only (a reload: the helpers it started
+    /// may not expect one, and a signal's default is often to end the process). A workload
+    /// that already exited is not an error worth more than a log.
     pub fn signal(&self, signal: Signal) {
         let Some(pid) = self.pid else { return };
         if let Err(err) = kill(pid, signal) {
@@ -280,33 +358,116 @@ impl Workload {
         }
     }
 
-    async fn wait(&mut self) -> i32 {
-        let code = match self.child.wait().await {
+    /// Sends `signal` to every process of the workload's group; the main process may be gone
+    /// already while what it started is not.
+    pub fn signal_group(&self, signal: Signal) {
+        let Some(pgid) = self.pid else { return };
+        match killpg(pgid, signal) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(err) => {
+                warn!(signal = %signal, error = %err, "signalling the workload's process group failed");
+            }
+        }
+    }
+
+    /// Waits for the main process; the exit code.
+    async fn wait_main(&mut self) -> i32 {
+        match self.child.wait().await {
             Ok(status) => exit_code(status),
             Err(err) => {
                 warn!(error = %err, program = %self.program, "waiting for the workload failed");
                 1
             }
-        };
+        }
+    }
+
+    /// After the main process exited: ends what it left in its group (SIGTERM unless sent
+    /// already, SIGKILL at `kill_at`), so nothing holding the provider environment outlives
+    /// the supervisor, then reads the last output.
+    async fn finish(&mut self, kill_at: Option<Instant>) {
+        if let Some(pgid) = self.pid {
+            end_group(pgid, kill_at).await;
+        }
         // The last lines are often the ones that say why it exited.
         for pump in self.pumps.drain(..) {
             let _ = tokio::time::timeout(DRAIN_GRACE, pump).await;
         }
+    }
+
+    /// Waits for the main process and then for the rest of its group; the exit code.
+    #[cfg(test)]
+    async fn wait(&mut self) -> i32 {
+        let code = self.wait_main().await;
+        self.finish(None).await;
         code
     }
 
-    /// SIGTERM, then SIGKILL after `grace`; returns the exit code.
+    /// SIGTERM to the group, SIGKILL after `grace`; returns the main process's exit code once
+    /// the group is gone.
     async fn terminate(&mut self, grace: Duration) -> i32 {
-        self.signal(Signal::SIGTERM);
-        match tokio::time::timeout(grace, self.wait()).await {
+        self.signal_group(Signal::SIGTERM);
+        let kill_at = Instant::now() + grace;
+        let code = match tokio::time::timeout_at(kill_at, self.wait_main()).await {
             Ok(code) => code,
             Err(_) => {
-                warn!("workload ignored SIGTERM; killing it");
-                self.signal(Signal::SIGKILL);
-                self.wait().await
+                warn!("workload ignored SIGTERM; killing its process group");
+                self.signal_group(Signal::SIGKILL);
+                self.wait_main().await
             }
+        };
+        self.finish(Some(kill_at)).await;
+        code
+    }
+}
+
+/// How often a process group that is ending is looked at.
+const GROUP_POLL: Duration = Duration::from_millis(20);
+
+/// How long a killed process group may take to be gone before the supervisor stops waiting.
+const KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// Waits until the process group `pgid` is empty, killing it at `kill_at`; with no `kill_at`
+/// (nobody signalled it yet) sends SIGTERM first and kills it [`TERMINATE_GRACE`] later.
+async fn end_group(pgid: Pid, kill_at: Option<Instant>) {
+    if !group_alive(pgid) {
+        return;
+    }
+    let kill_at = match kill_at {
+        Some(at) => at,
+        None => {
+            info!("the workload's main process exited; ending the processes it left behind");
+            let _ = killpg(pgid, Signal::SIGTERM);
+            Instant::now() + TERMINATE_GRACE
+        }
+    };
+    let mut killed = false;
+    while group_alive(pgid) {
+        let now = Instant::now();
+        if now >= kill_at + KILL_WAIT {
+            // One this process may not signal (a setuid program, say).
+            warn!("processes of the workload's group are still there after SIGKILL; leaving them");
+            return;
+        }
+        if !killed && now >= kill_at {
+            warn!("processes the workload left behind ignored SIGTERM; killing them");
+            let _ = killpg(pgid, Signal::SIGKILL);
+            killed = true;
+        }
+        tokio::time::sleep(GROUP_POLL).await;
+    }
+}
+
+/// Whether any process of the group `pgid` is left. Processes of the group that became this
+/// process's children (it runs as PID 1, or as a subreaper) are reaped here first: as zombies
+/// they would still count.
+fn group_alive(pgid: Pid) -> bool {
+    let group = Pid::from_raw(-pgid.as_raw());
+    while let Ok(status) = waitpid(group, Some(WaitPidFlag::WNOHANG)) {
+        if status == WaitStatus::StillAlive {
+            break;
         }
     }
+    !matches!(killpg(pgid, None), Err(Errno::ESRCH))
 }
 
 /// Waits until the shim has become the workload, so that a reload signal sent right after
@@ -349,9 +510,10 @@ pub fn exit_code(status: ExitStatus) -> i32 {
     }
 }
 
-/// Runs until the workload exits and returns its exit code. Meanwhile forwards termination
-/// signals, sends the reload signal for every live change, and terminates the workload when
-/// `stop` completes (the supervisor cannot go on).
+/// Runs until the workload exits and returns its exit code. Meanwhile sends the reload signal
+/// for every live change, and stops the workload's process group when the supervisor gets a
+/// termination signal (forwarded to the group, SIGKILL after [`TERMINATE_GRACE`]) or `stop`
+/// completes (the supervisor cannot go on).
 pub async fn supervise(
     mut workload: Workload,
     mut reload: ReloadReceiver,
@@ -361,13 +523,28 @@ pub async fn supervise(
     // Activations before the start are in the environment and files the workload starts with.
     reload.borrow_and_update();
     let mut reload_open = true;
+    // When the group is killed if it has not ended by then: set by the first termination signal.
+    let mut kill_at: Option<Instant> = None;
+    let mut killed = false;
     tokio::pin!(stop);
     let code = loop {
+        let kill_due = async {
+            match kill_at {
+                Some(at) if !killed => tokio::time::sleep_until(at).await,
+                _ => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            code = workload.wait() => break code,
+            code = workload.wait_main() => break code,
             signal = signals.recv() => {
-                info!(signal = %signal, "forwarding signal to the workload");
-                workload.signal(signal);
+                info!(signal = %signal, "forwarding signal to the workload's process group");
+                workload.signal_group(signal);
+                kill_at.get_or_insert_with(|| Instant::now() + TERMINATE_GRACE);
+            }
+            () = kill_due => {
+                warn!(grace = ?TERMINATE_GRACE, "workload still running after the termination signal; killing its process group");
+                workload.signal_group(Signal::SIGKILL);
+                killed = true;
             }
             changed = reload.changed(), if reload_open => {
                 if changed.is_err() {
@@ -383,9 +560,14 @@ pub async fn supervise(
                     None => info!(generation = notice.generation, "configuration changed; reload signal disabled"),
                 }
             }
-            () = &mut stop => break workload.terminate(TERMINATE_GRACE).await,
+            () = &mut stop => {
+                let code = workload.terminate(TERMINATE_GRACE).await;
+                info!(code, "workload exited");
+                return code;
+            }
         }
     };
+    workload.finish(kill_at).await;
     info!(code, "workload exited");
     code
 }
@@ -482,6 +664,37 @@ mod tests {
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
         assert_eq!(exit_code(ExitStatus::from_raw(15)), 143);
+    }
+
+    /// True while `pid` runs (not gone, not a zombie waiting for its reaper).
+    fn running(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+    }
+
+    /// What the workload started in the background ends with it: it would otherwise run on
+    /// under init, the provider values in its environment.
+    #[tokio::test]
+    async fn what_the_workload_left_behind_ends_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let command = vec![
+            "sh".to_string(),
+            "-c".to_string(),
+            format!("sleep 300 & echo $! > {}", pid_file.display()),
+        ];
+        let mut w = Workload::spawn(&command, &[], &[], &Launch::Direct, None)
+            .await
+            .unwrap();
+        assert_eq!(w.wait().await, 0);
+        let left: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(!running(left), "sleep {left} outlived the workload");
     }
 
     /// Feeds `output` to [`take_lines`] in pipe-sized chunks; the lines it emits, and what it
