@@ -187,7 +187,10 @@ async fn run_gateway(
                 joined => fatal = Some(session_end(joined)),
             }
         };
-        supervise(workload, reload, signals, stop).await
+        supervise(workload, reload, signals, stop, || {
+            supervisor.begin_shutdown()
+        })
+        .await
     };
     if let Some(watch) = watch {
         watch.abort();

@@ -15,6 +15,7 @@
 //! resend what the supervisor answered `FAILED`, and a poll of unchanged content is skipped.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use openshell_core::Secret;
@@ -59,6 +60,10 @@ pub(crate) enum Verdict {
     /// this supervisor rejected it: the last-known-good policy stays in effect with them. The
     /// reason names the rejected revision ([`RejectedPolicy::message`]).
     RetainedRejectedPolicy { reason: String },
+    /// Not applied: the supervisor is shutting down ([`Engine::begin_shutdown`]). Not
+    /// answered either: the gateway keeps the operation pending and delivers the
+    /// configuration to the next session, not knowing it as applied or refused.
+    ShuttingDown,
 }
 
 /// A gateway policy the supervisor rejected while it had a last-known-good one, which stays
@@ -160,6 +165,8 @@ pub(crate) struct Engine {
     retry_backoff: BackoffConfig,
     /// When the pending retry is due, for [`Engine::retry_ready`].
     retry_at: watch::Sender<Option<Instant>>,
+    /// Set once the supervisor began to stop: nothing is applied after it.
+    shutting_down: AtomicBool,
     /// The log lines leaving the sandbox, masked with every value before it is applied.
     logs: Option<LogBuffer>,
 }
@@ -204,6 +211,7 @@ impl Engine {
             mode,
             retry_backoff,
             retry_at,
+            shutting_down: AtomicBool::new(false),
             logs: None,
         }
     }
@@ -213,6 +221,30 @@ impl Engine {
     pub fn with_log_masks(mut self, logs: Option<LogBuffer>) -> Self {
         self.logs = logs;
         self
+    }
+
+    /// From now on nothing is applied: the workload is being stopped, and a configuration
+    /// applied now would be acknowledged as in effect in a sandbox that is going away. An
+    /// apply already under way finishes (and is answered) first: every apply takes the state
+    /// lock and looks at this after taking it.
+    pub fn begin_shutdown(&self) {
+        if !self.shutting_down.swap(true, Ordering::SeqCst) {
+            info!("shutting down: configuration that arrives from now on is not applied");
+        }
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// The error for a local policy edit that arrives while shutting down.
+    fn shutting_down_error() -> ApplyError {
+        ApplyError {
+            stage: ApplyStage::Stage,
+            kind: crate::applier::ApplyErrorKind::Rejected,
+            reason: "the supervisor is shutting down; nothing more is applied".into(),
+            failed_closed: false,
+        }
     }
 
     pub fn mode(&self) -> watch::Receiver<Mode> {
@@ -254,6 +286,9 @@ impl Engine {
             });
         }
         let mut state = self.state.lock().await;
+        if self.is_shutting_down() {
+            return outcome(Verdict::ShuttingDown);
+        }
         if origin == Origin::Poll && !state.polling {
             return outcome(Verdict::Unchanged);
         }
@@ -393,6 +428,9 @@ impl Engine {
     /// configuration on top of it. `None` when there is no gateway configuration yet.
     pub async fn set_local_policy(&self, local: LocalPolicy) -> Option<Result<(), ApplyError>> {
         let mut state = self.state.lock().await;
+        if self.is_shutting_down() {
+            return Some(Err(Self::shutting_down_error()));
+        }
         state.local = Some(local.clone());
         let gateway = state.last_gateway.clone()?;
         let gateway_fingerprint = state.last_gateway_fingerprint.clone().unwrap_or_default();
@@ -436,6 +474,12 @@ impl Engine {
     /// failed), and a rejection now parks it.
     pub async fn retry(&self, origin: Origin) -> Option<Outcome> {
         let mut state = self.state.lock().await;
+        if self.is_shutting_down() {
+            // Dropped, so that `retry_ready` waits for good instead of firing again at once.
+            state.retry = None;
+            self.publish_retry(&state);
+            return None;
+        }
         if !applies_now(origin, state.polling) {
             return None;
         }
@@ -618,6 +662,9 @@ impl Engine {
     /// since it was applied (see [`crate::expiry`]).
     pub async fn withhold_expired_credentials(&self) {
         let mut state = self.state.lock().await;
+        if self.is_shutting_down() {
+            return;
+        }
         let Some(active) = state.active.clone() else {
             return;
         };
@@ -869,6 +916,50 @@ mod tests {
             Verdict::Unchanged,
             "the same rejected content stays parked"
         );
+    }
+
+    /// Defect: after SIGTERM the supervisor still applied (and acknowledged) a revision that
+    /// arrived while the workload was stopping. Once shutting down, nothing applies: not a
+    /// push, not a poll, not a local policy edit, not a retry, not an expiry.
+    #[tokio::test(start_paused = true)]
+    async fn once_shutting_down_nothing_is_applied() {
+        let applier = Arc::new(MemoryApplier::new());
+        let e = engine_with(applier.clone(), None, exact_backoff()).await;
+        assert_eq!(
+            e.offer(sample(1, "e1"), Origin::Poll).await.verdict,
+            Verdict::Applied
+        );
+        // A change that failed for a reason that can pass waits for its retry.
+        applier.set_transient_failure(Some("disk full".into()));
+        assert!(matches!(
+            e.offer(sample(2, "e1"), Origin::Poll).await.verdict,
+            Verdict::Failed { .. }
+        ));
+        applier.set_transient_failure(None);
+        let (applies, failures) = (applier.apply_count(), applier.failure_count());
+
+        e.begin_shutdown();
+        assert!(e.is_shutting_down());
+        assert_eq!(
+            e.offer(sample(3, "e1"), Origin::Poll).await.verdict,
+            Verdict::ShuttingDown
+        );
+        e.set_mode(mode_for(false, Duration::from_secs(10))).await;
+        assert_eq!(
+            e.offer(sample(4, "e1"), Origin::Push).await.verdict,
+            Verdict::ShuttingDown
+        );
+        next_retry(&e, Origin::Push).await;
+        assert_eq!(e.retry(Origin::Push).await, None);
+        // The retry is dropped, not left due: a session would wake for it again at once.
+        assert_no_retry(&e, Origin::Push).await;
+        let local = LocalPolicy::parse(Path::new("p.yaml"), "version: 1\n").unwrap();
+        assert!(matches!(e.set_local_policy(local).await, Some(Err(_))));
+        e.withhold_expired_credentials().await;
+
+        assert_eq!(applier.apply_count(), applies, "nothing was applied");
+        assert_eq!(applier.failure_count(), failures, "nor tried");
+        assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 1);
     }
 
     #[tokio::test(start_paused = true)]

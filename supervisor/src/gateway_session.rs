@@ -43,6 +43,8 @@ pub(crate) enum SessionError {
     AcceptTimeout(Duration),
     #[error("no frame from the gateway for {0:?}")]
     Idle(Duration),
+    #[error("the supervisor is shutting down")]
+    ShuttingDown,
 }
 
 /// How one session ended, and how long it had been accepted.
@@ -113,7 +115,15 @@ impl SessionRunner {
                     error!(reason = %reason, "gateway rejected the session permanently");
                     return Err(reason);
                 }
+                Err(SessionError::ShuttingDown) => {}
                 Err(err) => warn!(error = %err, "session lost"),
+            }
+            // A new session would bring a bootstrap this supervisor must not apply; the log
+            // shipper goes on until the workload is gone.
+            if self.engine.is_shutting_down() {
+                info!("shutting down: not reconnecting to the gateway");
+                let _ = shutdown.wait_for(|stop| *stop).await;
+                return Ok(());
             }
             let current = *self.engine.mode().borrow();
             let started = self.engine.has_active().await;
@@ -277,12 +287,20 @@ impl SessionRunner {
 
         let mut push = None;
         if push_apply {
-            let (state, result) = apply_bootstrap(
+            let applied = apply_bootstrap(
                 &self.engine,
                 accepted.bootstrap_config.as_ref(),
                 accepted.bootstrap_provider_environment.as_ref(),
             )
             .await;
+            let Some((state, result)) = applied else {
+                info!(
+                    "bootstrap not applied: the supervisor is shutting down; closing the session"
+                );
+                drop(_heartbeats);
+                close_gracefully(tx, inbound).await;
+                return Err(SessionError::ShuttingDown);
+            };
             info!(applied = result.applied, reason = %result.reason, "bootstrap result");
             send(&tx, Outbound::BootstrapResult(result)).await?;
             self.status.send_modify(|s| s.acks_sent += 1);
@@ -353,6 +371,7 @@ impl SessionRunner {
                     if idle_deadline.is_some() {
                         idle_deadline = Some(Instant::now() + idle_limit);
                     }
+                    let delivery_id = update.delivery_id;
                     let Some(state) = push.as_mut() else {
                         debug!(
                             sequence = update.sequence,
@@ -360,7 +379,13 @@ impl SessionRunner {
                         );
                         continue;
                     };
-                    let result = handle_update(state, &self.engine, update).await;
+                    let Some(result) = handle_update(state, &self.engine, update).await else {
+                        info!(
+                            delivery_id,
+                            "configuration not applied: the supervisor is shutting down; left unanswered"
+                        );
+                        continue;
+                    };
                     debug!(
                         delivery_id = result.delivery_id,
                         status = result.status().as_str_name(),

@@ -142,7 +142,8 @@ impl PollRetries {
 /// The report for an outcome; `None` when there is nothing new to say.
 fn status_report(outcome: Outcome) -> Option<StatusReport> {
     let (status, reason, failed_closed) = match outcome.verdict {
-        Verdict::Unchanged => return None,
+        // Not reported: the gateway keeps it pending for the next supervisor.
+        Verdict::Unchanged | Verdict::ShuttingDown => return None,
         Verdict::Applied => (PolicyLoadStatus::Loaded, String::new(), false),
         Verdict::RetainedLocalOverride => (
             PolicyLoadStatus::RetainedLocalOverride,

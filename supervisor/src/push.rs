@@ -320,37 +320,43 @@ impl PushState {
     }
 }
 
-/// Handles one `ConfigUpdate` end to end and returns the answer to send.
+/// Handles one `ConfigUpdate` end to end and returns the answer to send; `None` when the
+/// supervisor is shutting down and did not apply it (no answer leaves it pending).
 pub(crate) async fn handle_update(
     state: &mut PushState,
     engine: &Engine,
     update: ConfigUpdate,
-) -> ConfigUpdateResult {
+) -> Option<ConfigUpdateResult> {
     match state.receive(update) {
-        Step::Ack(result) => result,
+        Step::Ack(result) => Some(result),
         Step::Activate {
             desired,
             delivery_id,
             component,
         } => {
             let outcome = engine.offer(*desired, Origin::Push).await;
-            state.finish(delivery_id, component, outcome)
+            if outcome.verdict == Verdict::ShuttingDown {
+                return None;
+            }
+            Some(state.finish(delivery_id, component, outcome))
         }
     }
 }
 
-/// Applies a session's bootstrap and returns the new bookkeeping and the result frame.
+/// Applies a session's bootstrap and returns the new bookkeeping and the result frame;
+/// `None` when the supervisor is shutting down and did not apply it. That is not answered:
+/// a refused bootstrap is parked by the gateway, and the next supervisor must get it.
 pub(crate) async fn apply_bootstrap(
     engine: &Engine,
     config: Option<&ConfigUpdate>,
     env: Option<&ConfigUpdate>,
-) -> (PushState, BootstrapResult) {
+) -> Option<(PushState, BootstrapResult)> {
     let (mut state, desired) = PushState::from_bootstrap(config, env);
     let desired = match desired {
         Ok(desired) => desired,
         Err(reason) => {
             let revisions = config.map(update_revisions).unwrap_or_default();
-            return (
+            return Some((
                 state,
                 BootstrapResult {
                     applied: false,
@@ -359,11 +365,12 @@ pub(crate) async fn apply_bootstrap(
                     kept_last_known_good: engine.has_active().await,
                     policy_rejected: false,
                 },
-            );
+            ));
         }
     };
     let outcome = engine.offer(desired, Origin::Push).await;
     let (applied, reason, policy_rejected) = match outcome.verdict {
+        Verdict::ShuttingDown => return None,
         Verdict::Applied | Verdict::Unchanged => (true, String::new(), false),
         Verdict::RetainedLocalOverride => (true, crate::LOCAL_OVERRIDE_REASON.to_string(), false),
         Verdict::RetainedRejectedPolicy { reason } => (false, reason, true),
@@ -378,7 +385,7 @@ pub(crate) async fn apply_bootstrap(
     // last-known-good, or a quarantine) keeps running: the gateway keeps the session and
     // does not resend what was refused. With nothing to run, the gateway ends it.
     let kept_last_known_good = !applied && engine.has_active().await;
-    (
+    Some((
         state,
         BootstrapResult {
             applied,
@@ -387,7 +394,7 @@ pub(crate) async fn apply_bootstrap(
             kept_last_known_good,
             policy_rejected,
         },
-    )
+    ))
 }
 
 /// The status, reason and fail-closed flag that answer a verdict.
@@ -408,6 +415,12 @@ fn answer(verdict: Verdict) -> (ConfigApplyStatus, String, bool) {
             reason,
             failed_closed,
         } => (ConfigApplyStatus::Failed, reason, failed_closed),
+        // The callers answer nothing for it; were it answered, never as applied.
+        Verdict::ShuttingDown => (
+            ConfigApplyStatus::Failed,
+            "the supervisor is shutting down; not applied".to_string(),
+            false,
+        ),
     }
 }
 

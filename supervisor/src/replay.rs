@@ -64,18 +64,19 @@ impl PushReplay {
                     return None;
                 }
                 self.engine.set_mode(mode_for(false, POLL_INTERVAL)).await;
+                // A replayed session never shuts down, so every bootstrap is answered.
                 let (state, result) = apply_bootstrap(
                     &self.engine,
                     accepted.bootstrap_config.as_ref(),
                     accepted.bootstrap_provider_environment.as_ref(),
                 )
-                .await;
+                .await?;
                 self.push = Some(state);
                 Outbound::BootstrapResult(result)
             }
             Inbound::ConfigUpdate(update) => {
                 let state = self.push.as_mut()?;
-                Outbound::ConfigUpdateResult(handle_update(state, &self.engine, update).await)
+                Outbound::ConfigUpdateResult(handle_update(state, &self.engine, update).await?)
             }
             Inbound::StartupCandidate(candidate) => {
                 Outbound::StartupPrepared(prepare_candidate(&candidate))

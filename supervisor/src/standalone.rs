@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{info, warn};
 
@@ -78,14 +79,25 @@ pub async fn run(
     )
     .await?;
     let reload = applier.subscribe();
+    let (stopping_tx, stopping) = watch::channel(false);
     let watch = tokio::spawn(watch_file(
         watcher,
         applier.clone(),
         options.sandbox_id.clone(),
         options.watch_interval,
         options.apply_retry_backoff,
+        stopping,
     ));
-    let code = supervise(workload, reload, signals, std::future::pending()).await;
+    let code = supervise(
+        workload,
+        reload,
+        signals,
+        std::future::pending(),
+        move || {
+            stopping_tx.send_replace(true);
+        },
+    )
+    .await;
     watch.abort();
     Ok(code)
 }
@@ -96,6 +108,7 @@ async fn watch_file(
     sandbox_id: String,
     every: Duration,
     retry_backoff: BackoffConfig,
+    mut stopping: watch::Receiver<bool>,
 ) {
     let mut checks = tokio::time::interval_at(Instant::now() + every, every);
     checks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -110,6 +123,12 @@ async fn watch_file(
             }
         };
         tokio::select! {
+            // The workload is being stopped: an edit from now on is not applied (one being
+            // applied when it began finished first).
+            Ok(()) = async { stopping.wait_for(|stop| *stop).await.map(|_| ()) } => {
+                info!("shutting down: edits of the policy file are no longer applied");
+                return;
+            }
             _ = checks.tick() => {}
             () = retry => {
                 if let Some(retry) = pending.take() {
@@ -265,6 +284,7 @@ mod tests {
             "local".into(),
             Duration::from_secs(1),
             BackoffConfig::apply_retry(),
+            watch::channel(false).1,
         ));
         eventually("three failed attempts", || {
             attempts.load(Ordering::SeqCst) >= 4

@@ -202,6 +202,16 @@ impl Supervisor {
         self.readiness.send_replace(Some(readiness));
     }
 
+    /// The supervisor is stopping: from now on it applies no configuration (see
+    /// [`Engine::begin_shutdown`]); the session stays up for the last log lines.
+    pub fn begin_shutdown(&self) {
+        self.engine.begin_shutdown();
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.engine.is_shutting_down()
+    }
+
     /// Replaces the local policy after its file changed and re-applies the gateway's
     /// configuration on top of it. `None` when no gateway configuration arrived yet.
     pub async fn set_local_policy(&self, policy: LocalPolicy) -> Option<Result<(), ApplyError>> {

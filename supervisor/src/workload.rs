@@ -513,16 +513,19 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 /// Runs until the workload exits and returns its exit code. Meanwhile sends the reload signal
 /// for every live change, and stops the workload's process group when the supervisor gets a
 /// termination signal (forwarded to the group, SIGKILL after [`TERMINATE_GRACE`]) or `stop`
-/// completes (the supervisor cannot go on).
+/// completes (the supervisor cannot go on). `shutting_down` runs when that stop begins: from
+/// then on the supervisor applies no configuration.
 pub async fn supervise(
     mut workload: Workload,
     mut reload: ReloadReceiver,
     signals: &mut Signals,
     stop: impl Future<Output = ()>,
+    shutting_down: impl FnOnce(),
 ) -> i32 {
     // Activations before the start are in the environment and files the workload starts with.
     reload.borrow_and_update();
     let mut reload_open = true;
+    let mut shutting_down = Some(shutting_down);
     // When the group is killed if it has not ended by then: set by the first termination signal.
     let mut kill_at: Option<Instant> = None;
     let mut killed = false;
@@ -537,6 +540,9 @@ pub async fn supervise(
         tokio::select! {
             code = workload.wait_main() => break code,
             signal = signals.recv() => {
+                if let Some(begin) = shutting_down.take() {
+                    begin();
+                }
                 info!(signal = %signal, "forwarding signal to the workload's process group");
                 workload.signal_group(signal);
                 kill_at.get_or_insert_with(|| Instant::now() + TERMINATE_GRACE);
@@ -561,6 +567,9 @@ pub async fn supervise(
                 }
             }
             () = &mut stop => {
+                if let Some(begin) = shutting_down.take() {
+                    begin();
+                }
                 let code = workload.terminate(TERMINATE_GRACE).await;
                 info!(code, "workload exited");
                 return code;
@@ -643,7 +652,7 @@ mod tests {
         let stop = async {
             let _ = stop_rx.await;
         };
-        let (code, _tx) = tokio::join!(supervise(w, rx, &mut signals, stop), driver);
+        let (code, _tx) = tokio::join!(supervise(w, rx, &mut signals, stop, || {}), driver);
         assert_eq!(code, 42);
     }
 

@@ -182,6 +182,58 @@ async fn live_change_signals_workload_and_sigterm_is_forwarded() {
     assert_eq!(code, 42, "{stderr}");
 }
 
+/// Defect: after SIGTERM, while the workload was stopping, the supervisor still applied a
+/// revision that arrived and acknowledged it APPLIED. Now a change that arrives once the
+/// supervisor is shutting down is neither applied nor answered.
+#[tokio::test]
+async fn a_change_pushed_after_sigterm_is_not_applied_nor_acked() {
+    let gateway = FakeGateway::start(accept_push()).await;
+    let dir = tempfile::tempdir().unwrap();
+    // Stops only when told to: the shutdown lasts as long as the test needs.
+    let child = supervisor(
+        &gateway,
+        dir.path(),
+        "trap 'touch term' TERM; touch started; while [ ! -f release ]; do sleep 0.05; done",
+    );
+    let pid = Pid::from_raw(i32::try_from(child.id().unwrap()).unwrap());
+    wait_for_file(&dir.path().join("started")).await;
+    kill(pid, Signal::SIGTERM).unwrap();
+    // The supervisor begins shutting down before it forwards the signal.
+    wait_for_file(&dir.path().join("term")).await;
+
+    let (config, _) = snapshot_pair(2, "env-1");
+    gateway
+        .push(Out::ConfigUpdate(config_update(20, 10, config.clone())))
+        .await;
+    // Frames are handled in order: once this stale one is answered, the change before it
+    // was handled too.
+    gateway
+        .push(Out::ConfigUpdate(config_update(21, 5, config)))
+        .await;
+    gateway
+        .wait_until("the stale frame answered", |r| {
+            r.update_results().iter().any(|u| u.delivery_id == 21)
+        })
+        .await;
+    let results = gateway.recorded(|r| r.update_results());
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0].status(), ConfigApplyStatus::Stale);
+    let active = std::fs::read_to_string(dir.path().join("state/active/revisions.json")).unwrap();
+    let revisions: serde_json::Value = serde_json::from_str(&active).unwrap();
+    assert_eq!(
+        revisions["policy_revision"], 1,
+        "still the bootstrap's: {active}"
+    );
+
+    std::fs::write(dir.path().join("release"), "").unwrap();
+    let (code, stderr) = finish(child).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("configuration not applied: the supervisor is shutting down"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test]
 async fn permanent_rejection_exits_1_with_error_line() {
     let gateway = FakeGateway::start(Answer::Reject {

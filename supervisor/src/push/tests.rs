@@ -46,13 +46,31 @@ fn env_update(seq: u64, env_rev: &str) -> ConfigUpdate {
     }
 }
 
+/// The answer to an update; while not shutting down there always is one.
+async fn answered(state: &mut PushState, e: &Engine, update: ConfigUpdate) -> ConfigUpdateResult {
+    handle_update(state, e, update)
+        .await
+        .expect("an update is answered while not shutting down")
+}
+
+/// The answer to a bootstrap; while not shutting down there always is one.
+async fn bootstrap_answer(
+    e: &Engine,
+    config: Option<&ConfigUpdate>,
+    env: Option<&ConfigUpdate>,
+) -> (PushState, BootstrapResult) {
+    apply_bootstrap(e, config, env)
+        .await
+        .expect("a bootstrap is answered while not shutting down")
+}
+
 fn status_of(r: &ConfigUpdateResult) -> ConfigApplyStatus {
     r.status()
 }
 
 async fn bootstrapped(applier: Arc<MemoryApplier>) -> (Engine, PushState) {
     let e = engine(applier);
-    let (state, result) = apply_bootstrap(
+    let (state, result) = bootstrap_answer(
         &e,
         Some(&config_update(1, 1, "e1")),
         Some(&env_update(2, "e1")),
@@ -67,15 +85,15 @@ async fn bootstrapped(applier: Arc<MemoryApplier>) -> (Engine, PushState) {
 async fn stale_sequence_is_ignored() {
     let applier = Arc::new(MemoryApplier::new());
     let (e, mut state) = bootstrapped(applier.clone()).await;
-    let r = handle_update(&mut state, &e, config_update(2, 5, "e1")).await;
+    let r = answered(&mut state, &e, config_update(2, 5, "e1")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Stale);
     assert_eq!(r.delivery_id, 102);
     assert_eq!(r.revisions.unwrap().policy_revision, 5);
     assert_eq!(applier.apply_count(), 1);
 
-    let r = handle_update(&mut state, &e, config_update(3, 5, "e1")).await;
+    let r = answered(&mut state, &e, config_update(3, 5, "e1")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
-    let r = handle_update(&mut state, &e, config_update(3, 6, "e1")).await;
+    let r = answered(&mut state, &e, config_update(3, 6, "e1")).await;
     assert_eq!(
         status_of(&r),
         ConfigApplyStatus::Stale,
@@ -87,9 +105,9 @@ async fn stale_sequence_is_ignored() {
 async fn same_fingerprint_as_active_is_duplicate() {
     let applier = Arc::new(MemoryApplier::new());
     let (e, mut state) = bootstrapped(applier.clone()).await;
-    let r = handle_update(&mut state, &e, config_update(5, 1, "e1")).await;
+    let r = answered(&mut state, &e, config_update(5, 1, "e1")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Duplicate);
-    let r = handle_update(&mut state, &e, env_update(6, "e1")).await;
+    let r = answered(&mut state, &e, env_update(6, "e1")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Duplicate);
     assert_eq!(r.component(), ConfigComponent::ProviderEnvironment);
     assert_eq!(applier.apply_count(), 1);
@@ -101,13 +119,13 @@ async fn waits_for_matching_pair_then_applies() {
     let (e, mut state) = bootstrapped(applier.clone()).await;
 
     // New provider env first: the active config still expects e1.
-    let r = handle_update(&mut state, &e, env_update(3, "e2")).await;
+    let r = answered(&mut state, &e, env_update(3, "e2")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::AwaitingComponent);
     assert_eq!(r.revisions.unwrap().provider_env_revision, "e2");
     assert_eq!(applier.apply_count(), 1);
 
     // The config that expects e2 completes the pair.
-    let r = handle_update(&mut state, &e, config_update(4, 2, "e2")).await;
+    let r = answered(&mut state, &e, config_update(4, 2, "e2")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
     assert_eq!(r.delivery_id, 104);
     let revs = r.revisions.unwrap();
@@ -118,9 +136,9 @@ async fn waits_for_matching_pair_then_applies() {
     assert_eq!(active.provider_env.provider_env_fingerprint, "e2");
 
     // Config ahead of its env: awaiting, then the env completes it.
-    let r = handle_update(&mut state, &e, config_update(5, 3, "e3")).await;
+    let r = answered(&mut state, &e, config_update(5, 3, "e3")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::AwaitingComponent);
-    let r = handle_update(&mut state, &e, env_update(6, "e3")).await;
+    let r = answered(&mut state, &e, env_update(6, "e3")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
     assert_eq!(r.component(), ConfigComponent::ProviderEnvironment);
     assert_eq!(r.revisions.unwrap().policy_revision, 3);
@@ -151,7 +169,7 @@ async fn a_policy_whose_bytes_did_not_change_is_shared_not_decoded_again() {
     let (e, mut state) = bootstrapped(applier.clone()).await;
     let bootstrapped_policy = applier.active().unwrap().shared_policy().unwrap().clone();
 
-    let r = handle_update(&mut state, &e, config_update(3, 2, "e1")).await;
+    let r = answered(&mut state, &e, config_update(3, 2, "e1")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
     let active = applier.active().unwrap();
     assert_eq!(active.sandbox_config.policy_revision, 2);
@@ -160,7 +178,7 @@ async fn a_policy_whose_bytes_did_not_change_is_shared_not_decoded_again() {
         &bootstrapped_policy
     ));
 
-    let r = handle_update(&mut state, &e, example_policy_update(4, 3)).await;
+    let r = answered(&mut state, &e, example_policy_update(4, 3)).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Applied, "{}", r.reason);
     let active = applier.active().unwrap();
     let example =
@@ -174,7 +192,7 @@ async fn a_policy_whose_bytes_did_not_change_is_shared_not_decoded_again() {
         &bootstrapped_policy
     ));
     // Back to the sample's policy: decoded again, equal to the first.
-    let r = handle_update(&mut state, &e, config_update(5, 4, "e1")).await;
+    let r = answered(&mut state, &e, config_update(5, 4, "e1")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
     let back = applier.active().unwrap().shared_policy().unwrap().clone();
     assert!(!Arc::ptr_eq(&back, &bootstrapped_policy));
@@ -187,7 +205,7 @@ async fn a_rejected_policy_keeps_last_good_and_stays_parked() {
     let (e, mut state) = bootstrapped(applier.clone()).await;
     applier.set_failure(Some("on-apply hook exited with status 3".into()));
     // Only the policy differs from what is in effect: the policy is what was refused.
-    let r = handle_update(&mut state, &e, config_update(3, 2, "e1")).await;
+    let r = answered(&mut state, &e, config_update(3, 2, "e1")).await;
     assert_eq!(
         status_of(&r),
         ConfigApplyStatus::RetainedLastKnownGoodPolicy
@@ -204,7 +222,7 @@ async fn a_rejected_policy_keeps_last_good_and_stays_parked() {
     // Not active, so the same snapshot again is not a duplicate, but the rejected policy is
     // parked: it is not tried again, and the answer says so again.
     let applies = applier.apply_count();
-    let r = handle_update(&mut state, &e, config_update(4, 2, "e1")).await;
+    let r = answered(&mut state, &e, config_update(4, 2, "e1")).await;
     assert_eq!(
         status_of(&r),
         ConfigApplyStatus::RetainedLastKnownGoodPolicy
@@ -212,9 +230,9 @@ async fn a_rejected_policy_keeps_last_good_and_stays_parked() {
     assert_eq!(applier.apply_count(), applies);
 
     // A provider change applies, with the last-known-good policy.
-    let r = handle_update(&mut state, &e, config_update(5, 2, "e2")).await;
+    let r = answered(&mut state, &e, config_update(5, 2, "e2")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::AwaitingComponent);
-    let r = handle_update(&mut state, &e, env_update(6, "e2")).await;
+    let r = answered(&mut state, &e, env_update(6, "e2")).await;
     assert_eq!(
         status_of(&r),
         ConfigApplyStatus::RetainedLastKnownGoodPolicy
@@ -224,7 +242,7 @@ async fn a_rejected_policy_keeps_last_good_and_stays_parked() {
     assert_eq!(active.provider_env.provider_env_fingerprint, "e2");
 
     // A different policy is tried, and applies.
-    let r = handle_update(&mut state, &e, config_update(7, 3, "e2")).await;
+    let r = answered(&mut state, &e, config_update(7, 3, "e2")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
     assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 3);
 }
@@ -236,8 +254,8 @@ async fn a_change_that_fails_with_the_last_good_policy_too_is_failed() {
     applier.set_failure(Some("on-apply hook exited with status 3".into()));
     // Policy and provider environment change together and both fail: nothing to blame on the
     // policy alone.
-    handle_update(&mut state, &e, config_update(3, 2, "e2")).await;
-    let r = handle_update(&mut state, &e, env_update(4, "e2")).await;
+    answered(&mut state, &e, config_update(3, 2, "e2")).await;
+    let r = answered(&mut state, &e, env_update(4, "e2")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Failed);
     assert_eq!(r.reason, "on-apply hook exited with status 3");
     assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 1);
@@ -248,9 +266,9 @@ async fn a_refused_bootstrap_keeps_the_last_good_running() {
     let applier = Arc::new(MemoryApplier::new());
     let (e, mut state) = bootstrapped(applier.clone()).await;
     applier.set_failure(Some("on-apply hook exited with status 3".into()));
-    handle_update(&mut state, &e, config_update(3, 2, "e1")).await;
+    answered(&mut state, &e, config_update(3, 2, "e1")).await;
     // A new session (after a gateway restart) bootstraps the rejected revision.
-    let (_, r) = apply_bootstrap(
+    let (_, r) = bootstrap_answer(
         &e,
         Some(&config_update(1, 2, "e1")),
         Some(&env_update(2, "e1")),
@@ -267,7 +285,7 @@ async fn a_refused_bootstrap_keeps_the_last_good_running() {
 
     // With nothing in effect, a refused bootstrap keeps nothing.
     let fresh = Arc::new(MemoryApplier::failing("on-apply hook exited with status 3"));
-    let (_, r) = apply_bootstrap(
+    let (_, r) = bootstrap_answer(
         &engine(fresh),
         Some(&config_update(1, 1, "e1")),
         Some(&env_update(2, "e1")),
@@ -282,7 +300,7 @@ async fn mismatched_component_is_failed() {
     let (e, mut state) = bootstrapped(applier.clone()).await;
     let mut u = env_update(3, "e2");
     u.component = ConfigComponent::SandboxConfig as i32;
-    let r = handle_update(&mut state, &e, u).await;
+    let r = answered(&mut state, &e, u).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Failed);
 }
 
@@ -296,7 +314,7 @@ async fn a_pushed_policy_that_does_not_decode_is_failed_and_changes_nothing() {
         // Field 1 of a SandboxPolicy with a truncated length: not a message.
         c.policy = prost::bytes::Bytes::from_static(&[0x0a, 0x7f]);
     }
-    let r = handle_update(&mut state, &e, u).await;
+    let r = answered(&mut state, &e, u).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Failed);
     assert!(r.reason.contains("does not decode"), "{}", r.reason);
     assert_eq!(applier.apply_count(), applied);
@@ -306,10 +324,10 @@ async fn a_pushed_policy_that_does_not_decode_is_failed_and_changes_nothing() {
 async fn bootstrap_problems_are_reported_not_applied() {
     let applier = Arc::new(MemoryApplier::new());
     let e = engine(applier.clone());
-    let (_, r) = apply_bootstrap(&e, Some(&config_update(1, 1, "e1")), None).await;
+    let (_, r) = bootstrap_answer(&e, Some(&config_update(1, 1, "e1")), None).await;
     assert!(!r.applied);
     assert!(r.reason.contains("incomplete"), "{}", r.reason);
-    let (_, r) = apply_bootstrap(
+    let (_, r) = bootstrap_answer(
         &e,
         Some(&config_update(1, 1, "e1")),
         Some(&env_update(2, "e9")),
@@ -324,11 +342,11 @@ async fn bootstrap_problems_are_reported_not_applied() {
 async fn new_session_starts_sequences_fresh() {
     let applier = Arc::new(MemoryApplier::new());
     let (e, mut state) = bootstrapped(applier.clone()).await;
-    let r = handle_update(&mut state, &e, config_update(50, 2, "e1")).await;
+    let r = answered(&mut state, &e, config_update(50, 2, "e1")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
 
     // Reconnect: the bootstrap restarts at sequence 1 and is not stale.
-    let (mut state, result) = apply_bootstrap(
+    let (mut state, result) = bootstrap_answer(
         &e,
         Some(&config_update(1, 2, "e1")),
         Some(&env_update(2, "e1")),
@@ -340,6 +358,39 @@ async fn new_session_starts_sequences_fresh() {
         2,
         "unchanged bootstrap is not re-applied"
     );
-    let r = handle_update(&mut state, &e, config_update(3, 3, "e1")).await;
+    let r = answered(&mut state, &e, config_update(3, 3, "e1")).await;
     assert_eq!(status_of(&r), ConfigApplyStatus::Applied);
+}
+
+/// After SIGTERM a pushed change is neither applied nor answered (an answer would say
+/// APPLIED or FAILED for a sandbox that is going away; without one the gateway keeps the
+/// operation pending and delivers the configuration to the next session), and a bootstrap
+/// is not answered either (a refused one would be parked by the gateway).
+#[tokio::test]
+async fn while_shutting_down_updates_and_bootstraps_are_not_applied_nor_answered() {
+    let applier = Arc::new(MemoryApplier::new());
+    let (e, mut state) = bootstrapped(applier.clone()).await;
+    e.begin_shutdown();
+    assert_eq!(
+        handle_update(&mut state, &e, config_update(3, 2, "e1")).await,
+        None
+    );
+    assert!(
+        apply_bootstrap(
+            &e,
+            Some(&config_update(4, 3, "e1")),
+            Some(&env_update(5, "e1")),
+        )
+        .await
+        .is_none()
+    );
+    assert_eq!(
+        applier.apply_count(),
+        1,
+        "only the bootstrap before it applied"
+    );
+    assert_eq!(applier.active().unwrap().sandbox_config.policy_revision, 1);
+    // What was active is still answered as it is: a duplicate is not an apply.
+    let r = answered(&mut state, &e, config_update(6, 1, "e1")).await;
+    assert_eq!(status_of(&r), ConfigApplyStatus::Duplicate);
 }
