@@ -39,7 +39,23 @@ pub enum HookFailure {
 }
 
 fn stderr_suffix(stderr: &str) -> String {
-    let tail = tail_bytes(stderr.trim(), STDERR_TAIL_BYTES);
+    let stderr = stderr.trim();
+    let tail = tail_bytes(stderr, STDERR_TAIL_BYTES);
+    // A tail cut out of longer output starts where a line starts: a cut inside a line may
+    // fall inside a value the hook printed, and the rest of that value would not be
+    // recognised to be masked. Whole values and whole lines of values are.
+    let tail = if tail.len() < stderr.len() {
+        match tail.split_once('\n') {
+            Some((_, whole_lines)) => whole_lines.trim(),
+            None => {
+                return format!(
+                    ": (its last line of stderr is longer than {STDERR_TAIL_BYTES} bytes; not shown)"
+                );
+            }
+        }
+    } else {
+        tail
+    };
     if tail.is_empty() {
         String::new()
     } else {
@@ -149,6 +165,33 @@ mod tests {
         );
         assert!(text.ends_with("last words"), "{text}");
         assert!(text.len() <= "on-apply hook exited with status 3: ".len() + STDERR_TAIL_BYTES);
+    }
+
+    /// Defect class of the workload's logs: a tail cut inside a long value the hook printed
+    /// kept the value's end in clear, and masking, which looks for whole values, missed it.
+    #[tokio::test]
+    async fn a_tail_never_starts_inside_a_line() {
+        let value: String = (0..1000)
+            .map(|i| char::from(b'a' + (i * 7 % 26) as u8))
+            .collect();
+        for script in [
+            format!("echo {value} >&2; exit 1"),
+            format!("echo {value} >&2; echo last words >&2; exit 1"),
+        ] {
+            let text = run_hook(&script, &[], Duration::from_secs(10))
+                .await
+                .unwrap_err()
+                .to_string();
+            let fragments: Vec<&str> = (0..value.len() - 16).map(|i| &value[i..i + 16]).collect();
+            assert!(
+                !fragments.iter().any(|f| text.contains(f)),
+                "part of the value is shown: {text}"
+            );
+            assert!(
+                text.starts_with("on-apply hook exited with status 1: "),
+                "{text}"
+            );
+        }
     }
 
     #[tokio::test]
