@@ -4,7 +4,7 @@
 use openshell_core::Violation;
 use tonic_types::{ErrorDetails, FieldViolation, StatusExt};
 
-use crate::store::StoreError;
+use crate::store::{Constraint, StoreError};
 
 /// Everything a gateway operation can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -255,6 +255,13 @@ fn store_status(err: StoreError) -> tonic::Status {
             format!("database_url: {m}"),
             &[Violation::new("database_url", m)],
         ),
+        // The callers that know which object is gone or taken say so themselves; this is
+        // the answer to any other write the database refused. Not an outage, so neither
+        // UNAVAILABLE (which clients retry) nor an ERROR in the log.
+        StoreError::Constraint { kind, source } => {
+            tracing::warn!(error = %source, constraint = %kind, "store refused a write");
+            constraint_status(kind)
+        }
         // Said apart from an outage: retrying soon will not help, freeing space will, and
         // the database rolled the write back.
         err @ StoreError::Database(_) if err.is_disk_full() => {
@@ -272,6 +279,21 @@ fn store_status(err: StoreError) -> tonic::Status {
             tracing::error!(error = %e, "store error");
             tonic::Status::unavailable("the gateway's store is unavailable; retry later")
         }
+    }
+}
+
+fn constraint_status(kind: Constraint) -> tonic::Status {
+    match kind {
+        Constraint::ForeignKey => tonic::Status::failed_precondition(
+            "the write refers to an object deleted meanwhile, or deletes one that is still in \
+             use; nothing was written: read the objects again and retry",
+        ),
+        Constraint::Unique => tonic::Status::already_exists(
+            "an object with the same name or key was written meanwhile; nothing was written",
+        ),
+        Constraint::Check => tonic::Status::failed_precondition(
+            "a value of the write is outside what the store allows; nothing was written",
+        ),
     }
 }
 
@@ -491,6 +513,36 @@ mod tests {
         store.close().await;
         let closed = store.get_sandbox("sb-1").await.unwrap_err();
         assert!(!closed.is_disk_full(), "{closed:?}");
+    }
+
+    /// Probe: an attach racing a provider delete answered UNAVAILABLE "store is unavailable"
+    /// (and logged an ERROR) for the foreign key the database enforced. A constraint the
+    /// database enforces is told apart from an outage, and never answered UNAVAILABLE.
+    #[tokio::test]
+    async fn a_broken_constraint_is_not_an_outage() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_for_tests(dir.path()).await;
+        insert_sandbox(&store, "sb-1", "web").await.unwrap();
+        let mut tx = store.begin_write().await.unwrap();
+        let err = tx.attach("sb-1", "pv-gone").await.unwrap_err();
+        assert_eq!(err.constraint(), Some(Constraint::ForeignKey), "{err:?}");
+        let status = tonic::Status::from(GatewayError::from(err));
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+        assert!(
+            status.message().contains("nothing was written"),
+            "{status:?}"
+        );
+        drop(tx);
+
+        let mut tx = store.begin_write().await.unwrap();
+        let taken = sqlx::query("INSERT INTO workspaces (name, created_at) VALUES ('default', 0)")
+            .execute(tx.conn())
+            .await
+            .unwrap_err();
+        let err = StoreError::from(taken);
+        assert!(err.is_unique_violation(), "{err:?}");
+        let status = tonic::Status::from(GatewayError::from(err));
+        assert_eq!(status.code(), tonic::Code::AlreadyExists, "{status:?}");
     }
 
     #[test]

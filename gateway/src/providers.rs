@@ -12,8 +12,8 @@ use crate::delivery::{Component, Publication, PublicationScope};
 use crate::error::{GatewayError, Result};
 use crate::snapshot::provider_env_revision_of;
 use crate::store::{
-    Lifecycle, NewOperation, OperationRecord, OperationState, ProviderRecord, ProviderValues,
-    SandboxRecord, Store, TargetKind, new_id,
+    Constraint, Lifecycle, NewOperation, OperationRecord, OperationState, ProviderRecord,
+    ProviderValues, SandboxRecord, Store, TargetKind, new_id,
 };
 
 /// Most values one provider may hold.
@@ -217,6 +217,26 @@ pub struct ProviderChange {
 
 /// Deletes a provider; refused while a sandbox attaches it, so no session is affected.
 pub async fn delete_provider(store: &Store, existing: &ProviderRecord) -> Result<()> {
+    // On PostgreSQL an attach may commit between the count and the delete (each statement
+    // reads what is committed when it starts), and the database then refuses the delete for
+    // the attachment row that refers to the provider: counting again gives the refusal that
+    // names the sandbox. Three tries are enough for all but a storm of attach/detach pairs,
+    // which gets the store's own answer (FAILED_PRECONDITION).
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match try_delete_provider(store, existing).await {
+            Err(GatewayError::Store(e))
+                if e.constraint() == Some(Constraint::ForeignKey) && tries < 3 =>
+            {
+                tracing::debug!(provider = %existing.id, "an attach committed during the delete; counting again");
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+async fn try_delete_provider(store: &Store, existing: &ProviderRecord) -> Result<()> {
     let mut tx = store.begin_write().await?;
     let count = tx.provider_attachment_count(&existing.id).await?;
     if count > 0 {
@@ -313,7 +333,16 @@ pub async fn attach(
         refuse_shadowing(&provider.name, &provider.variable_names(), &beside)?;
     }
     let epoch = if attach {
-        tx.attach(&sandbox.id, &provider.id).await?
+        match tx.attach(&sandbox.id, &provider.id).await {
+            Err(e) if e.constraint() == Some(Constraint::ForeignKey) => {
+                // The provider was read before this transaction began, and deleted since.
+                return Err(GatewayError::NotFound(format!(
+                    "provider {}/{} ({}) was deleted; nothing was attached",
+                    provider.workspace, provider.name, provider.id
+                )));
+            }
+            epoch => epoch?,
+        }
     } else {
         tx.detach(&sandbox.id, &provider.id).await?
     };

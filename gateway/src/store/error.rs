@@ -11,7 +11,17 @@ pub enum StoreError {
     /// The database failed or could not be reached. The detail is for the log: it may quote
     /// SQL, hosts or rows.
     #[error("store error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
+    /// The database refused a write that breaks one of its constraints: a row it refers to
+    /// is gone, or a row it deletes is still referred to (a foreign key), a key is taken, or
+    /// a value is outside what a column allows. Not an outage: the same write fails the same
+    /// way however often it is retried, and nothing of it was made. The detail is for the
+    /// log.
+    #[error("the write breaks a {kind} constraint of the store: {source}")]
+    Constraint {
+        kind: Constraint,
+        source: sqlx::Error,
+    },
     /// A stored value could not be decoded (corruption or a bad key).
     #[error("stored data is unreadable: {0}")]
     Corrupt(String),
@@ -40,6 +50,53 @@ pub enum StoreError {
     },
 }
 
+/// Which kind of constraint a refused write broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Constraint {
+    /// A row refers to one that does not exist, or a deleted row is still referred to.
+    ForeignKey,
+    /// A unique index or primary key is taken.
+    Unique,
+    /// A `CHECK` or `NOT NULL` rule of a column.
+    Check,
+}
+
+impl std::fmt::Display for Constraint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::ForeignKey => "foreign key",
+            Self::Unique => "unique",
+            Self::Check => "check",
+        })
+    }
+}
+
+/// Every database error becomes a store error here, so a constraint the database enforces
+/// is told apart from an outage wherever a statement fails, on SQLite and PostgreSQL alike
+/// (both drivers classify their codes: SQLite's extended `SQLITE_CONSTRAINT_*`,
+/// PostgreSQL's SQLSTATE class 23).
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match constraint_of(&e) {
+            Some(kind) => Self::Constraint { kind, source: e },
+            None => Self::Database(e),
+        }
+    }
+}
+
+fn constraint_of(e: &sqlx::Error) -> Option<Constraint> {
+    use sqlx::error::ErrorKind;
+    let sqlx::Error::Database(db) = e else {
+        return None;
+    };
+    match db.kind() {
+        ErrorKind::ForeignKeyViolation => Some(Constraint::ForeignKey),
+        ErrorKind::UniqueViolation => Some(Constraint::Unique),
+        ErrorKind::CheckViolation | ErrorKind::NotNullViolation => Some(Constraint::Check),
+        _ => None,
+    }
+}
+
 impl StoreError {
     /// The part of the store that answers a call has shut down with the gateway.
     pub fn stopping() -> Self {
@@ -50,9 +107,14 @@ impl StoreError {
     /// know which name is taken report [`StoreError::AlreadyExists`] instead; this is for a
     /// caller that retries a write racing another for the same key.
     pub fn is_unique_violation(&self) -> bool {
+        self.constraint() == Some(Constraint::Unique)
+    }
+
+    /// The constraint a refused write broke, if that is why it failed.
+    pub fn constraint(&self) -> Option<Constraint> {
         match self {
-            Self::Database(e) => is_unique_violation(e),
-            _ => false,
+            Self::Constraint { kind, .. } => Some(*kind),
+            _ => None,
         }
     }
 

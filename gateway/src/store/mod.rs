@@ -46,7 +46,7 @@ pub use build_inputs::{
     ConfigInputRevisions, OwnPolicy, PendingInputs, PolicyBody, ReadPriority, SandboxConfigInputs,
     SharedInputCache,
 };
-pub use error::{Result, StoreError};
+pub use error::{Constraint, Result, StoreError};
 use events::ChangedOperation;
 pub use events::{DEFAULT_WAIT_RECHECK, OperationEvents, OperationSignal};
 pub use fanout_intents::FanoutIntent;
