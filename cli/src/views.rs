@@ -410,7 +410,38 @@ pub fn setting_definitions(out: &Output, list: &[SettingDefinition]) -> String {
     finish(table)
 }
 
+/// When a provider's credentials stop being valid, for its EXPIRES column: `-` when none
+/// expires, `expired 3d ago` once the earliest has passed (the time itself when its age
+/// cannot be told, before 1970), and the earliest time otherwise.
+fn expiry(at: Option<&str>, now: SystemTime) -> String {
+    let Some(at) = at else {
+        return "-".to_owned();
+    };
+    // Every time the SDK gives has the same fixed-width UTC form, so text order is time order.
+    let now_text = humantime::format_rfc3339_millis(now).to_string();
+    if at > now_text.as_str() {
+        return at.to_owned();
+    }
+    match age(Some(at), now) {
+        known if known != "-" => format!("expired {known} ago"),
+        _ => format!("expired {at}"),
+    }
+}
+
+/// Each credential's expiry, one `NAME: when` line apiece, for the key/value view.
+fn credential_expiry_lines(p: &Provider, now: SystemTime) -> String {
+    if p.credential_expires_at.is_empty() {
+        return "-".to_owned();
+    }
+    p.credential_expires_at
+        .iter()
+        .map(|(name, at)| format!("{name}: {}", expiry(Some(at), now)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 pub fn provider(out: &Output, p: &Provider) -> String {
+    let now = SystemTime::now();
     let env = if p.env.is_empty() {
         "-".to_owned()
     } else {
@@ -428,7 +459,8 @@ pub fn provider(out: &Output, p: &Provider) -> String {
         ("env", env),
         ("credentials", list_or_dash(&p.credential_names)),
         ("revision", p.revision.to_string()),
-        ("expires", dash(p.expires_at.as_deref())),
+        ("expires", expiry(p.expires_at.as_deref(), now)),
+        ("credential expiry", credential_expiry_lines(p, now)),
         ("attached sandboxes", list_or_dash(&p.attached_sandbox_ids)),
         ("created", dash(p.created_at.as_deref())),
         ("updated", dash(p.updated_at.as_deref())),
@@ -449,7 +481,9 @@ pub fn providers(out: &Output, list: &[Provider]) -> String {
             Column::new("ATTACHED", |p: &Provider| {
                 p.attached_sandbox_ids.len().to_string()
             }),
-            Column::new("EXPIRES", |p: &Provider| dash(p.expires_at.as_deref())),
+            Column::new("EXPIRES", move |p: &Provider| {
+                expiry(p.earliest_expiry(), now)
+            }),
             Column::new("CREDENTIALS", |p: &Provider| {
                 list_or_dash(&p.credential_names)
             })
@@ -786,6 +820,8 @@ pub fn gateway(out: &Output, g: &GatewayInfo) -> String {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use openshell_sdk::{ApplyOutcome, OperationState};
 
     use super::*;
@@ -999,6 +1035,70 @@ mod tests {
         );
     }
 
+    fn provider_expiring(expires_at: Option<&str>, credential: Option<&str>) -> Provider {
+        Provider {
+            id: "pv-1".into(),
+            name: "gh".into(),
+            workspace: "default".into(),
+            provider_type: "github".into(),
+            env: BTreeMap::new(),
+            credential_names: vec!["TOKEN".into()],
+            revision: 1,
+            expires_at: expires_at.map(Into::into),
+            attached_sandbox_ids: Vec::new(),
+            created_at: Some("2026-11-29T09:30:00.000Z".into()),
+            updated_at: None,
+            credential_expires_at: credential
+                .map(|at| ("TOKEN".to_string(), at.to_string()))
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// Probe: `provider list` showed `-` for a credential that had expired (its own expiry,
+    /// or one before 1970). It says expired, and shows the earliest expiry of any credential.
+    #[test]
+    fn provider_list_shows_expired_credentials_as_expired() {
+        let out = plain(OutputFormat::Table);
+        let expiring = |provider: Provider| {
+            let text = providers(&out, std::slice::from_ref(&provider));
+            let header = text.lines().next().unwrap().to_owned();
+            let row = text.lines().nth(1).unwrap().to_owned();
+            let at = header.find("EXPIRES").unwrap();
+            row[at..].split("  ").next().unwrap().trim().to_owned()
+        };
+        assert_eq!(expiring(provider_expiring(None, None)), "-");
+        let own = expiring(provider_expiring(None, Some("2020-01-01T00:00:00.000Z")));
+        assert!(
+            own.starts_with("expired ") && own.ends_with("d ago"),
+            "{own}"
+        );
+        assert_eq!(
+            expiring(provider_expiring(None, Some("1960-01-01T00:00:00.000Z"))),
+            "expired 1960-01-01T00:00:00.000Z"
+        );
+        // The earlier of the provider's and the credential's own.
+        assert_eq!(
+            expiring(provider_expiring(
+                Some("9000-01-01T00:00:00.000Z"),
+                Some("8000-01-01T00:00:00.000Z")
+            )),
+            "8000-01-01T00:00:00.000Z"
+        );
+        let text = super::provider(
+            &out,
+            &provider_expiring(
+                Some("2020-01-01T00:00:00.000Z"),
+                Some("1960-01-01T00:00:00.000Z"),
+            ),
+        );
+        assert!(
+            text.contains("TOKEN: expired 1960-01-01T00:00:00.000Z"),
+            "{text}"
+        );
+        assert!(text.contains("expires             expired "), "{text}");
+    }
+
     #[test]
     fn user_and_gateway_text_never_reaches_the_terminal_raw() {
         let mut op = failed_op();
@@ -1018,6 +1118,7 @@ mod tests {
             attached_sandbox_ids: Vec::new(),
             created_at: Some("2026-11-29T09:30:00.000Z".into()),
             updated_at: None,
+            credential_expires_at: BTreeMap::new(),
         };
         for color in [false, true] {
             let out = Output {

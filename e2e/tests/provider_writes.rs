@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use openshell_e2e::cli::openshell;
 use openshell_e2e::{Api, Backend, POLICY, TestGateway, TestStore, create_sandbox, sandbox_ref};
 use openshell_gateway::DeliveryMode;
 use openshell_gateway::error::GatewayError;
@@ -17,6 +18,15 @@ fn plain(name: &str, value: &str) -> pb::ProviderValueInput {
         value: value.into(),
         class: pb::ValueClass::NonSecret as i32,
         expires_at: None,
+    }
+}
+
+fn credential(name: &str, expires_at: Option<prost_types::Timestamp>) -> pb::ProviderValueInput {
+    pb::ProviderValueInput {
+        name: name.into(),
+        value: "s3cret".into(),
+        class: pb::ValueClass::Credential as i32,
+        expires_at,
     }
 }
 
@@ -182,4 +192,82 @@ async fn attaches_racing_deletes_are_never_unavailable_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attaches_racing_deletes_are_never_unavailable_on_postgres() {
     attaches_racing_deletes_are_never_unavailable(Backend::Postgres).await;
+}
+
+// ------------------------------------------------------------- expiry times
+
+/// Probe: `expires_at` with seconds of ±2^63 or nanos of -1 or 2·10⁹ was cut to fit, so the
+/// earliest-expiry gauge read -9223372036854776 and `provider list` showed `-` for a
+/// credential long expired. Such times are refused naming the field; a time before 1970 is a
+/// valid one, counted as it is and shown expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiry_times_follow_the_timestamp_rules() {
+    let gw = TestGateway::start(Backend::Sqlite).await;
+    let mut api = gw.api().await;
+    let at = |seconds: i64, nanos: i32| Some(prost_types::Timestamp { seconds, nanos });
+    let refused = [
+        (at(i64::MAX, 0), None, "expires_at.seconds"),
+        (at(i64::MIN, 0), None, "expires_at.seconds"),
+        (None, at(0, -1), "values[2].expires_at.nanos"),
+        (None, at(0, 2_000_000_000), "values[2].expires_at.nanos"),
+        (None, at(253_402_300_800, 0), "values[2].expires_at.seconds"),
+    ];
+    for (provider_at, value_at, field) in refused {
+        let err = api
+            .create_provider(pb::CreateProviderRequest {
+                name: "timed".into(),
+                r#type: "generic".into(),
+                values: vec![
+                    plain("A", "1"),
+                    plain("B", "2"),
+                    credential("TOKEN", value_at),
+                ],
+                expires_at: provider_at,
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().starts_with(field), "{field}: {err:?}");
+    }
+    let listed = api
+        .list_providers(pb::ListProvidersRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed.providers.is_empty(), "{listed:?}");
+
+    // 1960-01-01: valid, and long expired.
+    api.create_provider(pb::CreateProviderRequest {
+        name: "expired".into(),
+        r#type: "generic".into(),
+        values: vec![credential("TOKEN", at(-315_619_200, 0))],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let store = &gw.state().store;
+    let gauges = store.gauges(0).await.unwrap();
+    assert_eq!(gauges.earliest_credential_expiry_ms, Some(-315_619_200_000));
+    gw.state().metrics.record_store(&gauges);
+    assert_eq!(
+        openshell_e2e::metric(
+            &gw,
+            "openshell_provider_credentials_earliest_expiry_timestamp_seconds"
+        )
+        .await,
+        -315_619_200.0
+    );
+    let run = openshell(&gw.endpoint(), &["provider", "list"], None).await;
+    run.expect(0);
+    let row = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("expired "))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(
+        row.contains("expired 1960-01-01T00:00:00.000Z"),
+        "{}",
+        run.stdout
+    );
 }

@@ -30,10 +30,13 @@ pub struct ProviderInput {
     pub expires_at: Option<i64>,
     /// Expiry of single values, by input index (for error paths): (name, ms).
     pub value_expires_at: BTreeMap<usize, (String, i64)>,
+    /// Expiry times outside a protobuf `Timestamp`'s range, refused with the rest.
+    pub bad_times: Vec<Violation>,
 }
 
 impl ProviderInput {
     fn validate(&self, violations: &mut Vec<Violation>) {
+        violations.extend(self.bad_times.iter().cloned());
         if self.classes.len() > MAX_PROVIDER_VALUES {
             violations.push(Violation {
                 field: "values".into(),

@@ -20,10 +20,40 @@ pub fn timestamp(ms: i64) -> prost_types::Timestamp {
     }
 }
 
-pub fn timestamp_to_ms(ts: &prost_types::Timestamp) -> i64 {
-    ts.seconds
-        .saturating_mul(1000)
-        .saturating_add(i64::from(ts.nanos / 1_000_000))
+/// First second of 0001-01-01 and last of 9999-12-31 (UTC): the range of a protobuf
+/// `Timestamp`, and of the RFC 3339 text clients show it as.
+pub const MIN_TIMESTAMP_SECONDS: i64 = -62_135_596_800;
+pub const MAX_TIMESTAMP_SECONDS: i64 = 253_402_300_799;
+
+/// A client's `Timestamp` in milliseconds since the epoch, or the violations of the protobuf
+/// rules (seconds within 0001-01-01..9999-12-31, nanos within 0..999,999,999) at `field`'s
+/// `.seconds` and `.nanos`. Within that range the milliseconds always fit an `i64`, so
+/// nothing is cut to fit later.
+pub fn timestamp_to_ms(
+    field: &str,
+    ts: &prost_types::Timestamp,
+) -> Result<i64, Vec<openshell_core::Violation>> {
+    let mut violations = Vec::new();
+    if !(MIN_TIMESTAMP_SECONDS..=MAX_TIMESTAMP_SECONDS).contains(&ts.seconds) {
+        violations.push(openshell_core::Violation::new(
+            format!("{field}.seconds"),
+            format!(
+                "{} is outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z \
+                 ({MIN_TIMESTAMP_SECONDS}..{MAX_TIMESTAMP_SECONDS})",
+                ts.seconds
+            ),
+        ));
+    }
+    if !(0..=999_999_999).contains(&ts.nanos) {
+        violations.push(openshell_core::Violation::new(
+            format!("{field}.nanos"),
+            format!("{} is outside 0..999999999", ts.nanos),
+        ));
+    }
+    if !violations.is_empty() {
+        return Err(violations);
+    }
+    Ok(ts.seconds * 1000 + i64::from(ts.nanos / 1_000_000))
 }
 
 pub fn lifecycle(l: Lifecycle) -> pb::SandboxLifecycle {
@@ -170,6 +200,11 @@ pub fn provider(p: &ProviderRecord) -> pb::Provider {
         attached_sandbox_ids: p.attached_sandbox_ids.clone(),
         created_at: Some(timestamp(p.created_at)),
         updated_at: Some(timestamp(p.updated_at)),
+        credential_expires_at: p
+            .credential_names
+            .iter()
+            .filter_map(|name| Some((name.clone(), timestamp(p.credential_expires_at(name)?))))
+            .collect(),
     }
 }
 
@@ -247,5 +282,52 @@ pub fn sandbox_setting_scope(s: Option<Scope>) -> sb::SettingScope {
         Some(Scope::Global) => sb::SettingScope::Global,
         Some(Scope::Workspace) => sb::SettingScope::Workspace,
         Some(Scope::Sandbox) => sb::SettingScope::Sandbox,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64, nanos: i32) -> prost_types::Timestamp {
+        prost_types::Timestamp { seconds, nanos }
+    }
+
+    /// Probe: out-of-range times were cut to fit (`seconds` of ±2^63 became i64::MIN or MAX
+    /// milliseconds), so the earliest-expiry gauge read -9223372036854776. They are refused,
+    /// naming the field.
+    #[test]
+    fn client_times_follow_the_timestamp_rules() {
+        assert_eq!(
+            timestamp_to_ms("expires_at", &at(1, 5_000_000)).unwrap(),
+            1005
+        );
+        assert_eq!(
+            timestamp_to_ms("expires_at", &at(MIN_TIMESTAMP_SECONDS, 0)).unwrap(),
+            MIN_TIMESTAMP_SECONDS * 1000
+        );
+        assert_eq!(
+            timestamp_to_ms("expires_at", &at(MAX_TIMESTAMP_SECONDS, 999_999_999)).unwrap(),
+            MAX_TIMESTAMP_SECONDS * 1000 + 999
+        );
+        let fields = |ts| {
+            timestamp_to_ms("values[2].expires_at", &ts)
+                .unwrap_err()
+                .into_iter()
+                .map(|v| v.field)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(fields(at(i64::MAX, 0)), ["values[2].expires_at.seconds"]);
+        assert_eq!(fields(at(i64::MIN, 0)), ["values[2].expires_at.seconds"]);
+        assert_eq!(
+            fields(at(MAX_TIMESTAMP_SECONDS + 1, 0)),
+            ["values[2].expires_at.seconds"]
+        );
+        assert_eq!(fields(at(0, -1)), ["values[2].expires_at.nanos"]);
+        assert_eq!(
+            fields(at(MIN_TIMESTAMP_SECONDS - 1, 2_000_000_000)),
+            ["values[2].expires_at.seconds", "values[2].expires_at.nanos"]
+        );
     }
 }

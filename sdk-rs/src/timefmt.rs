@@ -4,6 +4,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// First second of year 10000: RFC 3339 has only four year digits.
 const MAX_RFC3339_SECONDS: i64 = 253_402_300_800;
+/// First second of year 1, the earliest a protobuf `Timestamp` holds.
+const MIN_RFC3339_SECONDS: i64 = -62_135_596_800;
 
 /// RFC 3339 with milliseconds (`2026-11-29T09:30:00.123Z`), or `None` when
 /// unset or outside what RFC 3339 can express (humantime panics there).
@@ -17,13 +19,31 @@ pub(crate) fn ms_to_proto_timestamp(ms: i64) -> prost_types::Timestamp {
 
 pub(crate) fn timestamp(ts: Option<prost_types::Timestamp>) -> Option<String> {
     let ts = ts?;
-    if ts.seconds < 0 || ts.seconds >= MAX_RFC3339_SECONDS || ts.nanos < 0 {
+    if !(MIN_RFC3339_SECONDS..MAX_RFC3339_SECONDS).contains(&ts.seconds)
+        || !(0..1_000_000_000).contains(&ts.nanos)
+    {
         return None;
     }
     let nanos = u32::try_from(ts.nanos).ok()?;
-    let seconds = u64::try_from(ts.seconds).ok()?;
-    let time = UNIX_EPOCH.checked_add(Duration::new(seconds, nanos))?;
-    Some(humantime::format_rfc3339_millis(time).to_string())
+    match u64::try_from(ts.seconds) {
+        Ok(seconds) => {
+            let time = UNIX_EPOCH.checked_add(Duration::new(seconds, nanos))?;
+            Some(humantime::format_rfc3339_millis(time).to_string())
+        }
+        // humantime knows no year before 1970; prost's own text does, but leaves out a
+        // fraction that is zero, which every other time here shows as `.000`.
+        Err(_) => {
+            let millis = prost_types::Timestamp {
+                seconds: ts.seconds,
+                nanos: ts.nanos - ts.nanos % 1_000_000,
+            };
+            let text = millis.to_string();
+            Some(match text.strip_suffix('Z') {
+                Some(whole) if !whole.contains('.') => format!("{whole}.000Z"),
+                _ => text,
+            })
+        }
+    }
 }
 
 /// Human duration text such as `1s 500ms`, or `None` when unset or negative.
@@ -63,13 +83,29 @@ mod tests {
     }
 
     #[test]
-    fn unset_and_out_of_range_are_none() {
+    fn unset_and_out_of_range_are_none_and_times_before_1970_are_shown() {
         assert_eq!(timestamp(None), None);
         let before_epoch = prost_types::Timestamp {
             seconds: -1,
             nanos: 0,
         };
-        assert_eq!(timestamp(Some(before_epoch)), None);
+        assert_eq!(
+            timestamp(Some(before_epoch)).as_deref(),
+            Some("1969-12-31T23:59:59.000Z")
+        );
+        let first = prost_types::Timestamp {
+            seconds: MIN_RFC3339_SECONDS,
+            nanos: 5_000_000,
+        };
+        assert_eq!(
+            timestamp(Some(first)).as_deref(),
+            Some("0001-01-01T00:00:00.005Z")
+        );
+        let before_year_one = prost_types::Timestamp {
+            seconds: MIN_RFC3339_SECONDS - 1,
+            nanos: 0,
+        };
+        assert_eq!(timestamp(Some(before_year_one)), None);
         let far_future = prost_types::Timestamp {
             seconds: MAX_RFC3339_SECONDS,
             nanos: 0,

@@ -416,9 +416,19 @@ fn provider_input(
     let mut credentials = BTreeMap::new();
     let mut classes = Vec::new();
     let mut value_expires_at = BTreeMap::new();
+    let mut bad_times = Vec::new();
+    let mut time = |field: String, at: &prost_types::Timestamp| {
+        wire::timestamp_to_ms(&field, at)
+            .map_err(|v| bad_times.extend(v))
+            .ok()
+    };
     for (i, v) in values.iter().enumerate() {
-        if let Some(at) = &v.expires_at {
-            value_expires_at.insert(i, (v.name.clone(), wire::timestamp_to_ms(at)));
+        if let Some(at) = v
+            .expires_at
+            .as_ref()
+            .and_then(|at| time(format!("values[{i}].expires_at"), at))
+        {
+            value_expires_at.insert(i, (v.name.clone(), at));
         }
         let class = match pb::ValueClass::try_from(v.class) {
             Ok(pb::ValueClass::Credential) => Some(ValueClass::Credential),
@@ -435,12 +445,14 @@ fn provider_input(
             }
         }
     }
+    let expires_at = expires_at.and_then(|at| time("expires_at".into(), at));
     ProviderInput {
         env,
         credentials,
         classes,
-        expires_at: expires_at.map(wire::timestamp_to_ms),
+        expires_at,
         value_expires_at,
+        bad_times,
     }
 }
 

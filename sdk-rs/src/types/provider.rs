@@ -29,6 +29,23 @@ pub struct Provider {
     pub created_at: Option<String>,
     #[serde(default)]
     pub updated_at: Option<String>,
+    /// When each credential stops being valid, by name: the earlier of its own expiry and the
+    /// provider's `expires_at`. A credential that never expires is absent.
+    #[serde(default)]
+    pub credential_expires_at: BTreeMap<String, String>,
+}
+
+impl Provider {
+    /// The first time one of its credentials stops being valid: the earliest of
+    /// `credential_expires_at` and `expires_at`.
+    pub fn earliest_expiry(&self) -> Option<&str> {
+        // Every time here has the same fixed-width UTC form, so text order is time order.
+        self.credential_expires_at
+            .values()
+            .chain(self.expires_at.as_ref())
+            .map(String::as_str)
+            .min()
+    }
 }
 
 impl From<pb::Provider> for Provider {
@@ -45,6 +62,11 @@ impl From<pb::Provider> for Provider {
             attached_sandbox_ids: p.attached_sandbox_ids,
             created_at: timefmt::timestamp(p.created_at),
             updated_at: timefmt::timestamp(p.updated_at),
+            credential_expires_at: p
+                .credential_expires_at
+                .into_iter()
+                .filter_map(|(name, at)| Some((name, timefmt::timestamp(Some(at))?)))
+                .collect(),
         }
     }
 }

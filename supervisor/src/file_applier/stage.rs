@@ -333,11 +333,20 @@ fn revisions_value(desired: &DesiredConfig) -> Value {
     })
 }
 
+/// RFC 3339 to the second, or empty outside a protobuf `Timestamp`'s range (years 1 to
+/// 9999). prost's own text, not humantime's: a credential may have expired before 1970,
+/// which humantime's formatter panics on.
 fn timestamp_text(ts: &prost_types::Timestamp) -> String {
-    match SystemTime::try_from(*ts) {
-        Ok(t) => humantime::format_rfc3339_seconds(t).to_string(),
-        Err(_) => String::new(),
+    const YEAR_1: i64 = -62_135_596_800;
+    const YEAR_9999_END: i64 = 253_402_300_799;
+    if !(YEAR_1..=YEAR_9999_END).contains(&ts.seconds) {
+        return String::new();
     }
+    prost_types::Timestamp {
+        seconds: ts.seconds,
+        nanos: 0,
+    }
+    .to_string()
 }
 
 fn scope_name(scope: sb::SettingScope) -> &'static str {
@@ -388,6 +397,27 @@ mod tests {
             settings["settings"]["policy_validation_failure_mode"]["scope"],
             "default"
         );
+    }
+
+    /// Probe: a credential that expired before 1970 (a valid protobuf `Timestamp`) made the
+    /// supervisor panic while staging its provider environment, in humantime's formatter.
+    #[test]
+    fn an_expiry_before_1970_is_staged() {
+        let mut d = sample(1, "e1");
+        d.provider_env.expires_at = Some(prost_types::Timestamp {
+            seconds: -86_400,
+            nanos: 0,
+        });
+        let staged = stage(&d, &mut PolicyMemo::default()).unwrap();
+        let env: Value = serde_json::from_slice(&staged.files[2].bytes).unwrap();
+        assert_eq!(env["expires_at"], "1969-12-31T00:00:00Z");
+        d.provider_env.expires_at = Some(prost_types::Timestamp {
+            seconds: 1_796_117_400,
+            nanos: 123_000_000,
+        });
+        let staged = stage(&d, &mut PolicyMemo::default()).unwrap();
+        let env: Value = serde_json::from_slice(&staged.files[2].bytes).unwrap();
+        assert_eq!(env["expires_at"], "2026-12-01T09:30:00Z");
     }
 
     #[test]
