@@ -516,7 +516,7 @@ pub enum ProviderCommand {
     },
     /// Replace a provider's values; the given set replaces the old one whole.
     Update {
-        /// Provider id or name.
+        /// Provider id, name or WORKSPACE/NAME.
         #[arg(add = provider_names())]
         provider: String,
         /// Workspace to resolve a name in.
@@ -528,7 +528,7 @@ pub enum ProviderCommand {
     /// Delete a provider that no sandbox attaches.
     #[command(alias = "rm")]
     Delete {
-        /// Provider id or name.
+        /// Provider id, name or WORKSPACE/NAME.
         #[arg(add = provider_names())]
         provider: String,
         /// Workspace to resolve a name in.
@@ -537,7 +537,7 @@ pub enum ProviderCommand {
     },
     /// Show a provider (credential names only).
     Get {
-        /// Provider id or name.
+        /// Provider id, name or WORKSPACE/NAME.
         #[arg(add = provider_names())]
         provider: String,
         /// Workspace to resolve a name in.
@@ -555,7 +555,7 @@ pub enum ProviderCommand {
     Attach {
         #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
-        /// Provider id or name, resolved in the sandbox's workspace.
+        /// Provider id, name (resolved in the sandbox's workspace) or WORKSPACE/NAME.
         #[arg(add = provider_names())]
         provider: String,
     },
@@ -563,7 +563,7 @@ pub enum ProviderCommand {
     Detach {
         #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
         sandbox: String,
-        /// Provider id or name, resolved in the sandbox's workspace.
+        /// Provider id, name (resolved in the sandbox's workspace) or WORKSPACE/NAME.
         #[arg(add = provider_names())]
         provider: String,
     },

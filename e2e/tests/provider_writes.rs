@@ -271,3 +271,60 @@ async fn expiry_times_follow_the_timestamp_rules() {
         run.stdout
     );
 }
+
+// ------------------------------------------------------------- WORKSPACE/NAME
+
+/// Probe: `openshell provider attach SB ws/name` looked for a provider named `ws/name` in
+/// the sandbox's workspace, and said so. It looks for `name` in `ws`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_named_with_its_workspace_is_looked_up_there() {
+    let gw = TestGateway::start(Backend::Sqlite).await;
+    let endpoint = gw.endpoint();
+    let cli = |args: &'static [&'static str]| openshell(&endpoint, args, None);
+    cli(&["sandbox", "create", "web", "--workspace", "team"])
+        .await
+        .expect(0);
+    cli(&["sandbox", "create", "api"]).await.expect(0);
+    cli(&[
+        "provider",
+        "create",
+        "gh",
+        "--type",
+        "github",
+        "--workspace",
+        "team",
+        "--env",
+        "GITHUB_ORG=acme",
+    ])
+    .await
+    .expect(0);
+
+    let missing = cli(&["provider", "attach", "team/web", "team/nope"]).await;
+    assert_ne!(missing.code, 0);
+    assert!(
+        missing
+            .stderr
+            .contains(r#"provider "nope" not found in workspace "team""#),
+        "{}",
+        missing.stderr
+    );
+    let elsewhere = cli(&["provider", "attach", "api", "team/gh"]).await;
+    assert_ne!(elsewhere.code, 0);
+    assert!(
+        elsewhere
+            .stderr
+            .contains(r#"provider gh lives in workspace "team", the sandbox in "default""#),
+        "{}",
+        elsewhere.stderr
+    );
+    cli(&["provider", "attach", "team/web", "team/gh"])
+        .await
+        .expect(0);
+    let shown = cli(&["provider", "get", "team/gh"]).await;
+    shown.expect(0);
+    assert!(
+        shown.stdout.contains("attached sandboxes"),
+        "{}",
+        shown.stdout
+    );
+}

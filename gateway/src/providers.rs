@@ -106,16 +106,33 @@ impl ProviderInput {
     }
 }
 
-/// The provider a request names: an id (`pv-…`) or a name in `workspace`. An empty
+/// The provider a request names: an id (`pv-…`), a name in `workspace`, or
+/// `WORKSPACE/NAME`, which names the workspace it is looked up in itself. An empty
 /// reference is a malformed request, not a name that is missing.
-pub async fn resolve(store: &Store, id_or_name: &str, workspace: &str) -> Result<ProviderRecord> {
-    if id_or_name.is_empty() {
+pub async fn resolve(store: &Store, reference: &str, workspace: &str) -> Result<ProviderRecord> {
+    let (id_or_name, workspace) = split_reference(reference, workspace)?;
+    Ok(store.resolve_provider(id_or_name, workspace).await?)
+}
+
+/// A provider reference as (id or name, the workspace it is looked up in). Names never hold
+/// a `/`, so one in a reference always separates a workspace from a name.
+pub fn split_reference<'a>(reference: &'a str, workspace: &'a str) -> Result<(&'a str, &'a str)> {
+    if reference.is_empty() {
         return Err(GatewayError::invalid(
             "provider",
             "a provider id or name is required",
         ));
     }
-    Ok(store.resolve_provider(id_or_name, workspace).await?)
+    match reference.split_once('/') {
+        None => Ok((reference, workspace)),
+        Some((ws, name)) if !ws.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((name, ws))
+        }
+        Some(_) => Err(GatewayError::invalid(
+            "provider",
+            format!("{reference:?} is not a provider id, name or WORKSPACE/NAME"),
+        )),
+    }
 }
 
 pub async fn create_provider(
@@ -469,6 +486,27 @@ mod tests {
         delete_provider(&store, &provider).await.unwrap();
         let gone = tonic::Status::from(resolve(&store, "pv-1", "default").await.unwrap_err());
         assert_eq!(gone.code(), tonic::Code::NotFound);
+    }
+
+    /// Probe: `provider attach SB ws/gh` looked for a provider named "ws/gh" in the sandbox's
+    /// workspace. `WORKSPACE/NAME` names the workspace it is looked up in.
+    #[tokio::test]
+    async fn a_workspace_qualified_reference_is_looked_up_in_its_workspace() {
+        assert_eq!(split_reference("gh", "default").unwrap(), ("gh", "default"));
+        assert_eq!(split_reference("ws/gh", "default").unwrap(), ("gh", "ws"));
+        for bad in ["/gh", "ws/", "a/b/c"] {
+            let status = tonic::Status::from(split_reference(bad, "default").unwrap_err());
+            assert_eq!(status.code(), tonic::Code::InvalidArgument, "{bad}");
+            assert!(status.message().contains("WORKSPACE/NAME"), "{status:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite_for_tests(dir.path()).await;
+        let missing = tonic::Status::from(resolve(&store, "ws/gh", "default").await.unwrap_err());
+        assert_eq!(missing.code(), tonic::Code::NotFound);
+        assert_eq!(
+            missing.message(),
+            r#"provider "gh" not found in workspace "ws""#
+        );
     }
 
     /// An empty reference is bad input, not a provider that is missing.

@@ -107,7 +107,8 @@ impl OpenShellApi {
         workspace: &str,
     ) -> Result<ProviderRecord, Status> {
         if !provider.is_empty() && !is_id(provider) {
-            who.check_in(permission, workspace)?;
+            let (_, searched) = providers::split_reference(provider, workspace)?;
+            who.check_in(permission, searched)?;
         }
         let record = providers::resolve(&self.state.store, provider, workspace).await?;
         who.check_in(permission, &record.workspace)?;
