@@ -3,14 +3,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::time::Duration;
+
 use openshell_e2e::cli::openshell;
-use openshell_e2e::{Api, Backend, POLICY, TestGateway, TestStore, create_sandbox, sandbox_ref};
+use openshell_e2e::process::spawn_supervisor;
+use openshell_e2e::{
+    Api, Backend, POLICY, TestGateway, TestStore, create_sandbox, eventually, sandbox_ref,
+    terminal_operation,
+};
 use openshell_gateway::DeliveryMode;
 use openshell_gateway::error::GatewayError;
 use openshell_gateway::providers;
 use openshell_gateway::store::Constraint;
 use openshell_proto::v1 as pb;
 use tonic::Code;
+
+const DEADLINE: Duration = Duration::from_secs(60);
 
 fn plain(name: &str, value: &str) -> pb::ProviderValueInput {
     pb::ProviderValueInput {
@@ -28,6 +36,13 @@ fn credential(name: &str, expires_at: Option<prost_types::Timestamp>) -> pb::Pro
         class: pb::ValueClass::Credential as i32,
         expires_at,
     }
+}
+
+/// `count` values of `bytes` each, named `PREFIX_0…`.
+fn bulky(prefix: &str, count: usize, bytes: usize) -> Vec<pb::ProviderValueInput> {
+    (0..count)
+        .map(|i| plain(&format!("{prefix}_{i}"), &"x".repeat(bytes)))
+        .collect()
 }
 
 async fn create_provider(api: &mut Api, name: &str, values: Vec<pb::ProviderValueInput>) {
@@ -56,6 +71,18 @@ async fn sandbox(api: &Api, id: &str) -> pb::Sandbox {
         .await
         .unwrap()
         .into_inner()
+}
+
+async fn provider_revision(api: &Api, name: &str) -> u64 {
+    api.clone()
+        .get_provider(pb::GetProviderRequest {
+            provider: name.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .revision
 }
 
 // ------------------------------------------------------------- attach racing delete
@@ -326,5 +353,133 @@ async fn a_provider_named_with_its_workspace_is_looked_up_there() {
         shown.stdout.contains("attached sandboxes"),
         "{}",
         shown.stdout
+    );
+}
+
+// ------------------------------------------------------------- the bootstrap limit
+
+/// Probe: three providers of 16 × 60 KB values attached; every reconnect was then refused
+/// ("bootstrap is 2883385 bytes; the limit is 1048576 bytes"), the workload never started
+/// and operations stayed PENDING. The attach that would cross the limit is refused, so the
+/// sandbox's supervisor starts and the attach that was accepted is applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attach_past_the_bootstrap_limit_is_refused_and_the_sandbox_still_starts() {
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (id, secret) = create_sandbox(&mut api, "bulky", POLICY).await;
+    for name in ["bulk-a", "bulk-b", "bulk-c"] {
+        let prefix = name.replace('-', "_").to_uppercase();
+        create_provider(&mut api, name, bulky(&prefix, 16, 60_000)).await;
+    }
+    let first = api
+        .attach_provider(attach(&id, "bulk-a"))
+        .await
+        .unwrap()
+        .into_inner();
+    let before = sandbox(&api, &id).await;
+    let operations_before = gw.state().store.count_operations().await.unwrap();
+
+    for name in ["bulk-b", "bulk-c"] {
+        let err = api.attach_provider(attach(&id, name)).await.unwrap_err();
+        assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+        let message = err.message();
+        for needle in [
+            format!("attaching provider default/{name}"),
+            format!("sandbox default/bulky ({id})"),
+            "the limit is 1048576 bytes".to_string(),
+        ] {
+            assert!(message.contains(&needle), "{needle:?} in {message}");
+        }
+        let size: usize = message
+            .split("bytes;")
+            .next()
+            .and_then(|head| head.rsplit(' ').nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no size in {message}"));
+        assert!(size > 1_048_576, "{message}");
+    }
+    let after = sandbox(&api, &id).await;
+    assert_eq!(after.attachment_epoch, before.attachment_epoch);
+    assert_eq!(after.providers, before.providers);
+    assert_eq!(
+        gw.state().store.count_operations().await.unwrap(),
+        operations_before,
+        "a refused attach records no operation"
+    );
+
+    // A provider update that grows an attached provider past the limit is refused too;
+    // one that keeps its size is not.
+    create_provider(&mut api, "small", vec![plain("SMALL", "s")]).await;
+    api.attach_provider(attach(&id, "small")).await.unwrap();
+    let err = api
+        .update_provider(pb::UpdateProviderRequest {
+            provider: "small".into(),
+            values: bulky("SMALL", 2, 60_000),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    for needle in [
+        "the new values of provider default/small",
+        "sandbox default/bulky",
+        "the limit is 1048576 bytes",
+    ] {
+        assert!(err.message().contains(needle), "{needle:?} in {err:?}");
+    }
+    assert_eq!(provider_revision(&api, "small").await, 1);
+    api.update_provider(pb::UpdateProviderRequest {
+        provider: "bulk-a".into(),
+        values: bulky("BULK_Y", 16, 60_000),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
+    let dir = gw.store.dir.path().join("bulky");
+    let supervisor = spawn_supervisor(&gw.endpoint(), &id, &secret, &dir, &[]);
+    eventually("the workload to start", DEADLINE, || async {
+        supervisor
+            .workload_lines()
+            .iter()
+            .any(|l| l.starts_with("started"))
+            .then_some(())
+    })
+    .await;
+    // The attach accepted first ends (APPLIED, or SUPERSEDED by the writes after it), and
+    // no operation of the sandbox is left waiting.
+    let first = terminal_operation(&api, &first.operation.unwrap().id).await;
+    assert!(
+        [pb::OperationState::Applied, pb::OperationState::Superseded]
+            .map(|s| s as i32)
+            .contains(&first.state),
+        "{first:?}"
+    );
+    eventually("every operation of the sandbox to end", DEADLINE, || {
+        let mut api = api.clone();
+        let id = id.clone();
+        async move {
+            let listed = api
+                .list_operations(pb::ListOperationsRequest {
+                    sandbox: sandbox_ref(&id),
+                    page_size: 1000,
+                    ..Default::default()
+                })
+                .await
+                .ok()?
+                .into_inner();
+            let waiting =
+                [pb::OperationState::Pending, pb::OperationState::Delivered].map(|s| s as i32);
+            (!listed
+                .operations
+                .iter()
+                .any(|op| waiting.contains(&op.state)))
+            .then_some(())
+        }
+    })
+    .await;
+    assert_eq!(
+        sandbox(&api, &id).await.lifecycle,
+        pb::SandboxLifecycle::Running as i32
     );
 }

@@ -210,7 +210,8 @@ enum BrokenBootstrap {
     UnreadableCredentials,
     /// The build gets no time at all.
     NoTimeToBuild,
-    /// The attached providers' values make it larger than one message may be.
+    /// The attached providers' values, then a policy, make it larger than one message may
+    /// be: attaches and provider updates that would are refused, a policy write is not.
     TooLarge,
 }
 
@@ -244,14 +245,26 @@ async fn a_bootstrap_that_cannot_be_built_refuses_the_session(broken: BrokenBoot
         }
         BrokenBootstrap::NoTimeToBuild => "bootstrap build exceeded its 0ns deadline",
         BrokenBootstrap::TooLarge => {
-            // Each provider fits one request; together they outgrow a bootstrap.
-            let value = "v".repeat(60 * 1024);
-            for p in 0..2 {
-                let values: Vec<(&str, String)> = (0..12)
-                    .map(|i| (leak(format!("P{p}_VALUE_{i}")), value.clone()))
-                    .collect();
-                attach_provider(&mut api, &id, &format!("big{p}"), &values).await;
+            // A provider that leaves the bootstrap just under its limit…
+            let value = "v".repeat(61_000);
+            let values: Vec<(&str, String)> = (0..17)
+                .map(|i| (leak(format!("VALUE_{i}")), value.clone()))
+                .collect();
+            attach_provider(&mut api, &id, "big", &values).await;
+            // …and a policy that takes it over.
+            let mut policy = String::from("version: 1\nnetwork_policies:\n");
+            for i in 0..1000 {
+                policy.push_str(&format!(
+                    "  p{i}: {{endpoints: [{{host: h{i}.example.com, port: 443}}]}}\n"
+                ));
             }
+            api.update_config(pb::UpdateConfigRequest {
+                name: id.clone(),
+                policy_text: policy,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
             "the limit is 1048576 bytes"
         }
     };

@@ -10,10 +10,13 @@ use openshell_core::{
 
 use crate::delivery::{Component, Publication, PublicationScope};
 use crate::error::{GatewayError, Result};
-use crate::snapshot::provider_env_revision_of;
+use crate::limits::MAX_MESSAGE_BYTES;
+use crate::snapshot::{
+    BOOTSTRAP_GROWTH_BYTES, ConfigBase, prospective_bootstrap_bytes, provider_env_revision_of,
+};
 use crate::store::{
     Constraint, Lifecycle, NewOperation, OperationRecord, OperationState, ProviderRecord,
-    ProviderValues, SandboxRecord, Store, TargetKind, new_id,
+    ProviderValues, SandboxRecord, Store, TargetKind, WriteTx, new_id,
 };
 
 /// Most values one provider may hold.
@@ -195,6 +198,49 @@ pub(crate) async fn write_values(
         .cipher()
         .seal(&values.credentials)
         .map_err(|e| GatewayError::Corrupt(e.to_string()))?;
+    // The sandboxes whose bootstrap a larger provider must be measured in are known inside
+    // the transaction, and their configuration is read outside it (`ConfigBase`): a write
+    // that finds one it has not read rolls back, reads it, and tries again.
+    let mut bases = BTreeMap::new();
+    for _ in 0..MAX_MEASURE_ROUNDS {
+        match write_values_once(store, existing, &values, &sealed, expected_revision, &bases)
+            .await?
+        {
+            Written::Done(change) => return Ok(change.map(|c| *c)),
+            Written::Unmeasured(ids) => {
+                for id in ids {
+                    let base = crate::snapshot::config_base(store, &id).await?;
+                    bases.insert(id, base);
+                }
+            }
+        }
+    }
+    Err(GatewayError::Unavailable(format!(
+        "the sandboxes attaching provider {}/{} kept changing while its new values were \
+         measured against their bootstrap; nothing was written: retry",
+        existing.workspace, existing.name
+    )))
+}
+
+/// Tries of [`write_values`]: the first finds the attaching sandboxes, the second writes,
+/// a third covers a sandbox attached in between.
+const MAX_MEASURE_ROUNDS: usize = 3;
+
+/// How one try of [`write_values`] ended.
+enum Written {
+    Done(Option<Box<ProviderChange>>),
+    /// Rolled back: these sandboxes must be measured and their configuration was not read.
+    Unmeasured(Vec<String>),
+}
+
+async fn write_values_once(
+    store: &Store,
+    existing: &ProviderRecord,
+    values: &ProviderValues,
+    sealed: &[u8],
+    expected_revision: Option<u64>,
+    bases: &BTreeMap<String, ConfigBase>,
+) -> Result<Written> {
     let mut tx = store.begin_write().await?;
     let names: Vec<&str> = values
         .env
@@ -204,12 +250,18 @@ pub(crate) async fn write_values(
         .collect();
     let beside = tx.co_attached_providers(&existing.id).await?;
     refuse_shadowing(&existing.name, &names, &beside)?;
+    let before = store.provider_in(&mut tx, &existing.id).await?;
     if tx
-        .update_provider(&existing.id, &values, &sealed, expected_revision)
+        .update_provider(&existing.id, values, sealed, expected_revision)
         .await?
         .is_none()
     {
-        return Ok(None);
+        return Ok(Written::Done(None));
+    }
+    let unmeasured =
+        refuse_oversized_bootstraps(store, &mut tx, existing, before.as_ref(), bases).await?;
+    if !unmeasured.is_empty() {
+        return Ok(Written::Unmeasured(unmeasured));
     }
     // The sandbox config carries the provider environment revision it expects, so both
     // components of every attaching sandbox are rebuilt.
@@ -222,10 +274,84 @@ pub(crate) async fn write_values(
     let provider = store
         .resolve_provider(&existing.id, &existing.workspace)
         .await?;
-    Ok(Some(ProviderChange {
+    Ok(Written::Done(Some(Box::new(ProviderChange {
         provider,
         publication,
-    }))
+    }))))
+}
+
+/// Refuses a write that would make a sandbox's bootstrap larger than a session may send
+/// ([`MAX_MESSAGE_BYTES`]): its supervisor could then never start, and every write to the
+/// sandbox would stay PENDING. Measured inside the write's transaction, with the providers
+/// as it leaves them, by the bootstrap's own measure
+/// ([`crate::snapshot::prospective_bootstrap_bytes`]). `what` names the write.
+async fn refuse_oversized_bootstrap(
+    store: &Store,
+    tx: &mut WriteTx,
+    sandbox: &SandboxRecord,
+    base: &ConfigBase,
+    attachment_epoch: u64,
+    what: impl FnOnce() -> String,
+) -> Result<()> {
+    let providers = store.attached_providers_in(tx, &sandbox.id).await?;
+    let size = prospective_bootstrap_bytes(base, attachment_epoch, &providers);
+    if size + BOOTSTRAP_GROWTH_BYTES <= MAX_MESSAGE_BYTES {
+        return Ok(());
+    }
+    Err(GatewayError::FailedPrecondition(format!(
+        "{} would make the bootstrap of sandbox {}/{} ({}) {size} bytes; the limit is \
+         {MAX_MESSAGE_BYTES} bytes ({BOOTSTRAP_GROWTH_BYTES} of them kept for revision \
+         numbers that grow), and a supervisor cannot start on a larger one: nothing was \
+         written; detach a provider or make its values smaller",
+        what(),
+        sandbox.workspace,
+        sandbox.name,
+        sandbox.id
+    )))
+}
+
+/// [`refuse_oversized_bootstrap`] for every live sandbox attaching a provider whose values
+/// `tx` just replaced; the ids of those `bases` lacks, if any, measuring none. Only a
+/// provider whose part of the provider environment grew can push a bootstrap over the
+/// limit, so a write that keeps or shrinks it (most credential refreshes) reads no sandbox.
+async fn refuse_oversized_bootstraps(
+    store: &Store,
+    tx: &mut WriteTx,
+    existing: &ProviderRecord,
+    before: Option<&(ProviderRecord, BTreeMap<String, Secret>)>,
+    bases: &BTreeMap<String, ConfigBase>,
+) -> Result<Vec<String>> {
+    let Some(after) = store.provider_in(tx, &existing.id).await? else {
+        return Ok(Vec::new());
+    };
+    let part = |provider: &(ProviderRecord, BTreeMap<String, Secret>)| {
+        crate::snapshot::provider_environment_bytes(std::slice::from_ref(provider))
+    };
+    if before.is_some_and(|before| part(&after) <= part(before)) {
+        return Ok(Vec::new());
+    }
+    let sandboxes = tx.live_attaching_sandboxes(&existing.id).await?;
+    let unmeasured: Vec<String> = sandboxes
+        .iter()
+        .filter(|s| !bases.contains_key(&s.id))
+        .map(|s| s.id.clone())
+        .collect();
+    if !unmeasured.is_empty() {
+        return Ok(unmeasured);
+    }
+    for sandbox in &sandboxes {
+        let Some(base) = bases.get(&sandbox.id) else {
+            continue;
+        };
+        refuse_oversized_bootstrap(store, tx, sandbox, base, sandbox.attachment_epoch, || {
+            format!(
+                "the new values of provider {}/{}",
+                existing.workspace, existing.name
+            )
+        })
+        .await?;
+    }
+    Ok(Vec::new())
 }
 
 /// A committed provider update and the publication it made.
@@ -341,6 +467,12 @@ pub async fn attach(
             provider.name, provider.workspace, sandbox.workspace
         )));
     }
+    // Read before the transaction: see `ConfigBase`.
+    let base = if attach {
+        Some(crate::snapshot::config_base(store, &sandbox.id).await?)
+    } else {
+        None
+    };
     let mut tx = store.begin_write().await?;
     let current = tx.lock_sandbox(&sandbox.id).await?;
     if attach {
@@ -366,6 +498,15 @@ pub async fn attach(
     } else {
         tx.detach(&sandbox.id, &provider.id).await?
     };
+    if let (Some(base), Some(epoch)) = (&base, epoch) {
+        refuse_oversized_bootstrap(store, &mut tx, &current, base, epoch, || {
+            format!(
+                "attaching provider {}/{}",
+                provider.workspace, provider.name
+            )
+        })
+        .await?;
+    }
     let operation_id = new_id("op");
     // Both components: the sandbox config names the provider environment revision it expects.
     let publication = epoch.map(|_| Publication::sandbox(&sandbox.id, &Component::ALL));

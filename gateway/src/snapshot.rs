@@ -14,7 +14,7 @@ use prost::bytes::Bytes;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use openshell_core::settings;
+use openshell_core::{Secret, settings};
 use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
 use sha2::{Digest, Sha256};
@@ -24,8 +24,8 @@ use crate::delivery::marks::{Component, Lane};
 use crate::encoded_policies;
 use crate::error::{GatewayError, Result};
 use crate::store::{
-    ConfigInputRevisions, Lifecycle, OwnPolicy, PendingInputs, PolicyBody, ReadPriority,
-    SandboxRecord, Store, now_ms,
+    ConfigInputRevisions, Lifecycle, OwnPolicy, PendingInputs, PolicyBody, ProviderRecord,
+    ReadPriority, SandboxRecord, Store, now_ms,
 };
 use crate::wire;
 
@@ -132,8 +132,16 @@ async fn sandbox_config_from(
     sandbox_id: &str,
     read: PendingInputs,
 ) -> Result<(pb::SandboxConfigSnapshot, bool, ConfigInputRevisions)> {
-    let mut inputs = read.inputs(store).await?;
+    let inputs = read.inputs(store).await?;
     ensure_deliverable(&inputs.sandbox)?;
+    sandbox_config_of(sandbox_id, inputs)
+}
+
+/// The `sandbox_config` snapshot of inputs already read, whatever the sandbox's lifecycle.
+fn sandbox_config_of(
+    sandbox_id: &str,
+    mut inputs: crate::store::SandboxConfigInputs,
+) -> Result<(pb::SandboxConfigSnapshot, bool, ConfigInputRevisions)> {
     let revisions = inputs.revisions();
     let (policy, policy_hash, source) = match (&inputs.global_policy, inputs.own_policy.take()) {
         (Some(g), _) => (
@@ -248,11 +256,28 @@ pub async fn build_provider_environment(
     let providers = store
         .attached_providers_with_credentials(sandbox_id)
         .await?;
+    let fingerprint = provider_env_revision(store, sandbox_id, sandbox.attachment_epoch).await?;
+    Ok(provider_environment_of(
+        sandbox_id,
+        sandbox.attachment_epoch,
+        fingerprint,
+        &providers,
+    ))
+}
+
+/// The `provider_environment` snapshot of `providers` (attached, credentials opened, by
+/// name) at `attachment_epoch`, whose revision is `fingerprint`.
+fn provider_environment_of(
+    sandbox_id: &str,
+    attachment_epoch: u64,
+    fingerprint: String,
+    providers: &[(ProviderRecord, BTreeMap<String, Secret>)],
+) -> pb::GetSandboxProviderEnvironmentResponse {
     let mut environment = BTreeMap::new();
     let mut sources = BTreeMap::new();
     let mut credential_expires_at_ms = BTreeMap::new();
     let mut expires_at: Option<i64> = None;
-    for (provider, credentials) in &providers {
+    for (provider, credentials) in providers {
         let source = |class: pb::ValueClass| pb::EnvValueSource {
             class: class as i32,
             provider: provider.name.clone(),
@@ -273,18 +298,109 @@ pub async fn build_provider_environment(
             expires_at = Some(expires_at.map_or(at, |e| e.min(at)));
         }
     }
-    let fingerprint = provider_env_revision(store, sandbox_id, sandbox.attachment_epoch).await?;
-    Ok(pb::GetSandboxProviderEnvironmentResponse {
+    pb::GetSandboxProviderEnvironmentResponse {
         environment,
         provider_env_revision: wire::revision_number(&fingerprint),
         credential_expires_at_ms,
         sandbox_id: sandbox_id.to_string(),
         provider_env_fingerprint: fingerprint,
-        attachment_epoch: sandbox.attachment_epoch,
+        attachment_epoch,
         sources,
         expires_at: expires_at.map(wire::timestamp),
         built_at: Some(wire::timestamp(now_ms())),
+    }
+}
+
+/// Sequence number of a session's first frame; the bootstrap's two frames are numbered
+/// from it.
+pub const FIRST_SEQUENCE: u64 = 1;
+
+/// Bytes a bootstrap takes: its two frames as the session sends them. The one measure the
+/// bootstrap limit is checked with, by the session before it sends one, and by every write
+/// that changes what a sandbox's bootstrap holds, before it commits
+/// ([`prospective_bootstrap_bytes`]).
+pub fn bootstrap_bytes(config_frame: &pb::ConfigUpdate, env_frame: &pb::ConfigUpdate) -> usize {
+    prost::Message::encoded_len(config_frame) + prost::Message::encoded_len(env_frame)
+}
+
+/// What a bootstrap built later may take beyond one built now of the same configuration:
+/// its numbers (revisions, epoch, the revision numbers taken from fingerprints, build
+/// time) are varints that may encode longer, up to 10 bytes each. A write is measured
+/// with this added, so a bootstrap it let through is not refused for its size unless the
+/// sandbox's policy or settings grew since (those writes are held to their own limits).
+pub const BOOTSTRAP_GROWTH_BYTES: usize = 256;
+
+/// A sandbox's `sandbox_config` as committed when it was read, whatever the sandbox's
+/// lifecycle (a stopped sandbox gets its bootstrap when it starts): what a write that changes
+/// the sandbox's provider environment measures the bootstrap it leads to with
+/// ([`prospective_bootstrap_bytes`]). Read before the write's transaction begins: on
+/// PostgreSQL a read from the pool inside it could wait for a connection that writes queued
+/// behind the same sandbox hold.
+#[derive(Debug, Clone)]
+pub struct ConfigBase {
+    snapshot: pb::SandboxConfigSnapshot,
+    pending: bool,
+    revisions: ConfigInputRevisions,
+}
+
+pub async fn config_base(store: &Store, sandbox_id: &str) -> Result<ConfigBase> {
+    let read = store.request_sandbox_config_inputs(sandbox_id, ReadPriority::Foreground);
+    let (snapshot, pending, revisions) = sandbox_config_of(sandbox_id, read.inputs(store).await?)?;
+    Ok(ConfigBase {
+        snapshot,
+        pending,
+        revisions,
     })
+}
+
+/// The size (as [`bootstrap_bytes`] counts it) of the bootstrap a sandbox would get with
+/// `providers` (credentials opened, by name) attached at `attachment_epoch`, and `base` for
+/// the rest. A write calls it inside its transaction, with the providers as that
+/// transaction leaves them, and leaves [`BOOTSTRAP_GROWTH_BYTES`] spare.
+pub fn prospective_bootstrap_bytes(
+    base: &ConfigBase,
+    attachment_epoch: u64,
+    providers: &[(ProviderRecord, BTreeMap<String, Secret>)],
+) -> usize {
+    let mut revisions: Vec<(String, u64)> = providers
+        .iter()
+        .map(|(p, _)| (p.id.clone(), p.revision))
+        .collect();
+    revisions.sort();
+    let fingerprint = provider_env_revision_of(attachment_epoch, &revisions);
+    let mut config = base.snapshot.clone();
+    config.provider_env_revision = wire::revision_number(&fingerprint);
+    config.provider_env_fingerprint = fingerprint.clone();
+    let sandbox_id = config.sandbox_id.clone();
+    let env = provider_environment_of(&sandbox_id, attachment_epoch, fingerprint, providers);
+    let config = sandbox_config_built(config, base.pending, Some(base.revisions.clone()));
+    let env = provider_environment_built(env);
+    let (config_frame, env_frame) = number_bootstrap(&config, &env, FIRST_SEQUENCE);
+    bootstrap_bytes(&config_frame, &env_frame)
+}
+
+/// Encoded bytes of a provider environment of `providers` alone: what they add to any
+/// sandbox's, up to the few bytes of its revision numbers. A write that does not make a
+/// provider's part larger cannot make a bootstrap too large.
+pub fn provider_environment_bytes(
+    providers: &[(ProviderRecord, BTreeMap<String, Secret>)],
+) -> usize {
+    prost::Message::encoded_len(&provider_environment_of("", 0, String::new(), providers))
+}
+
+/// The bootstrap's frames, numbered from `first` as a session numbers them.
+pub fn number_bootstrap(
+    config: &Built,
+    env: &Built,
+    first: u64,
+) -> (pb::ConfigUpdate, pb::ConfigUpdate) {
+    let mut config_frame = config.update.clone();
+    config_frame.sequence = first;
+    config_frame.delivery_id = first;
+    let mut env_frame = env.update.clone();
+    env_frame.sequence = first + 1;
+    env_frame.delivery_id = first + 1;
+    (config_frame, env_frame)
 }
 
 /// Content fingerprint of a `sandbox_config` snapshot, so an unchanged

@@ -157,27 +157,62 @@ impl Store {
         &self,
         sandbox_id: &str,
     ) -> Result<Vec<(ProviderRecord, BTreeMap<String, Secret>)>> {
-        let rows = sqlx::query(
-            "SELECT p.id, p.name, p.workspace, p.provider_type, p.env_json, p.credential_names, \
-             p.revision, p.expires_at, p.value_expires_json, p.created_at, p.updated_at, p.credentials_box FROM attachments a \
-             JOIN providers p ON p.id = a.provider_id WHERE a.sandbox_id = $1 ORDER BY p.name",
-        )
-        .bind(sandbox_id)
-        .fetch_all(self.pool())
+        let rows = sqlx::query(ATTACHED_PROVIDERS_SEALED)
+            .bind(sandbox_id)
+            .fetch_all(self.pool())
+            .await?;
+        rows.iter().map(|row| self.opened_provider(row)).collect()
+    }
+
+    /// A provider row with its `credentials_box` opened.
+    fn opened_provider(&self, row: &AnyRow) -> Result<(ProviderRecord, BTreeMap<String, Secret>)> {
+        let record = provider_from_row(row)?;
+        let sealed: Vec<u8> = row.try_get("credentials_box")?;
+        let credentials = self
+            .cipher()
+            .open(&sealed)
+            .map_err(|e| StoreError::Corrupt(format!("provider {}: {e}", record.name)))?;
+        Ok((record, credentials))
+    }
+
+    /// [`Self::attached_providers_with_credentials`] as `tx` sees them, before it commits:
+    /// for a write to measure the provider environment it is about to make. Only the
+    /// bootstrap limit's check may call this.
+    pub async fn attached_providers_in(
+        &self,
+        tx: &mut WriteTx,
+        sandbox_id: &str,
+    ) -> Result<Vec<(ProviderRecord, BTreeMap<String, Secret>)>> {
+        let rows = sqlx::query(ATTACHED_PROVIDERS_SEALED)
+            .bind(sandbox_id)
+            .fetch_all(tx.conn())
+            .await?;
+        rows.iter().map(|row| self.opened_provider(row)).collect()
+    }
+
+    /// One provider with its credentials opened, as `tx` sees it; None when it is gone.
+    pub async fn provider_in(
+        &self,
+        tx: &mut WriteTx,
+        id: &str,
+    ) -> Result<Option<(ProviderRecord, BTreeMap<String, Secret>)>> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {PROVIDER_COLUMNS}, credentials_box FROM providers WHERE id = $1"
+        )))
+        .bind(id)
+        .fetch_optional(tx.conn())
         .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let record = provider_from_row(row)?;
-            let sealed: Vec<u8> = row.try_get("credentials_box")?;
-            let credentials = self
-                .cipher()
-                .open(&sealed)
-                .map_err(|e| StoreError::Corrupt(format!("provider {}: {e}", record.name)))?;
-            out.push((record, credentials));
-        }
-        Ok(out)
+        row.as_ref()
+            .map(|row| self.opened_provider(row))
+            .transpose()
     }
 }
+
+/// [`ATTACHED_PROVIDERS`] with the sealed credentials.
+const ATTACHED_PROVIDERS_SEALED: &str = "SELECT p.id, p.name, p.workspace, p.provider_type, \
+     p.env_json, p.credential_names, p.revision, p.expires_at, p.value_expires_json, \
+     p.created_at, p.updated_at, p.credentials_box FROM attachments a \
+     JOIN providers p ON p.id = a.provider_id WHERE a.sandbox_id = $1 ORDER BY p.name";
 
 impl WriteTx {
     pub async fn insert_provider(
@@ -325,6 +360,22 @@ impl WriteTx {
         .fetch_all(self.conn())
         .await?;
         rows.iter().map(provider_from_row).collect()
+    }
+
+    /// Live sandboxes (not deleted) that attach a provider, by id.
+    pub async fn live_attaching_sandboxes(
+        &mut self,
+        provider_id: &str,
+    ) -> Result<Vec<super::SandboxRecord>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {} FROM sandboxes WHERE lifecycle <> 'deleted' AND id IN \
+             (SELECT sandbox_id FROM attachments WHERE provider_id = $1) ORDER BY id",
+            super::sandboxes::SANDBOX_COLUMNS
+        )))
+        .bind(provider_id)
+        .fetch_all(self.conn())
+        .await?;
+        rows.iter().map(super::records::sandbox_from_row).collect()
     }
 
     /// Providers attached to a sandbox, without their credentials.

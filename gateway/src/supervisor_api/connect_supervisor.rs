@@ -23,7 +23,7 @@ use crate::metrics::{ModeLabel, OutcomeLabel, StatusLabel};
 use crate::operations::resolution::{ReportedRevisions, sanitize_error};
 use crate::operations::{ReportStatus, SupervisorReport};
 use crate::session_registry::{SessionCloser, SessionInfo};
-use crate::snapshot::{Built, SnapshotSource, StoreSource, build_bootstrap};
+use crate::snapshot::{self, Built, SnapshotSource, StoreSource, build_bootstrap};
 use crate::store::{Lifecycle, OwnerClaim, SandboxRecord, new_id, now_ms};
 use crate::ticks::on_shared_tick;
 use crate::wire::timestamp;
@@ -430,7 +430,7 @@ async fn open(state: &SessionContext, admitted: &Admitted) -> Result<Opened, Tur
             sandbox.id.clone(),
             session_id.clone(),
             sandbox.workspace.clone(),
-            1,
+            snapshot::FIRST_SEQUENCE,
             negotiation.apply_enabled,
         ));
         state.publisher.register(delivery.clone());
@@ -761,13 +761,13 @@ async fn build_bootstrap_frames(
             ));
         }
     };
-    let mut config_frame = config.update.clone();
-    config_frame.sequence = delivery.next_sequence();
-    config_frame.delivery_id = config_frame.sequence;
-    let mut env_frame = env.update.clone();
-    env_frame.sequence = delivery.next_sequence();
-    env_frame.delivery_id = env_frame.sequence;
-    let size = prost::Message::encoded_len(&config_frame) + prost::Message::encoded_len(&env_frame);
+    let first = delivery.next_sequence();
+    // The second frame's number, taken so the delivery task numbers on after it.
+    delivery.next_sequence();
+    let (config_frame, env_frame) = snapshot::number_bootstrap(&config, &env, first);
+    // Writes that change a bootstrap check it against the same limit before they commit
+    // (`snapshot::prospective_bootstrap_bytes`); this catches one made too large otherwise.
+    let size = snapshot::bootstrap_bytes(&config_frame, &env_frame);
     if size > MAX_MESSAGE_BYTES {
         return Err(format!(
             "bootstrap is {size} bytes; the limit is {MAX_MESSAGE_BYTES} bytes"
