@@ -85,6 +85,8 @@ enum Call {
     Update(Who, Box<pb::UpdateConfigRequest>),
     CreateSandbox(pb::CreateSandboxRequest),
     CreateProvider(pb::CreateProviderRequest),
+    UpdateProvider(pb::UpdateProviderRequest),
+    AttachProvider(pb::AttachProviderRequest),
     GetSandbox(pb::SandboxRef),
     GetOperation(String),
     ListSandboxes(pb::ListSandboxesRequest),
@@ -1489,6 +1491,112 @@ fn auth_cases() -> Vec<Case> {
     ]
 }
 
+// Probe defects of provider writes: (1) an attach or an update that made a sandbox's
+// bootstrap larger than a session may send was accepted, and the sandbox could never start
+// again; (3) expiry times outside a protobuf Timestamp's range were cut to fit; (4) a
+// provider named `WORKSPACE/NAME` was looked up as a name in the sandbox's workspace. The
+// fixture's sandbox `full` attaches `bulk` (16 values of 60,000 bytes) and `small`;
+// `bulk-2`, as large, is attached nowhere.
+fn provider_write_cases() -> Vec<Case> {
+    let at = |seconds: i64, nanos: i32| Some(prost_types::Timestamp { seconds, nanos });
+    let expiring = |name: &str, provider_at, value_at| {
+        Call::CreateProvider(pb::CreateProviderRequest {
+            name: name.into(),
+            workspace: String::new(),
+            r#type: "github".into(),
+            values: vec![pb::ProviderValueInput {
+                name: "GITHUB_TOKEN".into(),
+                value: "t".into(),
+                class: pb::ValueClass::Credential as i32,
+                expires_at: value_at,
+            }],
+            expires_at: provider_at,
+        })
+    };
+    let attach = |sandbox: &str, provider: &str| {
+        Call::AttachProvider(pb::AttachProviderRequest {
+            sandbox: sandbox_ref(sandbox),
+            provider: provider.into(),
+        })
+    };
+    vec![
+        Case {
+            group: "providers",
+            name: "attach past the bootstrap limit".into(),
+            input: "AttachProvider `bulk-2` (960,000 bytes of values) to `full`, which attaches as much".into(),
+            call: attach("full", "bulk-2"),
+            expect: Expect::Status(
+                Code::FailedPrecondition,
+                words(&["attaching provider default/bulk-2", "sandbox default/full", "the limit is 1048576 bytes"]),
+            ),
+        },
+        Case {
+            group: "providers",
+            name: "provider update past the bootstrap limit".into(),
+            input: "UpdateProvider `small` (attached to `full`) to 2 values of 60,000 bytes".into(),
+            call: Call::UpdateProvider(pb::UpdateProviderRequest {
+                provider: "small".into(),
+                workspace: String::new(),
+                values: (0..2)
+                    .map(|i| pb::ProviderValueInput {
+                        name: format!("SMALL_{i}"),
+                        value: "x".repeat(60_000),
+                        class: pb::ValueClass::NonSecret as i32,
+                        expires_at: None,
+                    })
+                    .collect(),
+                expires_at: None,
+            }),
+            expect: Expect::Status(
+                Code::FailedPrecondition,
+                words(&["the new values of provider default/small", "sandbox default/full", "the limit is 1048576 bytes"]),
+            ),
+        },
+        Case {
+            group: "providers",
+            name: "provider expiry seconds past year 9999".into(),
+            input: "CreateProvider `expires_at.seconds` = 2^63 - 1".into(),
+            call: expiring("timed", at(i64::MAX, 0), None),
+            expect: invalid(&["expires_at.seconds", "0001-01-01T00:00:00Z..9999-12-31T23:59:59Z"]),
+        },
+        Case {
+            group: "providers",
+            name: "provider expiry seconds before year 1".into(),
+            input: "CreateProvider `expires_at.seconds` = -2^63".into(),
+            call: expiring("timed", at(i64::MIN, 0), None),
+            expect: invalid(&["expires_at.seconds", "-9223372036854775808"]),
+        },
+        Case {
+            group: "providers",
+            name: "credential expiry nanos negative".into(),
+            input: "CreateProvider `values[0].expires_at.nanos` = -1".into(),
+            call: expiring("timed", None, at(1_800_000_000, -1)),
+            expect: invalid(&["values[0].expires_at.nanos", "0..999999999"]),
+        },
+        Case {
+            group: "providers",
+            name: "credential expiry nanos of two seconds".into(),
+            input: "CreateProvider `values[0].expires_at.nanos` = 2,000,000,000".into(),
+            call: expiring("timed", None, at(1_800_000_000, 2_000_000_000)),
+            expect: invalid(&["values[0].expires_at.nanos", "2000000000"]),
+        },
+        Case {
+            group: "providers",
+            name: "provider named in a workspace that lacks it".into(),
+            input: "AttachProvider `team/nope` to `target`".into(),
+            call: attach("target", "team/nope"),
+            expect: Expect::Status(Code::NotFound, words(&[r#"provider "nope" not found in workspace "team""#])),
+        },
+        Case {
+            group: "providers",
+            name: "provider reference with two slashes".into(),
+            input: "AttachProvider `a/b/c` to `target`".into(),
+            call: attach("target", "a/b/c"),
+            expect: invalid(&["provider", "WORKSPACE/NAME"]),
+        },
+    ]
+}
+
 /// The whole catalog, in the order of the generated document.
 fn catalog() -> Vec<Case> {
     let mut cases = Vec::new();
@@ -1499,6 +1607,7 @@ fn catalog() -> Vec<Case> {
     cases.extend(target_and_page_cases());
     cases.extend(idempotency_cases());
     cases.extend(names_cases());
+    cases.extend(provider_write_cases());
     cases.extend(supervisor_cases());
     cases.extend(auth_cases());
     cases
@@ -1552,6 +1661,42 @@ impl Fixture {
             .operation
             .unwrap()
             .id;
+        // For `provider_write_cases`: a sandbox whose bootstrap is near its limit.
+        let (full, credential) = openshell_e2e::create_sandbox(&mut api, "full", POLICY).await;
+        ids.insert("full", full);
+        credentials.insert("full", credential);
+        let bulky = |prefix: &str| -> Vec<pb::ProviderValueInput> {
+            (0..16)
+                .map(|i| pb::ProviderValueInput {
+                    name: format!("{prefix}_{i}"),
+                    value: "x".repeat(60_000),
+                    class: pb::ValueClass::NonSecret as i32,
+                    expires_at: None,
+                })
+                .collect()
+        };
+        for (name, values) in [
+            ("bulk", bulky("BULK")),
+            ("bulk-2", bulky("BULK_TWO")),
+            ("small", vec![openshell_e2e::plain_value("SMALL", "s")]),
+        ] {
+            api.create_provider(pb::CreateProviderRequest {
+                name: name.into(),
+                r#type: "generic".into(),
+                values,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        }
+        for name in ["bulk", "small"] {
+            api.attach_provider(pb::AttachProviderRequest {
+                sandbox: sandbox_ref("full"),
+                provider: name.into(),
+            })
+            .await
+            .unwrap();
+        }
         let fixture = Self {
             gw,
             tls,
@@ -1741,6 +1886,14 @@ impl Fixture {
                 .map(drop),
             Call::CreateProvider(request) => api
                 .create_provider(self.request(&Who::Operator, request.clone()))
+                .await
+                .map(drop),
+            Call::UpdateProvider(request) => api
+                .update_provider(self.request(&Who::Operator, request.clone()))
+                .await
+                .map(drop),
+            Call::AttachProvider(request) => api
+                .attach_provider(self.request(&Who::Operator, request.clone()))
                 .await
                 .map(drop),
             Call::GetSandbox(sandbox) => api
