@@ -20,6 +20,9 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "== upstream contract (openshell 0.1.5)"
+bash scripts/upstream-contract.sh
+
 echo "== dependency audit (cargo-deny)"
 bash scripts/deny.sh
 
