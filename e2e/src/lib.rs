@@ -308,6 +308,26 @@ pub async fn metric(gateway: &TestGateway, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A sandbox as `GetSandbox` answers for an id or a name.
+pub async fn get_sandbox(api: &Api, id_or_name: &str) -> openshell_proto::v1::Sandbox {
+    api.clone()
+        .get_sandbox(openshell_proto::v1::GetSandboxRequest {
+            sandbox: sandbox_ref(id_or_name),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+/// An operation as `GetOperation` answers now.
+pub async fn get_operation(api: &Api, id: &str) -> openshell_proto::v1::Operation {
+    api.clone()
+        .get_operation(openshell_proto::v1::GetOperationRequest { id: id.into() })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 /// Waits until an operation is terminal and returns it.
 pub async fn terminal_operation(api: &Api, id: &str) -> openshell_proto::v1::Operation {
     use openshell_proto::v1::OperationState as S;

@@ -10,8 +10,8 @@ use std::time::Duration;
 use openshell_e2e::inspect;
 use openshell_e2e::process::spawn_supervisor;
 use openshell_e2e::{
-    Api, Backend, POLICY, TestGateway, create_sandbox, eventually, metric, policy_with_port,
-    raw_setting, sandbox_ref, state, terminal_operation,
+    Api, Backend, POLICY, TestGateway, create_sandbox, eventually, get_sandbox, metric,
+    policy_with_port, raw_setting, sandbox_ref, state, terminal_operation,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
@@ -34,16 +34,6 @@ async fn set_lifecycle(api: &Api, id: &str, lifecycle: pb::SandboxLifecycle) -> 
         .set_sandbox_lifecycle(pb::SetSandboxLifecycleRequest {
             sandbox: sandbox_ref(id),
             lifecycle: lifecycle as i32,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-}
-
-async fn get_sandbox(api: &Api, id: &str) -> pb::Sandbox {
-    api.clone()
-        .get_sandbox(pb::GetSandboxRequest {
-            sandbox: sandbox_ref(id),
         })
         .await
         .unwrap()

@@ -8,8 +8,8 @@ use std::time::Duration;
 use openshell_e2e::cli::openshell;
 use openshell_e2e::process::spawn_supervisor;
 use openshell_e2e::{
-    Api, Backend, POLICY, TestGateway, TestStore, create_sandbox, eventually, sandbox_ref,
-    terminal_operation,
+    Api, Backend, POLICY, TestGateway, TestStore, create_sandbox, eventually, get_sandbox,
+    sandbox_ref, terminal_operation,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_gateway::error::GatewayError;
@@ -63,16 +63,6 @@ fn attach(sandbox: &str, provider: &str) -> pb::AttachProviderRequest {
     }
 }
 
-async fn sandbox(api: &Api, id: &str) -> pb::Sandbox {
-    api.clone()
-        .get_sandbox(pb::GetSandboxRequest {
-            sandbox: sandbox_ref(id),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-}
-
 async fn provider_revision(api: &Api, name: &str) -> u64 {
     api.clone()
         .get_provider(pb::GetProviderRequest {
@@ -122,7 +112,7 @@ async fn an_attach_after_its_provider_was_deleted_is_not_found(backend: Backend)
             provider.id
         )
     );
-    let after = sandbox(&api, &id).await;
+    let after = get_sandbox(&api, &id).await;
     assert_eq!(after.attachment_epoch, 0);
 
     // The delete that an attach beat between its count and its statement: the row the
@@ -180,7 +170,7 @@ async fn attaches_racing_deletes_are_never_unavailable(backend: Backend) {
         }
     });
     let outcomes = futures::future::join_all(pairs).await;
-    let stored = sandbox(&api, &id).await.providers;
+    let stored = get_sandbox(&api, &id).await.providers;
     let mut problems = Vec::new();
     for (name, attached, deleted) in &outcomes {
         match (attached, deleted) {
@@ -376,7 +366,7 @@ async fn an_attach_past_the_bootstrap_limit_is_refused_and_the_sandbox_still_sta
         .await
         .unwrap()
         .into_inner();
-    let before = sandbox(&api, &id).await;
+    let before = get_sandbox(&api, &id).await;
     let operations_before = gw.state().store.count_operations().await.unwrap();
 
     for name in ["bulk-b", "bulk-c"] {
@@ -398,7 +388,7 @@ async fn an_attach_past_the_bootstrap_limit_is_refused_and_the_sandbox_still_sta
             .unwrap_or_else(|| panic!("no size in {message}"));
         assert!(size > 1_048_576, "{message}");
     }
-    let after = sandbox(&api, &id).await;
+    let after = get_sandbox(&api, &id).await;
     assert_eq!(after.attachment_epoch, before.attachment_epoch);
     assert_eq!(after.providers, before.providers);
     assert_eq!(
@@ -479,7 +469,7 @@ async fn an_attach_past_the_bootstrap_limit_is_refused_and_the_sandbox_still_sta
     })
     .await;
     assert_eq!(
-        sandbox(&api, &id).await.lifecycle,
+        get_sandbox(&api, &id).await.lifecycle,
         pb::SandboxLifecycle::Running as i32
     );
 }

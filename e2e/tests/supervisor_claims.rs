@@ -10,8 +10,8 @@
 use std::time::Duration;
 
 use openshell_e2e::{
-    Api, Backend, POLICY, TestGateway, TestStore, create_sandbox, eventually, policy_with_port,
-    sandbox_ref, state, to_sandbox, wait_for,
+    Api, Backend, POLICY, TestGateway, TestStore, create_sandbox, eventually, get_operation,
+    get_sandbox, policy_with_port, sandbox_ref, state, to_sandbox, wait_for,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
@@ -231,16 +231,6 @@ async fn connected(gw: &TestGateway, name: &str) -> (String, String, RawSupervis
     (id, credential, raw)
 }
 
-async fn get_sandbox(api: &Api, id: &str) -> pb::Sandbox {
-    api.clone()
-        .get_sandbox(pb::GetSandboxRequest {
-            sandbox: sandbox_ref(id),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-}
-
 /// A policy write that returns at commit.
 async fn write_policy(api: &Api, id: &str, port: u32) -> pb::Operation {
     let mut request = to_sandbox(id);
@@ -252,14 +242,6 @@ async fn write_policy(api: &Api, id: &str, port: u32) -> pb::Operation {
         .into_inner()
         .operation
         .unwrap()
-}
-
-async fn get_operation(api: &Api, id: &str) -> pb::Operation {
-    api.clone()
-        .get_operation(pb::GetOperationRequest { id: id.into() })
-        .await
-        .unwrap()
-        .into_inner()
 }
 
 async fn report(
