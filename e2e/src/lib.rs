@@ -425,19 +425,27 @@ pub fn plain_value(name: &str, value: &str) -> openshell_proto::v1::ProviderValu
     }
 }
 
-/// Creates a provider of `kind` in the default workspace with one plain value, and
-/// attaches it to `sandbox`.
+/// A credential value of a provider.
+pub fn credential_value(name: &str, value: &str) -> openshell_proto::v1::ProviderValueInput {
+    openshell_proto::v1::ProviderValueInput {
+        class: openshell_proto::v1::ValueClass::Credential as i32,
+        ..plain_value(name, value)
+    }
+}
+
+/// Creates a provider of `kind` in the default workspace with `values`, and attaches it to
+/// `sandbox`.
 pub async fn attach_new_provider(
     api: &mut Api,
     sandbox: &str,
     name: &str,
     kind: &str,
-    value: openshell_proto::v1::ProviderValueInput,
+    values: Vec<openshell_proto::v1::ProviderValueInput>,
 ) {
     api.create_provider(openshell_proto::v1::CreateProviderRequest {
         name: name.into(),
         r#type: kind.into(),
-        values: vec![value],
+        values,
         ..Default::default()
     })
     .await

@@ -170,6 +170,54 @@ pub fn spawn_supervisor(
     spawn_supervisor_with(gateway, sandbox_id, credential, dir, extra, &[])
 }
 
+/// The `openshell-supervisor` command for one sandbox, not started: its credential is
+/// written to `dir/credential`, its state goes to `dir/state` and its log (stderr) to
+/// `dir/supervisor.log`, which is returned. `options` come before the workload,
+/// `sh -c WORKLOAD`. With a `prefix` (a program that execs the supervisor, such as
+/// `nohup`) the command runs that first. It leads its own process group, so a test can end
+/// it with everything it started.
+pub fn supervisor_command(
+    prefix: &[&str],
+    gateway: &str,
+    sandbox_id: &str,
+    credential: &str,
+    dir: &std::path::Path,
+    options: &[&str],
+    workload: &str,
+) -> (Command, PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let credential_file = dir.join("credential");
+    std::fs::write(&credential_file, credential).unwrap();
+    let log = dir.join("supervisor.log");
+    let supervisor = binary("openshell-supervisor");
+    let mut cmd = match prefix.split_first() {
+        Some((program, args)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg(&supervisor);
+            cmd
+        }
+        None => Command::new(&supervisor),
+    };
+    cmd.process_group(0)
+        .arg("--gateway")
+        .arg(gateway)
+        .arg("--sandbox")
+        .arg(sandbox_id)
+        .arg("--credential-file")
+        .arg(&credential_file)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .args(options)
+        .arg("--")
+        .arg("sh")
+        .arg("-c")
+        .arg(workload)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()));
+    (cmd, log)
+}
+
 /// [`spawn_supervisor`] with extra environment for the supervisor (a test hook).
 pub fn spawn_supervisor_with(
     gateway: &str,
@@ -179,44 +227,33 @@ pub fn spawn_supervisor_with(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> SupervisorProcess {
-    std::fs::create_dir_all(dir).unwrap();
-    let credential_file = dir.join("credential");
-    std::fs::write(&credential_file, credential).unwrap();
-    let state_dir = dir.join("state");
-    let workload_out = dir.join("workload.out");
-    let log = dir.join("supervisor.log");
-    let file = std::fs::File::create(&log).unwrap();
-    let mut cmd = Command::new(binary("openshell-supervisor"));
-    cmd.process_group(0)
-        .arg("--gateway")
-        .arg(gateway)
-        .arg("--sandbox")
-        .arg(sandbox_id)
-        .arg("--credential-file")
-        .arg(&credential_file)
-        .arg("--state-dir")
-        .arg(&state_dir)
-        .arg("--poll-interval")
-        .arg("200ms")
-        .arg("--heartbeat-interval")
-        .arg("500ms")
-        .arg("--log")
+    let mut options = vec![
+        "--poll-interval",
+        "200ms",
+        "--heartbeat-interval",
+        "500ms",
+        "--log",
         // The transport crates' debug lines would bury the supervisor's own in a failure's
         // log tail.
-        .arg("debug,h2=info,hyper=info,hyper_util=info,tower=info,tonic=info")
-        .args(extra)
-        .arg("--")
-        .arg("sh")
-        .arg("-c")
-        .arg(SAMPLE_WORKLOAD)
-        .env("WORKLOAD_OUT", &workload_out)
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(file));
+        "debug,h2=info,hyper=info,hyper_util=info,tower=info,tonic=info",
+    ];
+    options.extend_from_slice(extra);
+    let (mut cmd, log) = supervisor_command(
+        &[],
+        gateway,
+        sandbox_id,
+        credential,
+        dir,
+        &options,
+        SAMPLE_WORKLOAD,
+    );
+    let workload_out = dir.join("workload.out");
+    cmd.env("WORKLOAD_OUT", &workload_out)
+        .envs(env.iter().copied());
     let child = cmd.spawn().unwrap();
     SupervisorProcess {
         guard: ChildGuard { child, log },
-        state_dir,
+        state_dir: dir.join("state"),
         workload_out,
     }
 }

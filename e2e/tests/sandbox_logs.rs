@@ -69,29 +69,16 @@ fn spawn_supervisor_running(
     dir: &Path,
     workload: &str,
 ) -> ChildGuard {
-    std::fs::create_dir_all(dir).unwrap();
-    let credential_file = dir.join("credential");
-    std::fs::write(&credential_file, credential).unwrap();
-    let log = dir.join("supervisor.log");
-    let mut cmd = std::process::Command::new(binary("openshell-supervisor"));
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    cmd.arg("--gateway")
-        .arg(gateway)
-        .arg("--sandbox")
-        .arg(id)
-        .arg("--credential-file")
-        .arg(&credential_file)
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .arg("--log")
-        .arg("info")
-        .arg("--")
-        .arg("sh")
-        .arg("-c")
-        .arg(workload)
-        .env("TRIGGER", dir.join("trigger"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()));
+    let (mut cmd, log) = openshell_e2e::process::supervisor_command(
+        &[],
+        gateway,
+        id,
+        credential,
+        dir,
+        &["--log", "info"],
+        workload,
+    );
+    cmd.env("TRIGGER", dir.join("trigger"));
     ChildGuard {
         child: cmd.spawn().unwrap(),
         log,
@@ -572,31 +559,17 @@ async fn credentials_spanning_lines_or_longer_than_a_line_never_reach_the_logs()
     );
     // The largest value a provider takes.
     let big = secret_text(7, 64 * 1024);
-    api.create_provider(pb::CreateProviderRequest {
-        name: "secrets".into(),
-        r#type: "generic".into(),
-        values: [("TEST_KEY", &key), ("BIG_TOKEN", &big)]
-            .into_iter()
-            .map(|(name, value)| pb::ProviderValueInput {
-                name: name.into(),
-                value: value.clone(),
-                class: pb::ValueClass::Credential as i32,
-                expires_at: None,
-            })
-            .collect(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    api.attach_provider(pb::AttachProviderRequest {
-        sandbox: Some(pb::SandboxRef {
-            id_or_name: "secretive".into(),
-            workspace: String::new(),
-        }),
-        provider: "secrets".into(),
-    })
-    .await
-    .unwrap();
+    openshell_e2e::attach_new_provider(
+        &mut api,
+        "secretive",
+        "secrets",
+        "generic",
+        vec![
+            openshell_e2e::credential_value("TEST_KEY", &key),
+            openshell_e2e::credential_value("BIG_TOKEN", &big),
+        ],
+    )
+    .await;
     let dir = gw.store.dir.path().join("secretive");
     let _supervisor =
         spawn_supervisor_running(&gw.endpoint(), &id, &credential, &dir, SECRET_WORKLOAD);

@@ -306,28 +306,11 @@ async fn attach_provider(
     name: &str,
     credentials: &[(&str, String)],
 ) {
-    api.create_provider(pb::CreateProviderRequest {
-        name: name.into(),
-        r#type: "generic".into(),
-        values: credentials
-            .iter()
-            .map(|(key, value)| pb::ProviderValueInput {
-                name: (*key).into(),
-                value: value.clone(),
-                class: pb::ValueClass::Credential as i32,
-                expires_at: None,
-            })
-            .collect(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    api.attach_provider(pb::AttachProviderRequest {
-        sandbox: sandbox_ref(sandbox_id),
-        provider: name.into(),
-    })
-    .await
-    .unwrap();
+    let values = credentials
+        .iter()
+        .map(|(key, value)| openshell_e2e::credential_value(key, value))
+        .collect();
+    openshell_e2e::attach_new_provider(api, sandbox_id, name, "generic", values).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

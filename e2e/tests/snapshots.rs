@@ -312,7 +312,7 @@ async fn reconcile_reads_the_revisions_a_build_reads(backend: Backend) {
         &id,
         "org",
         "github",
-        openshell_e2e::plain_value("GITHUB_ORG", "acme"),
+        vec![openshell_e2e::plain_value("GITHUB_ORG", "acme")],
     )
     .await;
     let attached = agreed().await;

@@ -156,7 +156,7 @@ async fn a_provider_change_rebuilds_only_the_sandboxes_that_attach_it() {
         &with,
         "acme",
         "acme",
-        openshell_e2e::plain_value("ACME_REGION", "eu-1"),
+        vec![openshell_e2e::plain_value("ACME_REGION", "eu-1")],
     )
     .await;
     let s1 = spawn_supervisor(&gw.endpoint(), &with, &c1, &dir.join("with"), &[]);

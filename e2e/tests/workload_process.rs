@@ -7,15 +7,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use nix::sys::signal::{SigSet, Signal, kill};
 use nix::unistd::Pid;
-use openshell_e2e::process::{ChildGuard, binary};
+use openshell_e2e::process::ChildGuard;
 use openshell_e2e::{
-    POLICY, TestGateway, attach_new_provider, create_sandbox, eventually, policy_with_port,
-    to_sandbox,
+    POLICY, TestGateway, attach_new_provider, create_sandbox, credential_value, eventually,
+    policy_with_port, to_sandbox,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
@@ -23,7 +23,7 @@ use openshell_proto::v1 as pb;
 const DEADLINE: Duration = Duration::from_secs(60);
 
 /// The supervisor command for sandbox `id` running `sh -c WORKLOAD`, after `prefix` (a
-/// program that execs it, such as `nohup`).
+/// program that execs it, such as `nohup`); the workload finds `dir` in `MARKERS`.
 fn supervisor_command(
     gw: &TestGateway,
     prefix: &[&str],
@@ -32,38 +32,16 @@ fn supervisor_command(
     dir: &Path,
     workload: &str,
 ) -> (Command, std::path::PathBuf) {
-    std::fs::create_dir_all(dir).unwrap();
-    let credential_file = dir.join("credential");
-    std::fs::write(&credential_file, credential).unwrap();
-    let log = dir.join("supervisor.log");
-    let supervisor = binary("openshell-supervisor");
-    let mut cmd = match prefix.split_first() {
-        Some((program, args)) => {
-            let mut cmd = Command::new(program);
-            cmd.args(args).arg(&supervisor);
-            cmd
-        }
-        None => Command::new(&supervisor),
-    };
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    cmd.arg("--gateway")
-        .arg(gw.endpoint())
-        .arg("--sandbox")
-        .arg(id)
-        .arg("--credential-file")
-        .arg(&credential_file)
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .arg("--log")
-        .arg("info")
-        .arg("--")
-        .arg("sh")
-        .arg("-c")
-        .arg(workload)
-        .env("MARKERS", dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()));
+    let (mut cmd, log) = openshell_e2e::process::supervisor_command(
+        prefix,
+        &gw.endpoint(),
+        id,
+        credential,
+        dir,
+        &["--log", "info"],
+        workload,
+    );
+    cmd.env("MARKERS", dir);
     (cmd, log)
 }
 
@@ -96,12 +74,7 @@ async fn stopping_the_supervisor_stops_everything_the_workload_started() {
         "grouped",
         "marked",
         "generic",
-        pb::ProviderValueInput {
-            name: "MARKED_TOKEN".into(),
-            value: marker.clone(),
-            class: pb::ValueClass::Credential as i32,
-            expires_at: None,
-        },
+        vec![credential_value("MARKED_TOKEN", &marker)],
     )
     .await;
     let dir = gw.store.dir.path().join("grouped");
