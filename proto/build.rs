@@ -26,6 +26,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "openshell/v1/openshell.proto",
         "openshell/v1/supervisor.proto",
         "openshell/v1/peer.proto",
+        "openshell/v1/config_plane.proto",
+        "openshell/datamodel/v1/datamodel.proto",
     ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");

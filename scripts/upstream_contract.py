@@ -54,7 +54,7 @@ KINDS = ("CONFLICT", "LOW_EXTENSION", "EXTRA_RPC", "MISSING_RPC")
 
 REPO = Path(__file__).resolve().parent.parent
 PROTO_ROOT = REPO / "proto"
-PROTO_GLOBS = ("openshell/v1/*.proto", "openshell/sandbox/v1/*.proto")
+PROTO_GLOBS = ("openshell/v1/*.proto", "openshell/sandbox/v1/*.proto", "openshell/datamodel/v1/*.proto")
 KNOWN_FILE = PROTO_ROOT / "upstream-contract-known.txt"
 
 FDP = descriptor_pb2.FieldDescriptorProto

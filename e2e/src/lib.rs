@@ -8,19 +8,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod api;
 pub mod chaos;
 pub mod cli;
 pub mod process;
+
+pub use api::Api;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use openshell_gateway::config::GatewayConfig;
 use openshell_gateway::{DeliveryMode, GatewayHandle};
-use openshell_proto::v1::open_shell_client::OpenShellClient;
 use sqlx::Connection;
 use tempfile::TempDir;
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 pub const TOKEN: &str = "test-operator-token";
@@ -161,9 +162,6 @@ pub fn scrape_metrics(port: u16) -> String {
     body.to_string()
 }
 
-/// Authenticated raw gRPC client.
-pub type Api = OpenShellClient<InterceptedService<Channel, BearerToken>>;
-
 #[derive(Clone)]
 pub struct BearerToken(pub Option<String>);
 
@@ -227,7 +225,7 @@ impl TestGateway {
             .connect()
             .await
             .unwrap();
-        OpenShellClient::with_interceptor(channel, BearerToken(token.map(str::to_string)))
+        Api::new(channel, BearerToken(token.map(str::to_string)))
     }
 
     /// Stops the gateway and starts a new one on the same store.
@@ -293,7 +291,10 @@ pub async fn create_sandbox(api: &mut Api, name: &str, policy: &str) -> (String,
         .await
         .unwrap()
         .into_inner();
-    (created.sandbox.unwrap().id, created.supervisor_credential)
+    (
+        created.sandbox.unwrap().id().to_string(),
+        created.supervisor_credential,
+    )
 }
 
 /// Reads one metric's value from the gateway's `/metrics` text (0 when absent).
@@ -312,11 +313,14 @@ pub async fn metric(gateway: &TestGateway, series: &str) -> f64 {
 pub async fn get_sandbox(api: &Api, id_or_name: &str) -> openshell_proto::v1::Sandbox {
     api.clone()
         .get_sandbox(openshell_proto::v1::GetSandboxRequest {
-            sandbox: sandbox_ref(id_or_name),
+            name: id_or_name.to_string(),
+            workspace_scope: None,
         })
         .await
         .unwrap()
         .into_inner()
+        .sandbox
+        .unwrap()
 }
 
 /// An operation as `GetOperation` answers now.
@@ -381,9 +385,19 @@ pub fn sandbox_ref(id_or_name: &str) -> Option<openshell_proto::v1::SandboxRef> 
 /// An `UpdateConfig` for one sandbox (in the default workspace), to fill in.
 pub fn to_sandbox(id_or_name: &str) -> openshell_proto::v1::UpdateConfigRequest {
     openshell_proto::v1::UpdateConfigRequest {
-        name: id_or_name.into(),
+        sandbox: id_or_name.into(),
         ..Default::default()
     }
+}
+
+/// Upstream's selector of one workspace by name.
+pub fn workspace_scope(
+    name: impl Into<String>,
+) -> Option<openshell_proto::datamodel::v1::WorkspaceSelector> {
+    use openshell_proto::datamodel::v1::{WorkspaceSelector, workspace_selector::Selection};
+    Some(WorkspaceSelector {
+        selection: Some(Selection::Workspace(name.into())),
+    })
 }
 
 /// An `UpdateConfig` for every sandbox, to fill in.
@@ -397,8 +411,8 @@ pub fn to_global() -> openshell_proto::v1::UpdateConfigRequest {
 /// An `UpdateConfig` for a workspace's settings, to fill in.
 pub fn to_workspace(workspace: &str) -> openshell_proto::v1::UpdateConfigRequest {
     openshell_proto::v1::UpdateConfigRequest {
-        workspace_scope: true,
-        workspace: workspace.into(),
+        workspace_settings: true,
+        workspace_scope: crate::workspace_scope(workspace),
         ..Default::default()
     }
 }

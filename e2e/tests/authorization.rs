@@ -12,8 +12,10 @@ use std::collections::BTreeSet;
 
 use openshell_e2e::cli::openshell;
 use openshell_e2e::process::{free_port, spawn_gateway};
-use openshell_e2e::{Api, Backend, POLICY, TOKEN, TestGateway, raw_setting};
+use openshell_e2e::{Api, Backend, POLICY, TOKEN, TestGateway, raw_setting, workspace_scope};
 use openshell_gateway::authz::{Permission, RPC_PERMISSIONS, Role};
+use openshell_proto::datamodel::v1::workspace_selector::Selection;
+use openshell_proto::datamodel::v1::{AllWorkspaces, WorkspaceSelector};
 use openshell_proto::v1 as pb;
 use tonic::{Code, Status};
 
@@ -353,7 +355,7 @@ impl Fixture {
             .id;
         Self {
             admin,
-            sandbox_id: created.sandbox.unwrap().id,
+            sandbox_id: created.sandbox.unwrap().id().to_string(),
             sandbox_op: created.operation.unwrap().id,
             global_op,
         }
@@ -400,19 +402,23 @@ async fn call(fx: &mut Fixture, api: &mut Api, case: &Case, cell: &str) -> Resul
             .await?;
         }
         ("GetSandbox", "by name") => {
-            api.get_sandbox(pb::GetSandboxRequest { sandbox: shared() })
-                .await?;
+            api.get_sandbox(pb::GetSandboxRequest {
+                name: "shared".into(),
+                workspace_scope: workspace_scope(TEAM),
+            })
+            .await?;
         }
         ("GetSandbox", _) => {
             // By id, with no workspace named: the sandbox's own workspace counts.
             api.get_sandbox(pb::GetSandboxRequest {
-                sandbox: sandbox_in("", &fx.sandbox_id),
+                name: fx.sandbox_id.clone(),
+                workspace_scope: None,
             })
             .await?;
         }
         ("ListSandboxes", _) => {
             api.list_sandboxes(pb::ListSandboxesRequest {
-                workspace: TEAM.into(),
+                workspace_scope: workspace_scope(TEAM),
                 ..Default::default()
             })
             .await?;
@@ -504,8 +510,8 @@ async fn call(fx: &mut Fixture, api: &mut Api, case: &Case, cell: &str) -> Resul
         }
         ("GetSandboxPolicyStatus", _) => {
             api.get_sandbox_policy_status(pb::GetSandboxPolicyStatusRequest {
-                name: "shared".into(),
-                workspace: TEAM.into(),
+                sandbox: "shared".into(),
+                workspace_scope: workspace_scope(TEAM),
                 version: 1,
                 ..Default::default()
             })
@@ -537,8 +543,8 @@ async fn call(fx: &mut Fixture, api: &mut Api, case: &Case, cell: &str) -> Resul
         ("UpdateConfig", variant) => {
             let target = match variant {
                 "sandbox" => pb::UpdateConfigRequest {
-                    name: "shared".into(),
-                    workspace: TEAM.into(),
+                    sandbox: "shared".into(),
+                    workspace_scope: openshell_e2e::workspace_scope(TEAM),
                     ..Default::default()
                 },
                 "workspace" => openshell_e2e::to_workspace(TEAM),
@@ -775,11 +781,16 @@ async fn a_scoped_token_lists_only_its_workspace() {
     let mut viewer = gateway.api_with_token(Some(&secret)).await;
 
     let listed = viewer
-        .list_sandboxes(pb::ListSandboxesRequest::default())
+        .list_sandboxes(pb::ListSandboxesRequest {
+            workspace_scope: Some(WorkspaceSelector {
+                selection: Some(Selection::AllWorkspaces(AllWorkspaces {})),
+            }),
+            ..Default::default()
+        })
         .await
         .unwrap()
         .into_inner();
-    let names: Vec<&str> = listed.sandboxes.iter().map(|s| s.name.as_str()).collect();
+    let names: Vec<&str> = listed.sandboxes.iter().map(|s| s.name()).collect();
     assert_eq!(names, ["mine"]);
 
     // Its operations: the sandbox's policy operation, not the other
@@ -804,7 +815,8 @@ async fn a_scoped_token_lists_only_its_workspace() {
     for name in ["theirs", "nobody"] {
         let err = viewer
             .get_sandbox(pb::GetSandboxRequest {
-                sandbox: sandbox_in(OTHER, name),
+                name: name.into(),
+                workspace_scope: workspace_scope(OTHER),
             })
             .await
             .unwrap_err();
@@ -813,7 +825,8 @@ async fn a_scoped_token_lists_only_its_workspace() {
     // By id, the sandbox's own workspace decides.
     let err = viewer
         .get_sandbox(pb::GetSandboxRequest {
-            sandbox: sandbox_in("", &theirs.sandbox.unwrap().id),
+            name: theirs.sandbox.unwrap().id().to_string(),
+            workspace_scope: None,
         })
         .await
         .unwrap_err();

@@ -152,7 +152,7 @@ fn update(request: pb::UpdateConfigRequest) -> Call {
 
 fn to_target() -> pb::UpdateConfigRequest {
     pb::UpdateConfigRequest {
-        name: "target".into(),
+        sandbox: "target".into(),
         ..Default::default()
     }
 }
@@ -528,7 +528,7 @@ fn request_shape_cases() -> Vec<Case> {
             "unknown sandbox",
             "name `no-such-sandbox`",
             pb::UpdateConfigRequest {
-                name: "no-such-sandbox".into(),
+                sandbox: "no-such-sandbox".into(),
                 policy_text: MINIMAL.into(),
                 ..Default::default()
             },
@@ -537,24 +537,24 @@ fn request_shape_cases() -> Vec<Case> {
         update_case(
             "requests",
             "no target",
-            "no name, global or workspace_scope",
+            "no sandbox, global or workspace_settings",
             pb::UpdateConfigRequest {
                 policy_text: MINIMAL.into(),
                 ..Default::default()
             },
-            invalid(&["name", "sandbox name is required"]),
+            invalid(&["sandbox", "sandbox name is required"]),
         ),
         update_case(
             "requests",
             "two scopes",
-            "global and workspace_scope",
+            "global and workspace_settings",
             pb::UpdateConfigRequest {
                 global: true,
-                workspace_scope: true,
+                workspace_settings: true,
                 policy_text: MINIMAL.into(),
                 ..Default::default()
             },
-            invalid(&["workspace_scope", "not both"]),
+            invalid(&["workspace_settings", "not both"]),
         ),
         update_case(
             "requests",
@@ -605,10 +605,10 @@ fn request_shape_cases() -> Vec<Case> {
         update_case(
             "requests",
             "resource version for a workspace",
-            "expected_resource_version with workspace_scope",
+            "expected_resource_version with workspace_settings",
             pb::UpdateConfigRequest {
-                workspace_scope: true,
-                workspace: "default".into(),
+                workspace_settings: true,
+                workspace_scope: openshell_e2e::workspace_scope("default"),
                 expected_resource_version: 3,
                 settings: vec![openshell_e2e::raw_setting("log_level", "warn")],
                 ..Default::default()
@@ -687,10 +687,10 @@ fn request_shape_cases() -> Vec<Case> {
         update_case(
             "requests",
             "policy for a workspace",
-            "policy_text with workspace_scope",
+            "policy_text with workspace_settings",
             pb::UpdateConfigRequest {
-                workspace_scope: true,
-                workspace: "default".into(),
+                workspace_settings: true,
+                workspace_scope: openshell_e2e::workspace_scope("default"),
                 policy_text: MINIMAL.into(),
                 ..Default::default()
             },
@@ -746,7 +746,7 @@ fn request_shape_cases() -> Vec<Case> {
     ]
 }
 
-/// Defects: `UpdateConfig` with a sandbox and `global` (or `workspace_scope`) wrote to the
+/// Defects: `UpdateConfig` with a sandbox and `global` (or `workspace_settings`) wrote to the
 /// scope and silently ignored the sandbox; `ListSandboxes`, `ListOperations` and
 /// `ListSandboxPolicies` cut a page over 1000 where `ListOperationTargets` refused it.
 fn target_and_page_cases() -> Vec<Case> {
@@ -761,36 +761,36 @@ fn target_and_page_cases() -> Vec<Case> {
         update_case(
             "requests",
             "a sandbox and global",
-            "name `target` and global",
+            "sandbox `target` and global",
             pb::UpdateConfigRequest {
                 global: true,
                 policy_text: MINIMAL.into(),
                 ..to_target()
             },
-            invalid(&["name", "global", "not both"]),
+            invalid(&["sandbox", "global", "not both"]),
         ),
         update_case(
             "requests",
-            "a sandbox and workspace_scope",
-            "name `target` and workspace_scope",
+            "a sandbox and workspace_settings",
+            "sandbox `target` and workspace_settings",
             pb::UpdateConfigRequest {
-                workspace_scope: true,
+                workspace_settings: true,
                 settings: vec![openshell_e2e::raw_setting("log_level", "debug")],
                 ..to_target()
             },
-            invalid(&["name", "workspace_scope", "not both"]),
+            invalid(&["sandbox", "workspace_settings", "not both"]),
         ),
         update_case(
             "requests",
             "a workspace and global",
-            "workspace `default` and global",
+            "workspace_scope `default` and global",
             pb::UpdateConfigRequest {
                 global: true,
-                workspace: "default".into(),
+                workspace_scope: openshell_e2e::workspace_scope("default"),
                 policy_text: MINIMAL.into(),
                 ..Default::default()
             },
-            invalid(&["workspace", "global", "workspace_scope"]),
+            invalid(&["workspace_scope", "global", "workspace_settings"]),
         ),
         list(
             "ListSandboxes page over the limit",
@@ -834,9 +834,9 @@ fn target_and_page_cases() -> Vec<Case> {
 
 fn idempotency_cases() -> Vec<Case> {
     let keyed = |name: &str, key: &str, policy: String| pb::UpdateConfigRequest {
-        name: name.into(),
+        sandbox: name.into(),
         policy_text: policy,
-        idempotency_key: key.into(),
+        request_id: key.into(),
         ..Default::default()
     };
     vec![
@@ -845,7 +845,7 @@ fn idempotency_cases() -> Vec<Case> {
             "same key, different body",
             "key `used-once` with another policy",
             keyed("target", "used-once", policy_with_port(8080)),
-            invalid(&["idempotency_key", "different request"]),
+            invalid(&["request_id", "different request"]),
         ),
         update_case(
             "idempotency",
@@ -853,31 +853,31 @@ fn idempotency_cases() -> Vec<Case> {
             "key `used-once` with a setting change",
             pb::UpdateConfigRequest {
                 settings: vec![openshell_e2e::raw_setting("log_level", "warn")],
-                idempotency_key: "used-once".into(),
+                request_id: "used-once".into(),
                 ..to_target()
             },
-            invalid(&["idempotency_key", "different request"]),
+            invalid(&["request_id", "different request"]),
         ),
         update_case(
             "idempotency",
             "key too long",
             "a 129-character key",
             keyed("target", &"k".repeat(129), policy_with_port(8083)),
-            invalid(&["idempotency_key", "1 to 128 characters"]),
+            invalid(&["request_id", "1 to 128 characters"]),
         ),
         update_case(
             "idempotency",
             "huge key",
             "a 100,000-character key",
             keyed("target", &"k".repeat(100_000), policy_with_port(8084)),
-            invalid(&["idempotency_key", "1 to 128 characters"]),
+            invalid(&["request_id", "1 to 128 characters"]),
         ),
         update_case(
             "idempotency",
             "key with control characters",
             "key `k\\u001b[31m`",
             keyed("target", "k\u{1b}[31m", policy_with_port(8085)),
-            invalid(&["idempotency_key", "control characters"]),
+            invalid(&["request_id", "control characters"]),
         ),
     ]
 }
@@ -1652,7 +1652,7 @@ impl Fixture {
         let operation = api
             .update_config(pb::UpdateConfigRequest {
                 policy_text: policy_with_port(8443),
-                idempotency_key: "used-once".into(),
+                request_id: "used-once".into(),
                 ..to_target()
             })
             .await
@@ -1900,7 +1900,8 @@ impl Fixture {
                 .get_sandbox(self.request(
                     &Who::Operator,
                     pb::GetSandboxRequest {
-                        sandbox: Some(sandbox.clone()).filter(|s| !s.id_or_name.is_empty()),
+                        name: sandbox.id_or_name.clone(),
+                        workspace_scope: None,
                     },
                 ))
                 .await

@@ -376,7 +376,7 @@ async fn slow_supervisors(backend: Backend, seed: u64) {
                 "policy_validation_failure_mode",
                 "retain_last_valid",
             )],
-            idempotency_key: format!("chaos-{seed}-slow-retain"),
+            request_id: format!("chaos-{seed}-slow-retain"),
             ..to_global()
         })
         .await
@@ -407,7 +407,7 @@ async fn slow_supervisors(backend: Backend, seed: u64) {
             .clone()
             .update_config(pb::UpdateConfigRequest {
                 settings: vec![raw_setting(GLOBAL_SETTING, &value.to_string())],
-                idempotency_key: key.clone(),
+                request_id: key.clone(),
                 ..to_global()
             })
             .await
@@ -435,7 +435,7 @@ async fn slow_supervisors(backend: Backend, seed: u64) {
             .clone()
             .update_config(pb::UpdateConfigRequest {
                 settings: vec![raw_setting(SANDBOX_SETTING, &value)],
-                idempotency_key: key.clone(),
+                request_id: key.clone(),
                 mode: pb::UpdateMode::WaitForApply.into(),
                 wait: openshell_e2e::wait_for(Duration::from_secs(120)),
                 ..to_sandbox(&sandbox)

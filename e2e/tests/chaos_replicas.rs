@@ -267,7 +267,7 @@ async fn caller(
         let waiting = index % 4 != 3;
         let request = pb::UpdateConfigRequest {
             settings: vec![raw_setting(SANDBOX_SETTING, &format!("load-{index}-{k}"))],
-            idempotency_key: key.clone(),
+            request_id: key.clone(),
             mode: if waiting {
                 pb::UpdateMode::WaitForApply
             } else {

@@ -15,7 +15,7 @@ use openshell_e2e::chaos::store_faults::{
 };
 use openshell_e2e::chaos::workload::{self, Outcome, WriteKind};
 use openshell_e2e::chaos::{ChaosConfig, GatewayProcess, Run};
-use openshell_e2e::{Api, Backend, TestStore, sandbox_ref};
+use openshell_e2e::{Api, Backend, TestStore};
 use openshell_proto::v1 as pb;
 use tonic::Code;
 
@@ -166,7 +166,8 @@ async fn postgres_restart(seed: u64) {
     retried_refusals_commit_once(&run, &mut api, &mut probe, &refusals).await;
     if let Err(status) = api
         .get_sandbox(pb::GetSandboxRequest {
-            sandbox: sandbox_ref(&probe.sandbox),
+            name: probe.sandbox.to_string(),
+            workspace_scope: None,
         })
         .await
     {
@@ -196,7 +197,8 @@ async fn reads_served(run: &Run, api: &mut Api, sandbox: &str, operation: &str) 
     let mut failed = Vec::new();
     if let Err(s) = api
         .get_sandbox(pb::GetSandboxRequest {
-            sandbox: sandbox_ref(sandbox),
+            name: sandbox.to_string(),
+            workspace_scope: None,
         })
         .await
     {

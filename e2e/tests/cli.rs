@@ -153,22 +153,18 @@ fn finish(output: std::process::Output) -> Run {
     }
 }
 
-fn sandbox_ref(id: &str) -> Option<pb::SandboxRef> {
-    Some(pb::SandboxRef {
-        id_or_name: id.into(),
-        workspace: String::new(),
-    })
-}
-
 async fn lifecycle(api: &Api, id: &str) -> pb::SandboxLifecycle {
     let sb = api
         .clone()
         .get_sandbox(pb::GetSandboxRequest {
-            sandbox: sandbox_ref(id),
+            name: id.to_string(),
+            workspace_scope: None,
         })
         .await
         .unwrap()
-        .into_inner();
+        .into_inner()
+        .sandbox
+        .unwrap();
     pb::SandboxLifecycle::try_from(sb.lifecycle).unwrap()
 }
 
@@ -1484,7 +1480,7 @@ async fn text_from_users_and_the_gateway_is_printed_escaped() {
         .await;
     set.expect_code(1);
     assert!(
-        set.stderr.contains("idempotency_key") && set.stderr.contains("control characters"),
+        set.stderr.contains("request_id") && set.stderr.contains("control characters"),
         "{}",
         set.stderr
     );

@@ -11,7 +11,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use openshell_e2e::process::{SupervisorProcess, binary, spawn_supervisor};
-use openshell_e2e::{Api, POLICY, TOKEN, TestGateway, create_sandbox, eventually, sandbox_ref};
+use openshell_e2e::{Api, POLICY, TOKEN, TestGateway, create_sandbox, eventually};
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
 use serde_json::Value;
@@ -146,11 +146,14 @@ fn printed_ids(text: &str) -> Vec<(String, String)> {
 async fn applied_revision(api: &Api, id: &str) -> u64 {
     api.clone()
         .get_sandbox(pb::GetSandboxRequest {
-            sandbox: sandbox_ref(id),
+            name: id.to_string(),
+            workspace_scope: None,
         })
         .await
         .unwrap()
         .into_inner()
+        .sandbox
+        .unwrap()
         .applied_policy_revision
 }
 
@@ -338,11 +341,14 @@ async fn wide_adds_ids_no_headers_drops_the_header_and_lists_fit_100_columns() {
     let hash = api
         .clone()
         .get_sandbox(pb::GetSandboxRequest {
-            sandbox: sandbox_ref(&sandbox_id),
+            name: sandbox_id.to_string(),
+            workspace_scope: None,
         })
         .await
         .unwrap()
         .into_inner()
+        .sandbox
+        .unwrap()
         .applied_policy_hash;
     assert_eq!(hash.len(), 64, "{hash:?}");
     let ops = run(&gw, &["operations", "list", "-o", "json"], &[])

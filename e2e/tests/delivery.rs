@@ -40,7 +40,7 @@ in_both_modes!(
 
 async fn commit_policy(api: &mut Api, sandbox: &str, policy: &str) -> pb::Operation {
     api.update_config(pb::UpdateConfigRequest {
-        name: String::from(sandbox),
+        sandbox: String::from(sandbox),
         policy_text: policy.into(),
         mode: pb::UpdateMode::CommitOnly as i32,
         ..Default::default()
@@ -54,7 +54,7 @@ async fn commit_policy(api: &mut Api, sandbox: &str, policy: &str) -> pb::Operat
 
 async fn commit_setting(api: &mut Api, sandbox: &str, key: &str, raw: &str) -> pb::Operation {
     api.update_config(pb::UpdateConfigRequest {
-        name: String::from(sandbox),
+        sandbox: String::from(sandbox),
         settings: vec![pb::SettingChange {
             key: key.into(),
             change: Some(pb::setting_change::Change::Raw(raw.into())),
@@ -102,14 +102,13 @@ async fn wait_running(api: &Api, sandbox: &str) {
         async move {
             let sb = api
                 .get_sandbox(pb::GetSandboxRequest {
-                    sandbox: Some(pb::SandboxRef {
-                        id_or_name: sandbox,
-                        workspace: String::new(),
-                    }),
+                    name: sandbox,
+                    workspace_scope: None,
                 })
                 .await
                 .ok()?
-                .into_inner();
+                .into_inner()
+                .sandbox?;
             (sb.lifecycle == pb::SandboxLifecycle::Running as i32).then_some(())
         }
     })

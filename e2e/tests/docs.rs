@@ -157,7 +157,7 @@ async fn every_command_in_the_troubleshooting_skill_runs() {
     );
     let op = api
         .update_config(openshell_proto::v1::UpdateConfigRequest {
-            name: id.clone(),
+            sandbox: id.clone(),
             policy_text: policy.replacen("port: 443", "port: 8443", 1),
             ..Default::default()
         })

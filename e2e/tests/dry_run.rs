@@ -344,7 +344,7 @@ async fn grpc_validate_only_writes_nothing(backend: Backend) {
     let response = api
         .update_config(pb::UpdateConfigRequest {
             settings: vec![raw_setting("log_level", "debug")],
-            idempotency_key: "grpc-1".into(),
+            request_id: "grpc-1".into(),
             mode: pb::UpdateMode::WaitForApply.into(),
             ..dry_run_request(openshell_e2e::to_sandbox(&id), NETWORK_ONLY)
         })
@@ -391,10 +391,10 @@ async fn grpc_validate_only_writes_nothing(backend: Backend) {
     // The key was not consumed: the real write with it is no replay, and keeps the sections.
     let committed = api
         .update_config(pb::UpdateConfigRequest {
-            name: String::from(&id),
+            sandbox: String::from(&id),
             policy_text: NETWORK_ONLY.into(),
             settings: vec![raw_setting("log_level", "debug")],
-            idempotency_key: "grpc-1".into(),
+            request_id: "grpc-1".into(),
             ..Default::default()
         })
         .await
@@ -410,7 +410,7 @@ async fn grpc_validate_only_writes_nothing(backend: Backend) {
     let replay = api
         .update_config(pb::UpdateConfigRequest {
             settings: vec![raw_setting("log_level", "debug")],
-            idempotency_key: "grpc-1".into(),
+            request_id: "grpc-1".into(),
             ..dry_run_request(openshell_e2e::to_sandbox(&id), NETWORK_ONLY)
         })
         .await

@@ -44,11 +44,11 @@ async fn create(api: &mut Api, name: &str, policy: &str) -> pb::CreateSandboxRes
 
 fn set_policy(name: &str, policy: &str, key: &str) -> pb::UpdateConfigRequest {
     pb::UpdateConfigRequest {
-        name: name.into(),
-        workspace: String::new(),
+        sandbox: name.into(),
+        workspace_scope: openshell_e2e::workspace_scope(String::new()),
         policy_text: policy.into(),
         mode: pb::UpdateMode::CommitOnly as i32,
-        idempotency_key: key.into(),
+        request_id: key.into(),
         ..Default::default()
     }
 }
@@ -58,7 +58,7 @@ async fn create_commit_read_and_get_operation(backend: Backend) {
     let mut api = gw.api().await;
     let created = create(&mut api, "web", "").await;
     let sandbox = created.sandbox.unwrap();
-    assert!(sandbox.id.starts_with("sb-"));
+    assert!(sandbox.id().starts_with("sb-"));
     assert!(created.supervisor_credential.starts_with("osc_"));
     assert_eq!(sandbox.policy_revision, 0);
 
@@ -70,7 +70,7 @@ async fn create_commit_read_and_get_operation(backend: Backend) {
     let op = committed.operation.unwrap();
     assert_eq!(op.state, pb::OperationState::Pending as i32);
     assert_eq!(op.policy_revision, 1);
-    assert_eq!(op.target, sandbox.id);
+    assert_eq!(op.target, sandbox.id());
     assert!(!op.no_op);
     assert!(!committed.idempotent_replay);
 
@@ -180,7 +180,7 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
     let count = gw
         .state()
         .store
-        .policy_revision_count(&sandbox.id)
+        .policy_revision_count(sandbox.id())
         .await
         .unwrap();
     assert_eq!(count, 2);
@@ -191,11 +191,7 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
-    assert!(
-        err.message().contains("idempotency_key"),
-        "{}",
-        err.message()
-    );
+    assert!(err.message().contains("request_id"), "{}", err.message());
     assert!(
         err.message().contains("different request"),
         "{}",
@@ -204,7 +200,7 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
     assert_eq!(
         gw.state()
             .store
-            .policy_revision_count(&sandbox.id)
+            .policy_revision_count(sandbox.id())
             .await
             .unwrap(),
         2
@@ -224,7 +220,7 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
     assert_eq!(
         gw.state()
             .store
-            .policy_revision_count(&sandbox.id)
+            .policy_revision_count(sandbox.id())
             .await
             .unwrap(),
         2
@@ -236,8 +232,8 @@ async fn idempotency_and_no_op_writes(backend: Backend) {
 
     // Settings: a write bumps the scope revision once; repeating it is a no-op.
     let settings = |raw: &str| pb::UpdateConfigRequest {
-        name: "idem".into(),
-        workspace: String::new(),
+        sandbox: "idem".into(),
+        workspace_scope: openshell_e2e::workspace_scope(String::new()),
         settings: vec![pb::SettingChange {
             key: "log_level".into(),
             change: Some(pb::setting_change::Change::Raw(raw.into())),
@@ -299,12 +295,15 @@ async fn restart_keeps_sandboxes_revisions_and_operations(backend: Backend) {
     let mut api = gw.api().await;
     let again = api
         .get_sandbox(pb::GetSandboxRequest {
-            sandbox: sandbox_ref("durable"),
+            name: "durable".to_string(),
+            workspace_scope: None,
         })
         .await
         .unwrap()
-        .into_inner();
-    assert_eq!(again.id, sandbox.id);
+        .into_inner()
+        .sandbox
+        .unwrap();
+    assert_eq!(again.id(), sandbox.id());
     assert_eq!(again.policy_revision, 2);
     let fetched = api
         .get_operation(pb::GetOperationRequest { id: op.id.clone() })
@@ -397,7 +396,7 @@ async fn fleet_writes_record_their_targets(backend: Backend) {
 
     // A global value overrides the sandbox's own, and says where it came from.
     api.update_config(pb::UpdateConfigRequest {
-        name: String::from("a"),
+        sandbox: String::from("a"),
         settings: vec![pb::SettingChange {
             key: "log_level".into(),
             change: Some(pb::setting_change::Change::Raw("debug".into())),
@@ -424,8 +423,8 @@ async fn fleet_writes_record_their_targets(backend: Backend) {
 
     let ws = api
         .update_config(pb::UpdateConfigRequest {
-            workspace_scope: true,
-            workspace: "default".into(),
+            workspace_settings: true,
+            workspace_scope: openshell_e2e::workspace_scope("default"),
             settings: vec![pb::SettingChange {
                 key: "environment_label".into(),
                 change: Some(pb::setting_change::Change::Raw("staging".into())),
@@ -528,10 +527,10 @@ async fn settings_revisions_move_only_when_a_value_changes(backend: Backend) {
     };
     let mut write = async |global: bool, settings: Vec<pb::SettingChange>| {
         api.update_config(pb::UpdateConfigRequest {
-            name: if global {
+            sandbox: if global {
                 String::new()
             } else {
-                sandbox.id.clone()
+                sandbox.id().to_string()
             },
             global,
             settings,
@@ -576,7 +575,7 @@ async fn settings_revisions_move_only_when_a_value_changes(backend: Backend) {
         } else {
             gw.state()
                 .store
-                .settings_at(openshell_core::settings::Scope::Sandbox, &sandbox.id)
+                .settings_at(openshell_core::settings::Scope::Sandbox, sandbox.id())
                 .await
                 .unwrap()
         };

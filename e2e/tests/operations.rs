@@ -14,7 +14,6 @@ use openshell_e2e::{
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
-use openshell_proto::v1::open_shell_client::OpenShellClient;
 use tonic::transport::Channel;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -32,10 +31,10 @@ async fn set_policy(
     key: &str,
 ) -> pb::Operation {
     api.update_config(pb::UpdateConfigRequest {
-        name: String::from(id),
+        sandbox: String::from(id),
         policy_text: policy.into(),
         mode: mode as i32,
-        idempotency_key: key.into(),
+        request_id: key.into(),
         wait: wait(wait_ms),
         ..Default::default()
     })
@@ -372,7 +371,7 @@ async fn pending_operations_survive_a_gateway_crash_and_resolve_after_reconnect(
             .connect()
             .await
             .unwrap();
-        OpenShellClient::with_interceptor(channel, BearerToken(Some(TOKEN.into())))
+        openshell_e2e::Api::new(channel, BearerToken(Some(TOKEN.into())))
     };
     let mut api = connect().await;
     let (id, credential) = create_sandbox(&mut api, "crashy", POLICY).await;

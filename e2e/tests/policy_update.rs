@@ -43,7 +43,7 @@ fn add_rule(host: &str) -> pb::PolicyMergeOperation {
 
 fn edit_request(sandbox_id: &str, edits: Vec<pb::PolicyMergeOperation>) -> pb::UpdateConfigRequest {
     pb::UpdateConfigRequest {
-        name: sandbox_id.into(),
+        sandbox: sandbox_id.into(),
         merge_operations: edits,
         ..Default::default()
     }

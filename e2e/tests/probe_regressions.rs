@@ -21,7 +21,7 @@ const DEADLINE: Duration = Duration::from_secs(60);
 async fn set_policy(api: &Api, id: &str, policy: String) -> Result<pb::Operation, tonic::Status> {
     api.clone()
         .update_config(pb::UpdateConfigRequest {
-            name: String::from(id),
+            sandbox: String::from(id),
             policy_text: policy,
             ..Default::default()
         })
@@ -176,15 +176,15 @@ async fn a_fleet_write_over_stopped_sandboxes_ends_inactive() {
                 .await
                 .unwrap()
                 .into_inner();
-            ids.push(created.sandbox.unwrap().id);
+            ids.push(created.sandbox.unwrap().id().to_string());
         }
         for id in &ids {
             set_lifecycle(&api, id, pb::SandboxLifecycle::Stopped).await;
         }
         let response = api
             .update_config(pb::UpdateConfigRequest {
-                workspace_scope: true,
-                workspace: "st".into(),
+                workspace_settings: true,
+                workspace_scope: openshell_e2e::workspace_scope("st"),
                 settings: vec![raw_setting("log_level", "warn")],
                 ..Default::default()
             })
@@ -521,7 +521,7 @@ async fn a_wait_cut_off_by_a_stopping_gateway_is_unavailable_not_timed_out() {
     assert_eq!(first.id, op.id);
     let mut waiting = api.clone();
     let wait_request = pb::UpdateConfigRequest {
-        name: String::from(&id),
+        sandbox: String::from(&id),
         policy_text: policy_with_port(9443),
         mode: pb::UpdateMode::WaitForApply as i32,
         ..Default::default()

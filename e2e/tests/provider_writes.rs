@@ -170,7 +170,7 @@ async fn attaches_racing_deletes_are_never_unavailable(backend: Backend) {
         }
     });
     let outcomes = futures::future::join_all(pairs).await;
-    let stored = get_sandbox(&api, &id).await.providers;
+    let stored = get_sandbox(&api, &id).await.providers().to_vec();
     let mut problems = Vec::new();
     for (name, attached, deleted) in &outcomes {
         match (attached, deleted) {
@@ -390,7 +390,7 @@ async fn an_attach_past_the_bootstrap_limit_is_refused_and_the_sandbox_still_sta
     }
     let after = get_sandbox(&api, &id).await;
     assert_eq!(after.attachment_epoch, before.attachment_epoch);
-    assert_eq!(after.providers, before.providers);
+    assert_eq!(after.providers(), before.providers());
     assert_eq!(
         gw.state().store.count_operations().await.unwrap(),
         operations_before,

@@ -165,7 +165,7 @@ async fn wait_for_apply(api: &mut Api, request: pb::UpdateConfigRequest) -> pb::
 
 fn policy_write(sandbox: &str, port: u32) -> pb::UpdateConfigRequest {
     pb::UpdateConfigRequest {
-        name: String::from(sandbox),
+        sandbox: String::from(sandbox),
         policy_text: policy_with_port(port),
         ..Default::default()
     }
@@ -208,7 +208,7 @@ async fn a_write_through_one_replica_reaches_a_session_held_by_another() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(info.replicas, ["replica-a", "replica-b"]);
+    assert_eq!(info.details.unwrap().replicas, ["replica-a", "replica-b"]);
 
     // The replica that owns the session sends itself nothing.
     assert_eq!(metric(&second, delivered).await, 0.0);
@@ -590,15 +590,15 @@ async fn every_kind_of_write_reaches_the_other_replicas_session_by_its_intent() 
     commit(policy_write(&id, 8443)).await;
     file_has("policy.json", "8443".into()).await;
     commit(pb::UpdateConfigRequest {
-        name: String::from(&id),
+        sandbox: String::from(&id),
         settings: vec![raw_setting("environment_label", "sandbox-scope")],
         ..Default::default()
     })
     .await;
     file_has("settings.json", "sandbox-scope".into()).await;
     commit(pb::UpdateConfigRequest {
-        workspace_scope: true,
-        workspace: "default".into(),
+        workspace_settings: true,
+        workspace_scope: openshell_e2e::workspace_scope("default"),
         settings: vec![raw_setting("log_rate_limit_per_second", "4321")],
         ..Default::default()
     })

@@ -57,7 +57,7 @@ async fn sandbox_with_a_policy_write(api: &mut openshell_e2e::Api, name: &str) -
     let op_id = commit_only(
         api,
         pb::UpdateConfigRequest {
-            name: String::from(&id),
+            sandbox: String::from(&id),
             policy_text: policy_with_port(8443),
             ..Default::default()
         },
@@ -262,7 +262,7 @@ async fn one_sandboxs_reports_in_one_batch_resolve_in_arrival_order() {
         let op_id = commit_only(
             &mut api,
             pb::UpdateConfigRequest {
-                name: String::from(&id),
+                sandbox: String::from(&id),
                 policy_text: policy_with_port(port),
                 ..Default::default()
             },

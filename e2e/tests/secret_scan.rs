@@ -16,7 +16,6 @@ use openshell_e2e::{
     scrape_metrics,
 };
 use openshell_proto::v1 as pb;
-use openshell_proto::v1::open_shell_client::OpenShellClient;
 use tonic::transport::Channel;
 
 const FIRST: &str = "ghp_scan_FIRST_secret_value_7c41e0";
@@ -70,7 +69,7 @@ async fn a_day_of_work_leaves_no_secret_behind(backend: Backend) {
         .connect()
         .await
         .unwrap();
-    let mut api = OpenShellClient::with_interceptor(channel, BearerToken(Some(TOKEN.into())));
+    let mut api = openshell_e2e::Api::new(channel, BearerToken(Some(TOKEN.into())));
 
     let (id, supervisor_credential) = create_sandbox(&mut api, "web", POLICY).await;
     let value = |name: &str, value: &str, class: pb::ValueClass| pb::ProviderValueInput {

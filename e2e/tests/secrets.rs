@@ -10,7 +10,6 @@ use std::time::Duration;
 use openshell_e2e::process::{free_port, spawn_gateway};
 use openshell_e2e::{BearerToken, TOKEN};
 use openshell_proto::v1 as pb;
-use openshell_proto::v1::open_shell_client::OpenShellClient;
 use tonic::transport::Channel;
 
 const CREDENTIAL: &str = "ghp_0123456789SECRETabcdefTOKENvalue";
@@ -46,8 +45,7 @@ async fn credentials_stay_out_of_logs_responses_debug_and_the_database() {
         .connect()
         .await
         .unwrap();
-    let mut api =
-        OpenShellClient::with_interceptor(channel.clone(), BearerToken(Some(TOKEN.into())));
+    let mut api = openshell_e2e::Api::new(channel.clone(), BearerToken(Some(TOKEN.into())));
     let created = api
         .create_sandbox(pb::CreateSandboxRequest {
             name: "secretive".into(),
@@ -108,13 +106,13 @@ async fn credentials_stay_out_of_logs_responses_debug_and_the_database() {
     assert!(!listed_text.contains(ROTATED) && !listed_text.contains(CREDENTIAL));
 
     // The owning sandbox's supervisor does get the current credential.
-    let mut supervisor = OpenShellClient::with_interceptor(
+    let mut supervisor = openshell_e2e::Api::new(
         channel.clone(),
         BearerToken(Some(created.supervisor_credential.clone())),
     );
     let env = supervisor
         .get_sandbox_provider_environment(pb::GetSandboxProviderEnvironmentRequest {
-            sandbox_id: sandbox.id.clone(),
+            sandbox_id: sandbox.id().to_string(),
         })
         .await
         .unwrap()
@@ -131,13 +129,13 @@ async fn credentials_stay_out_of_logs_responses_debug_and_the_database() {
         .await
         .unwrap()
         .into_inner();
-    let mut nosy = OpenShellClient::with_interceptor(
+    let mut nosy = openshell_e2e::Api::new(
         channel,
         BearerToken(Some(other.supervisor_credential.clone())),
     );
     let err = nosy
         .get_sandbox_provider_environment(pb::GetSandboxProviderEnvironmentRequest {
-            sandbox_id: sandbox.id.clone(),
+            sandbox_id: sandbox.id().to_string(),
         })
         .await
         .unwrap_err();

@@ -110,11 +110,14 @@ async fn a_supervisor_that_never_prepares_its_startup_candidate_is_refused_at_th
     // Nothing was committed from the candidate, nothing waits for it.
     let sandbox = api
         .get_sandbox(pb::GetSandboxRequest {
-            sandbox: sandbox_ref(&id),
+            name: id.to_string(),
+            workspace_scope: None,
         })
         .await
         .unwrap()
-        .into_inner();
+        .into_inner()
+        .sandbox
+        .unwrap();
     assert_eq!(sandbox.policy_revision, 0, "{sandbox:?}");
     let operations = api
         .list_operations(pb::ListOperationsRequest {
@@ -178,11 +181,14 @@ async fn a_supervisor_that_never_answers_its_bootstrap_is_closed_at_the_deadline
     // The sandbox never ran its first revision.
     let sandbox = api
         .get_sandbox(pb::GetSandboxRequest {
-            sandbox: sandbox_ref(&id),
+            name: id.to_string(),
+            workspace_scope: None,
         })
         .await
         .unwrap()
-        .into_inner();
+        .into_inner()
+        .sandbox
+        .unwrap();
     assert_eq!(
         sandbox.lifecycle,
         pb::SandboxLifecycle::Pending as i32,
@@ -259,7 +265,7 @@ async fn a_bootstrap_that_cannot_be_built_refuses_the_session(broken: BrokenBoot
                 ));
             }
             api.update_config(pb::UpdateConfigRequest {
-                name: id.clone(),
+                sandbox: id.clone(),
                 policy_text: policy,
                 ..Default::default()
             })

@@ -19,8 +19,8 @@ const DEADLINE: Duration = Duration::from_secs(30);
 async fn commit(api: &Api, id: &str, policy: String) -> pb::Operation {
     api.clone()
         .update_config(pb::UpdateConfigRequest {
-            name: id.into(),
-            workspace: String::new(),
+            sandbox: id.into(),
+            workspace_scope: openshell_e2e::workspace_scope(String::new()),
             policy_text: policy,
             ..Default::default()
         })
@@ -319,10 +319,10 @@ async fn expired_idempotency_keys_are_released_and_old_operations_removed() {
         let (id, _) = create_sandbox(&mut api, "retained", POLICY).await;
         let first = api
             .update_config(pb::UpdateConfigRequest {
-                name: id.clone(),
-                workspace: String::new(),
+                sandbox: id.clone(),
+                workspace_scope: openshell_e2e::workspace_scope(String::new()),
                 policy_text: POLICY.replacen("port: 443", "port: 8443", 1),
-                idempotency_key: "short-lived".into(),
+                request_id: "short-lived".into(),
                 ..Default::default()
             })
             .await
@@ -337,10 +337,10 @@ async fn expired_idempotency_keys_are_released_and_old_operations_removed() {
         assert_eq!(store.expire_idempotency_keys_at(i64::MAX).await.unwrap(), 1);
         let reused = api
             .update_config(pb::UpdateConfigRequest {
-                name: id.clone(),
-                workspace: String::new(),
+                sandbox: id.clone(),
+                workspace_scope: openshell_e2e::workspace_scope(String::new()),
                 policy_text: POLICY.replacen("port: 443", "port: 9443", 1),
-                idempotency_key: "short-lived".into(),
+                request_id: "short-lived".into(),
                 ..Default::default()
             })
             .await

@@ -12,8 +12,8 @@ use std::time::Duration;
 use openshell_e2e::inspect;
 use openshell_e2e::process::{SupervisorProcess, spawn_supervisor};
 use openshell_e2e::{
-    Api, POLICY, TestGateway, create_sandbox, eventually, metric, policy_with_port, sandbox_ref,
-    state, terminal_operation,
+    Api, POLICY, TestGateway, create_sandbox, eventually, metric, policy_with_port, state,
+    terminal_operation,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
@@ -36,18 +36,21 @@ async fn lifecycle(api: &Api, id: &str) -> pb::SandboxLifecycle {
     let sandbox = api
         .clone()
         .get_sandbox(pb::GetSandboxRequest {
-            sandbox: sandbox_ref(id),
+            name: id.to_string(),
+            workspace_scope: None,
         })
         .await
         .unwrap()
-        .into_inner();
+        .into_inner()
+        .sandbox
+        .unwrap();
     pb::SandboxLifecycle::try_from(sandbox.lifecycle).unwrap()
 }
 
 async fn commit_policy(api: &Api, id: &str, policy: String) -> pb::Operation {
     api.clone()
         .update_config(pb::UpdateConfigRequest {
-            name: id.into(),
+            sandbox: id.into(),
             policy_text: policy,
             mode: pb::UpdateMode::CommitOnly as i32,
             ..Default::default()

@@ -342,7 +342,7 @@ async fn an_upstream_supervisor_is_served_as_a_legacy_one_and_its_reports_resolv
     // A sandbox setting first, so the policy operation below also waits for
     // settings revision 1, which the version-only report does not name.
     api.update_config(pb::UpdateConfigRequest {
-        name: String::from(&id),
+        sandbox: String::from(&id),
         settings: vec![pb::SettingChange {
             key: "log_level".into(),
             change: Some(pb::setting_change::Change::Raw("debug".into())),
@@ -373,7 +373,7 @@ async fn an_upstream_supervisor_is_served_as_a_legacy_one_and_its_reports_resolv
     // An operator change: revision 2 waits for the supervisor.
     let written = api
         .update_config(pb::UpdateConfigRequest {
-            name: String::from(&id),
+            sandbox: String::from(&id),
             policy_text: policy_with_port(8443),
             mode: pb::UpdateMode::CommitOnly as i32,
             ..Default::default()
@@ -467,7 +467,7 @@ async fn an_update_config_with_only_upstreams_fields_writes_a_revision() {
     // `UpdateConfigResponse { version = 1, policy_hash = 2, settings_revision = 3 }`.
     assert_eq!(varint_of(&answer, 1), 2, "revision 2: {answer:?}");
     assert_eq!(string_of(&answer, 2).len(), 64, "{answer:?}");
-    assert!(bytes_of(&answer, 100).is_some(), "the operation extension");
+    assert!(bytes_of(&answer, 1000).is_some(), "the operation extension");
     let stored = api
         .get_sandbox_policy(pb::GetSandboxPolicyRequest {
             sandbox: openshell_e2e::sandbox_ref("plain"),

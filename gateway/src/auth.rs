@@ -165,6 +165,15 @@ pub const SUPERVISOR_METHODS: [&str; 6] = [
     "PushSandboxLogs",
 ];
 
+/// The methods anyone may call: upstream's `Health`, which load balancers and `openshell
+/// status` ask before they hold a token, and which tells nothing but that the gateway serves.
+pub const OPEN_METHODS: [&str; 1] = ["Health"];
+
+fn is_open_call(path: &str) -> bool {
+    path.strip_prefix("/openshell.v1.OpenShell/")
+        .is_some_and(|method| OPEN_METHODS.contains(&method))
+}
+
 fn is_supervisor_call(path: &str) -> bool {
     path.rsplit_once('/')
         .is_some_and(|(_, method)| SUPERVISOR_METHODS.contains(&method))
@@ -203,7 +212,7 @@ where
 
     fn call(&mut self, mut request: http::Request<Body>) -> Self::Future {
         let path = request.uri().path().to_string();
-        if is_supervisor_call(&path) {
+        if is_supervisor_call(&path) || is_open_call(&path) {
             return Box::pin(self.inner.call(request));
         }
         // The clone is the one polled ready; this call takes it (tower's rule).

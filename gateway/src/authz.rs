@@ -279,21 +279,38 @@ impl Principal {
 mod tests {
     use super::*;
 
-    /// The operator methods of service `OpenShell`, read from its proto.
+    /// The operator methods of services `OpenShell` and `ConfigPlane`, read from their protos.
     fn service_methods() -> Vec<String> {
-        let proto = include_str!("../../proto/openshell/v1/openshell.proto");
-        let service = proto
-            .split("service OpenShell {")
-            .nth(1)
-            .and_then(|rest| rest.split("\n}").next())
-            .expect("service OpenShell in openshell.proto");
-        service
-            .lines()
-            .filter_map(|line| line.trim().strip_prefix("rpc "))
-            .filter_map(|rest| rest.split('(').next())
-            .map(|name| name.trim().to_string())
-            .filter(|name| !crate::auth::SUPERVISOR_METHODS.contains(&name.as_str()))
-            .collect()
+        let sources = [
+            (
+                include_str!("../../proto/openshell/v1/openshell.proto"),
+                "service OpenShell {",
+            ),
+            (
+                include_str!("../../proto/openshell/v1/config_plane.proto"),
+                "service ConfigPlane {",
+            ),
+        ];
+        let mut methods = Vec::new();
+        for (proto, opening) in sources {
+            let service = proto
+                .split(opening)
+                .nth(1)
+                .and_then(|rest| rest.split("\n}").next())
+                .expect("the service in its proto");
+            methods.extend(
+                service
+                    .lines()
+                    .filter_map(|line| line.trim().strip_prefix("rpc "))
+                    .filter_map(|rest| rest.split('(').next())
+                    .map(|name| name.trim().to_string())
+                    .filter(|name| {
+                        !crate::auth::SUPERVISOR_METHODS.contains(&name.as_str())
+                            && !crate::auth::OPEN_METHODS.contains(&name.as_str())
+                    }),
+            );
+        }
+        methods
     }
 
     #[test]

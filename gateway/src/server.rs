@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use openshell_proto::v1::config_plane_server::ConfigPlaneServer;
 use openshell_proto::v1::gateway_peer_server::GatewayPeerServer;
 use openshell_proto::v1::open_shell_server::OpenShellServer;
 use tokio::net::TcpListener;
@@ -417,9 +418,14 @@ fn router(
         },
         supervisor,
     );
+    let auth = OperatorAuth::with_store(state.config.operator_tokens.clone(), state.store.clone());
+    let config_plane = Authenticated::new(
+        ConfigPlaneServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES),
+        auth.clone(),
+    );
     let api = Unserved::new(Authenticated::new(
         OpenShellServer::new(api).max_decoding_message_size(MAX_MESSAGE_BYTES),
-        OperatorAuth::with_store(state.config.operator_tokens.clone(), state.store.clone()),
+        auth,
     ));
     let peer = GatewayPeerServer::new(PeerApi::new(peer_context(state)))
         .max_decoding_message_size(MAX_PEER_MESSAGE_BYTES);
@@ -427,7 +433,10 @@ fn router(
     if let Some(tls) = tls {
         builder = builder.tls_config(tls)?;
     }
-    Ok(builder.add_service(api).add_service(peer))
+    Ok(builder
+        .add_service(api)
+        .add_service(config_plane)
+        .add_service(peer))
 }
 
 fn session_context(state: &GatewayState) -> SessionContext {

@@ -4,6 +4,7 @@
 //! records and the reported revisions operations are resolved on).
 
 use openshell_core::settings::{Scope, SettingValue};
+use openshell_proto::datamodel::v1::ObjectMeta;
 use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
 use sha2::{Digest, Sha256};
@@ -71,19 +72,44 @@ pub fn sandbox(s: &SandboxRecord) -> pb::Sandbox {
 
 /// A sandbox with the policy its supervisor last reported applied.
 pub fn sandbox_with_applied(s: &SandboxRecord, progress: Option<&PolicyProgress>) -> pb::Sandbox {
+    let applied = progress.map_or(0, |p| p.applied);
     pb::Sandbox {
-        id: s.id.clone(),
-        name: s.name.clone(),
-        workspace: s.workspace.clone(),
+        metadata: Some(ObjectMeta {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            workspace: s.workspace.clone(),
+            resource_version: s.policy_revision,
+            created_time: Some(timestamp(s.created_at)),
+            // Deleted records are kept for history; the last change was the deletion.
+            deletion_time: (s.lifecycle == Lifecycle::Deleted).then(|| timestamp(s.updated_at)),
+            ..Default::default()
+        }),
+        spec: Some(pb::SandboxSpec {
+            providers: s.providers.clone(),
+            provider_attachment_epoch: s.attachment_epoch.to_string(),
+        }),
+        status: Some(pb::SandboxStatus {
+            phase: phase(s.lifecycle) as i32,
+            current_policy_version: version_u32(applied),
+        }),
         lifecycle: lifecycle(s.lifecycle) as i32,
         policy_revision: s.policy_revision,
         settings_revision: s.settings_revision,
         attachment_epoch: s.attachment_epoch,
-        providers: s.providers.clone(),
-        created_at: Some(timestamp(s.created_at)),
         updated_at: Some(timestamp(s.updated_at)),
-        applied_policy_revision: progress.map_or(0, |p| p.applied),
+        applied_policy_revision: applied,
         applied_policy_hash: progress.map(|p| p.applied_hash.clone()).unwrap_or_default(),
+    }
+}
+
+/// Upstream's phase of a lifecycle: this gateway's sandboxes run elsewhere, so it knows
+/// only whether a supervisor has bootstrapped one, and what operators asked for.
+fn phase(l: Lifecycle) -> pb::SandboxPhase {
+    match l {
+        Lifecycle::Pending => pb::SandboxPhase::Provisioning,
+        Lifecycle::Running => pb::SandboxPhase::Ready,
+        Lifecycle::Stopped => pb::SandboxPhase::Stopped,
+        Lifecycle::Deleted => pb::SandboxPhase::Deleting,
     }
 }
 

@@ -23,9 +23,17 @@ pub mod sandbox {
     }
 }
 
+/// `openshell.datamodel.v1`: upstream OpenShell's object metadata and workspace selector.
+pub mod datamodel {
+    pub mod v1 {
+        tonic::include_proto!("openshell.datamodel.v1");
+    }
+}
+
 pub use v1::*;
 
 pub mod codec;
 mod operation_state;
 mod redact;
+mod sandbox_fields;
 mod snapshot;

@@ -44,7 +44,7 @@ test('commit-only with an idempotency key: a retry replays the same operation', 
     .updateConfig({ ...request, policy: policyWithPort(8444) })
     .then(() => assert.fail('a reused key with a new request must be refused'), (e) => e)
   assert.ok(err instanceof InvalidArgumentError, String(err))
-  assert.equal(err.violations[0].field, 'idempotency_key')
+  assert.equal(err.violations[0].field, 'request_id')
 
   const applied = await h.client.waitForApply(first.operation.id, { timeoutMs: 30_000 })
   assert.equal(applied.state, 'APPLIED')

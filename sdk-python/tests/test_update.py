@@ -60,7 +60,7 @@ def test_commit_only_with_idempotency_key_replays_the_same_operation(client: Cli
 
     with pytest.raises(InvalidArgument) as err:
         client.update_config(name, policy=policy_with_port(9443), idempotency_key=key)
-    assert [v.field for v in err.value.violations] == ["idempotency_key"]
+    assert [v.field for v in err.value.violations] == ["request_id"]
 
 
 def test_wait_for_apply_mode_returns_applied_with_exact_revision(gateway: Gateway) -> None:

@@ -5,6 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+use openshell_proto::v1::config_plane_client::ConfigPlaneClient;
 use openshell_proto::v1::open_shell_client::OpenShellClient;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
@@ -16,7 +17,15 @@ use crate::error::error_chain;
 use crate::retry::{Idempotency, RetryPolicy};
 use crate::{ClientOptions, SdkError};
 
-pub(crate) type Inner = OpenShellClient<InterceptedService<Channel, BearerAuth>>;
+type Authed = InterceptedService<Channel, BearerAuth>;
+
+/// The two services of a gateway on one connection: upstream's `OpenShell` and this
+/// project's `ConfigPlane` (operations, sessions, tokens, settings reads, attachments).
+#[derive(Clone)]
+pub(crate) struct Inner {
+    pub(crate) openshell: OpenShellClient<Authed>,
+    pub(crate) plane: ConfigPlaneClient<Authed>,
+}
 
 /// A connection to one OpenShell gateway.
 ///
@@ -79,7 +88,10 @@ impl Client {
     fn from_channel(channel: Channel, options: &ClientOptions) -> Result<Self, SdkError> {
         let auth = BearerAuth::new(options)?;
         Ok(Self {
-            inner: OpenShellClient::with_interceptor(channel, auth),
+            inner: Inner {
+                openshell: OpenShellClient::with_interceptor(channel.clone(), auth.clone()),
+                plane: ConfigPlaneClient::with_interceptor(channel, auth),
+            },
             endpoint: options.endpoint.clone(),
             request_timeout: options.request_timeout,
             retry: RetryPolicy::DEFAULT,

@@ -7,6 +7,7 @@ use openshell_core::policy::{EditSpecs, PolicyEdit};
 use openshell_proto::v1 as pb;
 
 use crate::timefmt::to_proto_duration;
+use crate::types::sandbox::workspace_selector;
 use crate::{SandboxRef, SdkError, UpdateMode};
 
 /// The gateway's wait when the caller names none (DESIGN §7).
@@ -24,18 +25,17 @@ pub enum Target {
 }
 
 impl Target {
-    /// The request's target fields: upstream's `name` and `global`, and this
-    /// project's `workspace` and `workspace_scope`.
+    /// The request's target fields: upstream's `sandbox`, `workspace_scope` and `global`,
+    /// and this project's `workspace_settings`.
     fn fill(&self, req: &mut pb::UpdateConfigRequest) {
         match self {
             Self::Sandbox(sandbox) => {
-                let sandbox = sandbox.to_proto();
-                req.name = sandbox.id_or_name;
-                req.workspace = sandbox.workspace;
+                req.sandbox = sandbox.id_or_name.clone();
+                req.workspace_scope = sandbox.workspace_scope();
             }
             Self::Workspace(name) => {
-                req.workspace_scope = true;
-                req.workspace = name.clone();
+                req.workspace_settings = true;
+                req.workspace_scope = workspace_selector(Some(name));
             }
             Self::Global => req.global = true,
         }
@@ -230,7 +230,7 @@ impl UpdateConfig {
             clear_global_policy: self.clear_global_policy,
             settings: self.settings.iter().map(SettingChange::to_proto).collect(),
             mode: self.mode.into(),
-            idempotency_key: self.idempotency_key.clone().unwrap_or_default(),
+            request_id: self.idempotency_key.clone().unwrap_or_default(),
             wait,
             validate_only: self.validate_only,
             ..Default::default()
@@ -300,15 +300,15 @@ mod tests {
         assert_eq!(req.policy_text, "version: 1");
         assert!(req.policy.is_none());
         assert_eq!(req.mode, pb::UpdateMode::WaitForApply as i32);
-        assert_eq!(req.idempotency_key, "k1");
+        assert_eq!(req.request_id, "k1");
         assert_eq!(req.settings.len(), 2);
         assert_eq!(
             req.settings[1].change,
             Some(pb::setting_change::Change::Delete(true))
         );
-        assert_eq!(req.name, "demo");
-        assert_eq!(req.workspace, "team");
-        assert!(!req.global && !req.workspace_scope);
+        assert_eq!(req.sandbox, "demo");
+        assert_eq!(req.workspace_scope, workspace_selector(Some("team")));
+        assert!(!req.global && !req.workspace_settings);
         assert_eq!(req.wait.unwrap().timeout.unwrap().seconds, 120);
         assert!(update.is_idempotent());
     }
@@ -320,14 +320,14 @@ mod tests {
             .to_proto()
             .unwrap();
         assert!(req.clear_global_policy);
-        assert!(req.global && req.name.is_empty() && !req.workspace_scope);
+        assert!(req.global && req.sandbox.is_empty() && req.workspace_scope.is_none());
         assert_eq!(req.mode, pb::UpdateMode::CommitOnly as i32);
         assert!(req.wait.is_none());
         let req = UpdateConfig::new(Target::Workspace("team".into()))
             .to_proto()
             .unwrap();
-        assert!(req.workspace_scope && !req.global);
-        assert_eq!(req.workspace, "team");
+        assert!(req.workspace_settings && !req.global);
+        assert_eq!(req.workspace_scope, workspace_selector(Some("team")));
     }
 
     #[test]

@@ -94,7 +94,7 @@ impl Client {
         };
         let streaming = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
-                c.wait_for_apply(r).await
+                c.plane.wait_for_apply(r).await
             })
             .await?;
         let limit = self

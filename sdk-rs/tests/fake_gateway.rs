@@ -11,7 +11,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures::Stream;
+use openshell_proto::datamodel::v1::ObjectMeta;
+use openshell_proto::datamodel::v1::workspace_selector::Selection;
 use openshell_proto::v1 as pb;
+use openshell_proto::v1::config_plane_server::{ConfigPlane, ConfigPlaneServer};
 use openshell_proto::v1::open_shell_server::{OpenShell, OpenShellServer};
 use openshell_sdk::{
     Client, ClientOptions, OperationState, SandboxRef, SdkError, Target, UpdateConfig, UpdateMode,
@@ -62,9 +65,12 @@ impl Fake {
 
 fn sandbox(name: &str) -> pb::Sandbox {
     pb::Sandbox {
-        id: format!("sb-{name}"),
-        name: name.to_owned(),
-        workspace: "default".into(),
+        metadata: Some(ObjectMeta {
+            id: format!("sb-{name}"),
+            name: name.to_owned(),
+            workspace: "default".into(),
+            ..Default::default()
+        }),
         lifecycle: pb::SandboxLifecycle::Running as i32,
         ..Default::default()
     }
@@ -100,15 +106,22 @@ impl OpenShell for Fake {
     async fn get_sandbox(
         &self,
         request: Request<pb::GetSandboxRequest>,
-    ) -> Result<Response<pb::Sandbox>, Status> {
+    ) -> Result<Response<pb::SandboxResponse>, Status> {
         self.enter("get_sandbox", &request)?;
-        let sb = request.into_inner().sandbox.unwrap_or_default();
-        if sb.id_or_name == "missing" {
+        let req = request.into_inner();
+        if req.name == "missing" {
             return Err(Status::not_found("sandbox missing not found"));
         }
-        let mut found = sandbox(&sb.id_or_name);
-        found.workspace = sb.workspace;
-        Ok(Response::new(found))
+        let mut found = sandbox(&req.name);
+        if let Some(Selection::Workspace(workspace)) =
+            req.workspace_scope.and_then(|scope| scope.selection)
+            && let Some(metadata) = found.metadata.as_mut()
+        {
+            metadata.workspace = workspace;
+        }
+        Ok(Response::new(pb::SandboxResponse {
+            sandbox: Some(found),
+        }))
     }
 
     async fn list_sandboxes(
@@ -170,7 +183,7 @@ impl OpenShell for Fake {
             pb::OperationState::Pending
         };
         let mut operation = op("op-upd", state);
-        operation.idempotency_key = req.idempotency_key;
+        operation.idempotency_key = req.request_id;
         Ok(Response::new(pb::UpdateConfigResponse {
             operation: Some(operation),
             idempotent_replay: false,
@@ -178,6 +191,25 @@ impl OpenShell for Fake {
         }))
     }
 
+    async fn get_gateway_info(
+        &self,
+        request: Request<pb::GetGatewayInfoRequest>,
+    ) -> Result<Response<pb::GetGatewayInfoResponse>, Status> {
+        self.enter("get_gateway_info", &request)?;
+        Ok(Response::new(pb::GetGatewayInfoResponse {
+            gateway_version: "0.1.0".into(),
+            details: Some(pb::GatewayInfo {
+                version: "0.1.0".into(),
+                config_delivery_mode: "push".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl ConfigPlane for Fake {
     async fn get_operation(
         &self,
         request: Request<pb::GetOperationRequest>,
@@ -237,18 +269,6 @@ impl OpenShell for Fake {
             next_page_token: String::new(),
         }))
     }
-
-    async fn get_gateway_info(
-        &self,
-        request: Request<pb::GetGatewayInfoRequest>,
-    ) -> Result<Response<pb::GatewayInfo>, Status> {
-        self.enter("get_gateway_info", &request)?;
-        Ok(Response::new(pb::GatewayInfo {
-            version: "0.1.0".into(),
-            config_delivery_mode: "push".into(),
-            ..Default::default()
-        }))
-    }
 }
 
 /// Starts the fake on a loopback port and returns it with the endpoint URL.
@@ -257,9 +277,11 @@ async fn start() -> (std::sync::Arc<Fake>, String) {
     let addr = listener.local_addr().unwrap();
     let fake = std::sync::Arc::new(Fake::default());
     let service = OpenShellServer::from_arc(fake.clone());
+    let plane = ConfigPlaneServer::from_arc(fake.clone());
     tokio::spawn(async move {
         tonic::transport::Server::builder()
             .add_service(service)
+            .add_service(plane)
             .serve_with_incoming(TcpListenerStream::new(listener))
             .await
     });

@@ -359,13 +359,7 @@ impl StoreView {
             .into_inner();
         view.provider_value = provider.env.get(PROVIDER_VALUE).cloned();
         for s in supervisors {
-            let sandbox = api
-                .get_sandbox(pb::GetSandboxRequest {
-                    sandbox: sandbox_ref(&s.sandbox_id),
-                })
-                .await
-                .unwrap()
-                .into_inner();
+            let sandbox = crate::get_sandbox(api, &s.sandbox_id).await;
             let scoped = settings(api, pb::SettingScope::Sandbox, Some(&s.sandbox_id), "").await;
             let mut policies = BTreeMap::new();
             for revision in 1..=sandbox.policy_revision {
@@ -410,8 +404,8 @@ impl StoreView {
         })
         .await
         .into_iter()
-        .filter(|s| s.name.starts_with(CHURN_PREFIX))
-        .map(|s| s.name)
+        .filter(|s| s.name().starts_with(CHURN_PREFIX))
+        .map(|s| s.name().to_string())
         .collect();
         view.operations = paged(|page_token| {
             let mut api = api.clone();
@@ -533,8 +527,8 @@ fn check_applied_is_true(
         let id = store
             .sandboxes
             .values()
-            .find(|s| &s.sandbox.name == sandbox || &s.sandbox.id == sandbox)
-            .map_or(sandbox.clone(), |s| s.sandbox.id.clone());
+            .find(|s| s.sandbox.name() == sandbox || s.sandbox.id() == sandbox)
+            .map_or(sandbox.clone(), |s| s.sandbox.id().to_string());
         let Some(log) = logs.get(&id) else { continue };
         let recorded = log
             .iter()
@@ -594,7 +588,7 @@ fn check_nothing_lost(h: &History, store: &StoreView, report: &mut Report) {
                     let stored = store
                         .sandboxes
                         .values()
-                        .find(|s| &s.sandbox.name == sandbox)
+                        .find(|s| s.sandbox.name() == sandbox)
                         .and_then(|s| s.policies.get(policy_revision));
                     if stored.map(|(hash, _)| hash) != Some(policy_hash) {
                         lost(
@@ -622,7 +616,7 @@ fn check_nothing_lost(h: &History, store: &StoreView, report: &mut Report) {
     }
 
     let last = possible_final_values(&h.writes);
-    let by_name = |name: &str| store.sandboxes.values().find(|s| s.sandbox.name == name);
+    let by_name = |name: &str| store.sandboxes.values().find(|s| s.sandbox.name() == name);
     for (target, allowed) in &last {
         let actual = if let Some(name) = target.strip_prefix("setting of ") {
             by_name(name).and_then(|s| s.setting_value.clone())
@@ -635,7 +629,7 @@ fn check_nothing_lost(h: &History, store: &StoreView, report: &mut Report) {
         } else if let Some(name) = target.strip_prefix("attachment of ") {
             by_name(name).map(|s| {
                 s.sandbox
-                    .providers
+                    .providers()
                     .iter()
                     .any(|p| p == PROVIDER)
                     .to_string()
@@ -838,7 +832,7 @@ fn difference(state_dir: &Path, want: &SandboxView, store: &StoreView) -> Option
     if let Err(mix) = whole_generation(state_dir) {
         diffs.push(mix);
     }
-    let attached = want.sandbox.providers.iter().any(|p| p == PROVIDER);
+    let attached = want.sandbox.providers().iter().any(|p| p == PROVIDER);
     let value = env["values"][PROVIDER_VALUE]["value"].as_str();
     let expected = attached
         .then_some(store.provider_value.as_deref())

@@ -24,7 +24,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use openshell_proto::v1 as pb;
-use openshell_proto::v1::open_shell_client::OpenShellClient;
 use tonic::transport::Endpoint;
 
 use crate::process::{ChildGuard, SupervisorProcess, spawn_gateway, spawn_supervisor_with};
@@ -155,7 +154,7 @@ pub fn lazy_api(endpoint: &str) -> Api {
         .connect_timeout(Duration::from_secs(2))
         .timeout(Duration::from_secs(10))
         .connect_lazy();
-    OpenShellClient::with_interceptor(channel, BearerToken(Some(TOKEN.into())))
+    crate::Api::new(channel, BearerToken(Some(TOKEN.into())))
 }
 
 /// A gateway process on a store that outlives it, restartable on the same port.

@@ -9,7 +9,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use openshell_proto::v1 as pb;
-use openshell_proto::v1::open_shell_client::OpenShellClient;
 use tonic::transport::Endpoint;
 
 use super::{ChaosConfig, Fleet, GatewayProcess, Member, Prng, Run, workload};
@@ -132,7 +131,7 @@ pub fn api_as(endpoint: &str, token: &str, timeout: Duration) -> Api {
         .connect_timeout(Duration::from_secs(2))
         .timeout(timeout)
         .connect_lazy();
-    OpenShellClient::with_interceptor(channel, BearerToken(Some(token.into())))
+    crate::Api::new(channel, BearerToken(Some(token.into())))
 }
 
 impl Fleet {

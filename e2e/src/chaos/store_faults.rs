@@ -320,7 +320,7 @@ impl Probe {
         let answer = api
             .update_config(pb::UpdateConfigRequest {
                 policy_text: policy_with_port(port),
-                idempotency_key: key.clone(),
+                request_id: key.clone(),
                 ..to_sandbox(&self.sandbox)
             })
             .await;
@@ -357,8 +357,5 @@ pub fn patient_api(endpoint: &str) -> Api {
         .connect_timeout(Duration::from_secs(2))
         .timeout(Duration::from_secs(40))
         .connect_lazy();
-    openshell_proto::v1::open_shell_client::OpenShellClient::with_interceptor(
-        channel,
-        crate::BearerToken(Some(crate::TOKEN.into())),
-    )
+    crate::Api::new(channel, crate::BearerToken(Some(crate::TOKEN.into())))
 }

@@ -473,7 +473,7 @@ async fn send(api: &mut Api, kind: &WriteKind, key: &str) -> Result<Outcome, ton
             let response = api
                 .update_config(pb::UpdateConfigRequest {
                     policy_text: policy_with_port(*port),
-                    idempotency_key: key.into(),
+                    request_id: key.into(),
                     ..to_sandbox(sandbox)
                 })
                 .await?
@@ -488,7 +488,7 @@ async fn send(api: &mut Api, kind: &WriteKind, key: &str) -> Result<Outcome, ton
             let response = api
                 .update_config(pb::UpdateConfigRequest {
                     settings: vec![raw_setting(SANDBOX_SETTING, value)],
-                    idempotency_key: key.into(),
+                    request_id: key.into(),
                     ..to_sandbox(sandbox)
                 })
                 .await?
@@ -499,7 +499,7 @@ async fn send(api: &mut Api, kind: &WriteKind, key: &str) -> Result<Outcome, ton
             let response = api
                 .update_config(pb::UpdateConfigRequest {
                     settings: vec![raw_setting(WORKSPACE_SETTING, value)],
-                    idempotency_key: key.into(),
+                    request_id: key.into(),
                     ..to_workspace("default")
                 })
                 .await?
@@ -510,7 +510,7 @@ async fn send(api: &mut Api, kind: &WriteKind, key: &str) -> Result<Outcome, ton
             let response = api
                 .update_config(pb::UpdateConfigRequest {
                     settings: vec![raw_setting(GLOBAL_SETTING, &value.to_string())],
-                    idempotency_key: key.into(),
+                    request_id: key.into(),
                     ..to_global()
                 })
                 .await?

@@ -21,6 +21,43 @@ pub fn page_size(field: &str, requested: u32) -> Result<u32, GatewayError> {
     }
 }
 
+/// The page size of a list request's `field`, as the store's row limit.
+pub fn page(field: &str, size: u32) -> Result<i64, tonic::Status> {
+    Ok(i64::from(page_size(field, size)?))
+}
+
+/// [`page`] of upstream's signed page sizes: a negative size is refused.
+pub fn signed_page(field: &str, size: i32) -> Result<i64, tonic::Status> {
+    let size = u32::try_from(size).map_err(|_| {
+        GatewayError::invalid(
+            field,
+            format!("{size} is negative; expected 0 (the default) to {MAX_PAGE}"),
+        )
+    })?;
+    page(field, size)
+}
+
+pub fn offset(token: &str) -> Result<i64, tonic::Status> {
+    if token.is_empty() {
+        return Ok(0);
+    }
+    token
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| {
+            GatewayError::invalid("page_token", "not a token from a previous response").into()
+        })
+}
+
+pub fn next_token(offset: i64, limit: i64, returned: usize) -> String {
+    if i64::try_from(returned).unwrap_or(i64::MAX) < limit {
+        String::new()
+    } else {
+        (offset + limit).to_string()
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -219,14 +219,14 @@ impl ConfigUpdate {
         if let Some(key) = &self.idempotency_key {
             if key.is_empty() || key.chars().count() > MAX_IDEMPOTENCY_KEY_CHARS {
                 violations.push(Violation {
-                    field: "idempotency_key".into(),
+                    field: "request_id".into(),
                     message: format!("must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters"),
                 });
             } else if key.chars().any(char::is_control) {
                 // Keys are shown back by `operations get`; an escape sequence would drive the
                 // reader's terminal.
                 violations.push(Violation::new(
-                    "idempotency_key",
+                    "request_id",
                     "must not contain control characters",
                 ));
             }
@@ -848,7 +848,7 @@ async fn list_fleet_targets(
 
 fn key_used_for_another_request(key: &str, operation_id: &str) -> GatewayError {
     GatewayError::invalid(
-        "idempotency_key",
+        "request_id",
         format!(
             "key {key:?} was already used with a different request (operation {operation_id}); \
              use a new key for a new change"

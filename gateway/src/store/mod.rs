@@ -315,6 +315,12 @@ impl Store {
         &self.pool
     }
 
+    /// Whether the store answers a trivial read within `within` (for `Health`).
+    pub async fn answers(&self, within: Duration) -> bool {
+        let read = sqlx::query("SELECT 1").execute(&self.pool);
+        matches!(tokio::time::timeout(within, read).await, Ok(Ok(_)))
+    }
+
     /// Wake-ups for operation waiters in this process.
     pub fn operation_events(&self) -> &OperationEvents {
         &self.events

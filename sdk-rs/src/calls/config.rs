@@ -23,7 +23,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
-                c.get_sandbox_policy(r).await
+                c.plane.get_sandbox_policy(r).await
             })
             .await?;
         Ok(SandboxPolicy {
@@ -52,7 +52,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
-                c.list_sandbox_policies(r).await
+                c.openshell.list_sandbox_policies(r).await
             })
             .await?;
         Ok(response.revisions.into_iter().map(Into::into).collect())
@@ -89,7 +89,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
-                c.get_settings(r).await
+                c.plane.get_settings(r).await
             })
             .await?;
         Ok(ScopeSettings {
@@ -106,7 +106,7 @@ impl Client {
             .unary(
                 Idempotency::Safe,
                 pb::ListSettingDefinitionsRequest {},
-                |mut c, r| async move { c.list_setting_definitions(r).await },
+                |mut c, r| async move { c.plane.list_setting_definitions(r).await },
             )
             .await?;
         Ok(response.definitions.into_iter().map(Into::into).collect())
@@ -176,7 +176,7 @@ impl Client {
         };
         let response = self
             .unary_within(idempotency, timeout, request, |mut c, r| async move {
-                c.update_config(r).await
+                c.openshell.update_config(r).await
             })
             .await?;
         UpdateResult::from_proto(response, update.validate_only)

@@ -24,7 +24,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
-                c.get_sandbox_logs(r).await
+                c.openshell.get_sandbox_logs(r).await
             })
             .await?;
         Ok(response.into())
@@ -49,7 +49,7 @@ impl Client {
         };
         let inner = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
-                c.watch_sandbox(r).await
+                c.openshell.watch_sandbox(r).await
             })
             .await?;
         Ok(SandboxLogStream::new(inner))

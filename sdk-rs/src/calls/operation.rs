@@ -12,7 +12,7 @@ impl Client {
         let request = pb::GetOperationRequest { id: id.to_owned() };
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
-                c.get_operation(r).await
+                c.plane.get_operation(r).await
             })
             .await?;
         Ok(response.into())
@@ -35,7 +35,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
-                c.list_operations(r).await
+                c.plane.list_operations(r).await
             })
             .await?;
         Ok(response.operations.into_iter().map(Into::into).collect())
@@ -61,7 +61,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
-                c.list_operation_targets(r).await
+                c.plane.list_operation_targets(r).await
             })
             .await?;
         Ok(response.into())

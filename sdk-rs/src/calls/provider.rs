@@ -124,7 +124,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Unsafe, request, |mut c, r| async move {
-                c.create_provider(r).await
+                c.openshell.create_provider(r).await
             })
             .await?;
         provider_write(response)
@@ -143,7 +143,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Unsafe, request, |mut c, r| async move {
-                c.update_provider(r).await
+                c.openshell.update_provider(r).await
             })
             .await?;
         provider_write(response)
@@ -160,7 +160,7 @@ impl Client {
             workspace: workspace.unwrap_or_default().to_owned(),
         };
         self.unary(Idempotency::Unsafe, request, |mut c, r| async move {
-            c.delete_provider(r).await
+            c.openshell.delete_provider(r).await
         })
         .await?;
         Ok(())
@@ -177,7 +177,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
-                c.get_provider(r).await
+                c.openshell.get_provider(r).await
             })
             .await?;
         Ok(response.into())
@@ -189,7 +189,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
-                c.list_providers(r).await
+                c.openshell.list_providers(r).await
             })
             .await?;
         Ok(response.providers.into_iter().map(Into::into).collect())
@@ -207,7 +207,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Unsafe, request, |mut c, r| async move {
-                c.attach_provider(r).await
+                c.plane.attach_provider(r).await
             })
             .await?;
         attachment(response)
@@ -224,7 +224,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Unsafe, request, |mut c, r| async move {
-                c.detach_provider(r).await
+                c.plane.detach_provider(r).await
             })
             .await?;
         attachment(response)

@@ -1,8 +1,11 @@
 //! Sandbox records and lifecycle.
 
+use openshell_proto::datamodel::v1::workspace_selector::Selection;
+use openshell_proto::datamodel::v1::{AllWorkspaces, WorkspaceSelector};
 use openshell_proto::v1 as pb;
 
 use crate::retry::Idempotency;
+use crate::types::sandbox::workspace_selector;
 use crate::types::{
     CreatedSandbox, DeletedSandbox, Sandbox, SandboxLifecycle, SandboxRef, SupervisorCredential,
 };
@@ -28,7 +31,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Unsafe, request, |mut c, r| async move {
-                c.create_sandbox(r).await
+                c.openshell.create_sandbox(r).await
             })
             .await?;
         Ok(CreatedSandbox {
@@ -43,14 +46,18 @@ impl Client {
 
     pub async fn get_sandbox(&self, sandbox: &SandboxRef) -> Result<Sandbox, SdkError> {
         let request = pb::GetSandboxRequest {
-            sandbox: Some(sandbox.to_proto()),
+            name: sandbox.id_or_name.clone(),
+            workspace_scope: sandbox.workspace_scope(),
         };
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
-                c.get_sandbox(r).await
+                c.openshell.get_sandbox(r).await
             })
             .await?;
-        Ok(response.into())
+        Ok(response
+            .sandbox
+            .ok_or_else(|| SdkError::missing("sandbox"))?
+            .into())
     }
 
     /// Lists sandboxes, following page tokens until the last page.
@@ -63,14 +70,18 @@ impl Client {
         let mut page_token = String::new();
         for _ in 0..MAX_PAGES {
             let request = pb::ListSandboxesRequest {
-                workspace: workspace.unwrap_or_default().to_owned(),
+                // No workspace: every one the token may see, as this client always listed.
+                workspace_scope: Some(workspace_selector(workspace).unwrap_or(WorkspaceSelector {
+                    selection: Some(Selection::AllWorkspaces(AllWorkspaces {})),
+                })),
                 include_deleted,
                 page_size: 0,
                 page_token: page_token.clone(),
+                label_selector: String::new(),
             };
             let response = self
                 .unary(Idempotency::Safe, request, |mut c, r| async move {
-                    c.list_sandboxes(r).await
+                    c.openshell.list_sandboxes(r).await
                 })
                 .await?;
             sandboxes.extend(response.sandboxes.into_iter().map(Sandbox::from));
@@ -89,7 +100,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Unsafe, request, |mut c, r| async move {
-                c.delete_sandbox(r).await
+                c.openshell.delete_sandbox(r).await
             })
             .await?;
         Ok(DeletedSandbox {
@@ -114,7 +125,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Unsafe, request, |mut c, r| async move {
-                c.set_sandbox_lifecycle(r).await
+                c.plane.set_sandbox_lifecycle(r).await
             })
             .await?;
         Ok(response.into())

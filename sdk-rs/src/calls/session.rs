@@ -13,7 +13,7 @@ impl Client {
             .unary(
                 Idempotency::Safe,
                 pb::ListSessionsRequest {},
-                |mut c, r| async move { c.list_sessions(r).await },
+                |mut c, r| async move { c.plane.list_sessions(r).await },
             )
             .await?;
         Ok(response.sessions.into_iter().map(Into::into).collect())
@@ -30,7 +30,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
-                c.inspect_session(r).await
+                c.plane.inspect_session(r).await
             })
             .await?;
         Ok(response.into())
@@ -44,7 +44,7 @@ impl Client {
                 Idempotency::Safe,
                 self.request_timeout,
                 pb::GetGatewayInfoRequest {},
-                |mut c, r| async move { c.get_gateway_info(r).await },
+                |mut c, r| async move { c.openshell.get_gateway_info(r).await },
             )
             .await?;
         let answered_at = response
@@ -53,7 +53,11 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| httpdate::parse_http_date(v).ok())
             .map(|t| humantime::format_rfc3339_seconds(t).to_string());
-        let mut info: GatewayInfo = response.into_inner().into();
+        let mut info: GatewayInfo = response
+            .into_inner()
+            .details
+            .ok_or_else(|| SdkError::missing("details"))?
+            .into();
         info.answered_at = answered_at;
         Ok(info)
     }

@@ -23,7 +23,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Unsafe, request, |mut c, r| async move {
-                c.create_token(r).await
+                c.plane.create_token(r).await
             })
             .await?;
         Ok(CreatedToken {
@@ -41,7 +41,7 @@ impl Client {
             .unary(
                 Idempotency::Safe,
                 pb::ListTokensRequest {},
-                |mut c, r| async move { c.list_tokens(r).await },
+                |mut c, r| async move { c.plane.list_tokens(r).await },
             )
             .await?;
         Ok(response.tokens.into_iter().map(Into::into).collect())
@@ -54,7 +54,7 @@ impl Client {
         };
         let response = self
             .unary(Idempotency::Unsafe, request, |mut c, r| async move {
-                c.revoke_token(r).await
+                c.plane.revoke_token(r).await
             })
             .await?;
         Ok(response

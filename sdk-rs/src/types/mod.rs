@@ -11,7 +11,7 @@ mod logs;
 mod operation;
 mod policy;
 mod provider;
-mod sandbox;
+pub(crate) mod sandbox;
 mod session;
 mod settings;
 mod token;

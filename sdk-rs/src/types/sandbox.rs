@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use openshell_proto::datamodel::v1::WorkspaceSelector;
+use openshell_proto::datamodel::v1::workspace_selector::Selection;
 use openshell_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +34,11 @@ impl SandboxRef {
             id_or_name: id_or_name.into(),
             workspace: Some(workspace.into()),
         }
+    }
+
+    /// The workspace as upstream's requests select it; `None` leaves the gateway's default.
+    pub(crate) fn workspace_scope(&self) -> Option<WorkspaceSelector> {
+        workspace_selector(self.workspace.as_deref())
     }
 
     pub(crate) fn to_proto(&self) -> pb::SandboxRef {
@@ -97,18 +104,26 @@ pub struct Sandbox {
     pub applied_policy_hash: Option<String>,
 }
 
+/// Upstream's selector of one workspace; `None` (the gateway's default) for no name.
+pub(crate) fn workspace_selector(workspace: Option<&str>) -> Option<WorkspaceSelector> {
+    workspace.map(|name| WorkspaceSelector {
+        selection: Some(Selection::Workspace(name.to_owned())),
+    })
+}
+
 impl From<pb::Sandbox> for Sandbox {
     fn from(p: pb::Sandbox) -> Self {
+        let metadata = p.metadata.unwrap_or_default();
         Self {
-            id: p.id,
-            name: p.name,
-            workspace: p.workspace,
+            id: metadata.id,
+            name: metadata.name,
+            workspace: metadata.workspace,
             lifecycle: p.lifecycle.into(),
             policy_revision: p.policy_revision,
             settings_revision: p.settings_revision,
             attachment_epoch: p.attachment_epoch,
-            providers: p.providers,
-            created_at: timefmt::timestamp(p.created_at),
+            providers: p.spec.map(|spec| spec.providers).unwrap_or_default(),
+            created_at: timefmt::timestamp(metadata.created_time),
             updated_at: timefmt::timestamp(p.updated_at),
             applied_policy_revision: p.applied_policy_revision,
             applied_policy_hash: Some(p.applied_policy_hash).filter(|h| !h.is_empty()),
