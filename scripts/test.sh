@@ -54,5 +54,8 @@ bash sdk-node/test.sh
 echo "== Python SDK"
 bash sdk-python/test.sh
 
+echo "== upstream interop (openshell 0.1.5's own stubs against a real gateway)"
+bash scripts/upstream-interop.sh
+
 echo "== SDK packages in fresh environments"
 bash scripts/packages.sh
