@@ -12,7 +12,8 @@ use openshell_proto::v1 as pb;
 use openshell_proto::v1::open_shell_client::OpenShellClient;
 use tonic::transport::Endpoint;
 
-use super::{ChaosConfig, Fleet, GatewayProcess, Member, Prng, Run, workload};
+use super::prng::Prng;
+use super::{ChaosConfig, Fleet, GatewayProcess, Member, Run, workload};
 use crate::{Api, Backend, BearerToken, POLICY, TestStore};
 
 /// Shared by the replicas of a run: with it they hint each other about writes.
