@@ -11,7 +11,7 @@ use std::time::Duration;
 use openshell_e2e::process::{SupervisorProcess, spawn_supervisor};
 use openshell_e2e::{
     Api, POLICY, TestGateway, create_sandbox, eventually, metric, policy_with_port, state,
-    terminal_operation,
+    terminal_operation, wait_running, wait_started,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
@@ -82,38 +82,6 @@ async fn retain_last_valid(api: &mut Api, sandbox: &str) {
     )
     .await;
     terminal_operation(api, &retain.id).await;
-}
-
-async fn wait_started(supervisor: &SupervisorProcess) {
-    eventually("the workload to start", DEADLINE, || async {
-        supervisor
-            .workload_lines()
-            .iter()
-            .any(|l| l.starts_with("started"))
-            .then_some(())
-    })
-    .await;
-}
-
-async fn wait_running(api: &Api, sandbox: &str) {
-    eventually("the sandbox to be RUNNING", DEADLINE, || {
-        let mut api = api.clone();
-        let sandbox = sandbox.to_string();
-        async move {
-            let sb = api
-                .get_sandbox(pb::GetSandboxRequest {
-                    sandbox: Some(pb::SandboxRef {
-                        id_or_name: sandbox,
-                        workspace: String::new(),
-                    }),
-                })
-                .await
-                .ok()?
-                .into_inner();
-            (sb.lifecycle == pb::SandboxLifecycle::Running as i32).then_some(())
-        }
-    })
-    .await;
 }
 
 async fn a_committed_change_is_applied_signalled_and_resolved(mode: DeliveryMode) {
