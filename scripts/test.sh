@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, the gateway's import graph, the
+# The whole test suite: formatting, lints, every crate's import graph, the
 # monitoring rules, every Rust test on SQLite and a real PostgreSQL, doc
 # tests, the Node and Python SDKs against real gateways and supervisors, and
 # their packages installed into fresh environments. Installs what it needs first
@@ -26,8 +26,8 @@ bash scripts/upstream-contract.sh
 echo "== dependency audit (cargo-deny)"
 bash scripts/deny.sh
 
-echo "== no import cycle inside the gateway"
-bash scripts/gateway-imports.sh
+echo "== no import cycle inside any crate"
+bash scripts/imports.sh
 
 echo "== monitoring rules (promtool)"
 bash scripts/monitoring.sh

@@ -9,11 +9,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use openshell_sdk::OperationState;
 
 use crate::complete::{gateway_names, operation_ids, provider_names, sandbox_names};
+use crate::context::GlobalArgs;
 use crate::exit::EXIT_CODES_HELP;
 use crate::parse;
-
-/// Default gateway address, the gateway's default listener.
-pub const DEFAULT_GATEWAY: &str = "http://127.0.0.1:7070";
 
 const SANDBOX_HELP: &str = "Sandbox id, name, or WORKSPACE/NAME";
 
@@ -35,64 +33,6 @@ pub struct Cli {
     pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// Flags accepted by every command.
-#[derive(Debug, Clone, Args)]
-pub struct GlobalArgs {
-    /// Gateway address (http://HOST:PORT or https://HOST:PORT) or a saved
-    /// gateway's name [default: the selected gateway, else http://127.0.0.1:7070].
-    #[arg(
-        long,
-        global = true,
-        env = "OPENSHELL_GATEWAY",
-        value_name = "URL|NAME"
-    )]
-    pub gateway: Option<String>,
-    /// Operator token, sent as a bearer token (default: the saved gateway's
-    /// token; prefer `openshell gateway login` to putting it on a command line).
-    // A token may start with `-` (URL-safe base64): it is still the value.
-    #[arg(
-        long,
-        global = true,
-        env = "OPENSHELL_TOKEN",
-        hide_env_values = true,
-        allow_hyphen_values = true
-    )]
-    pub token: Option<String>,
-    /// PEM file of the CA to trust for an https gateway.
-    #[arg(long, global = true, env = "OPENSHELL_CA_CERT", value_name = "FILE")]
-    pub ca_cert: Option<PathBuf>,
-    /// Output format.
-    #[arg(short, long, global = true, value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
-    /// Print list tables without their header line.
-    #[arg(long, global = true)]
-    pub no_headers: bool,
-    /// Print no progress or notes on stderr (warnings and errors still print).
-    #[arg(short, long, global = true)]
-    pub quiet: bool,
-    /// Answer yes to confirmation prompts; required for deletes, global writes and
-    /// network-removing policies when not on a terminal.
-    #[arg(short, long, global = true)]
-    pub yes: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    /// Tables fitted to the terminal: free text is cut with "…", ids never are.
-    Table,
-    /// Tables with every column (ids, hashes, details), never cut.
-    Wide,
-    Json,
-    Yaml,
-}
-
-impl OutputFormat {
-    /// Table or wide: output for people rather than programs.
-    pub fn is_table(self) -> bool {
-        matches!(self, Self::Table | Self::Wide)
-    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -740,6 +680,7 @@ mod tests {
     use clap::error::ErrorKind;
 
     use super::*;
+    use crate::output::OutputFormat;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("openshell").chain(args.iter().copied()))

@@ -15,9 +15,9 @@ use clap_complete::engine::{ArgValueCandidates, CompletionCandidate};
 use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
 use openshell_sdk::Client;
 
-use crate::cli::{GlobalArgs, OutputFormat};
-use crate::context::Ctx;
+use crate::context::{Ctx, GlobalArgs};
 use crate::gateways::Store;
+use crate::output::OutputFormat;
 
 /// The environment variable that turns a run of `openshell` into a completion request.
 pub const COMPLETE_VAR: &str = "COMPLETE";

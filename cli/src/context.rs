@@ -9,15 +9,59 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use clap::Args;
 use openshell_sdk::{Client, ClientOptions};
 use serde::Serialize;
 
-use crate::cli::{DEFAULT_GATEWAY, GlobalArgs};
 use crate::confirm::{self, Answer, Decision};
 use crate::exit::{self, UsageError};
 use crate::gateways::{self, Store};
-use crate::output::{Output, no_color, sanitize};
+use crate::output::{Output, OutputFormat, no_color, sanitize};
 use crate::progress::ProgressMode;
+
+/// Default gateway address, the gateway's default listener.
+pub const DEFAULT_GATEWAY: &str = "http://127.0.0.1:7070";
+
+/// Flags accepted by every command.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Gateway address (http://HOST:PORT or https://HOST:PORT) or a saved
+    /// gateway's name [default: the selected gateway, else http://127.0.0.1:7070].
+    #[arg(
+        long,
+        global = true,
+        env = "OPENSHELL_GATEWAY",
+        value_name = "URL|NAME"
+    )]
+    pub gateway: Option<String>,
+    /// Operator token, sent as a bearer token (default: the saved gateway's
+    /// token; prefer `openshell gateway login` to putting it on a command line).
+    // A token may start with `-` (URL-safe base64): it is still the value.
+    #[arg(
+        long,
+        global = true,
+        env = "OPENSHELL_TOKEN",
+        hide_env_values = true,
+        allow_hyphen_values = true
+    )]
+    pub token: Option<String>,
+    /// PEM file of the CA to trust for an https gateway.
+    #[arg(long, global = true, env = "OPENSHELL_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// Output format.
+    #[arg(short, long, global = true, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+    /// Print list tables without their header line.
+    #[arg(long, global = true)]
+    pub no_headers: bool,
+    /// Print no progress or notes on stderr (warnings and errors still print).
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Answer yes to confirmation prompts; required for deletes, global writes and
+    /// network-removing policies when not on a terminal.
+    #[arg(short, long, global = true)]
+    pub yes: bool,
+}
 
 /// Bound on reaching the gateway at all.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -354,7 +398,6 @@ fn has_pem_certificate(pem: &[u8]) -> bool {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::cli::OutputFormat;
 
     /// A syntactically complete PEM certificate block (the DER is not checked).
     const PEM: &str = "-----BEGIN CERTIFICATE-----\n\

@@ -20,9 +20,9 @@ use openshell_sdk::{
 };
 
 use crate::cli::Cli;
-use crate::commands::policy::Validation;
 use crate::diff::PolicyDiff;
 use crate::exit;
+use crate::validation::Validation;
 
 /// How to regenerate it, printed in the file and by the drift test.
 pub const REGENERATE: &str = "cargo run -q -p openshell-cli -- docs markdown > docs/cli.md";

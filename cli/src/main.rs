@@ -21,6 +21,7 @@ mod outcome;
 mod output;
 mod progress;
 mod secret_file;
+mod validation;
 mod views;
 
 use std::process::ExitCode;

@@ -112,7 +112,7 @@ fn note_kept_sections(ctx: &Ctx, result: &UpdateResult) {
 /// What the gateway's merge of `policy update` edits did other than
 /// literally; `-o json|yaml` carry it as `merge_notes`.
 fn note_merge(ctx: &Ctx, result: &UpdateResult) {
-    use crate::cli::OutputFormat::{Json, Yaml};
+    use crate::output::OutputFormat::{Json, Yaml};
     if !matches!(ctx.out.format, Json | Yaml) {
         for note in &result.merge_notes {
             ctx.note(format!("merge: {note}"));

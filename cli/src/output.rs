@@ -9,11 +9,10 @@ use std::io::{self, IsTerminal, Write};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
+use clap::ValueEnum;
 use comfy_table::{Attribute, Cell, Table, presets};
 use serde::Serialize;
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
-
-use crate::cli::OutputFormat;
 
 /// Narrowest a cut column gets (or its header, when wider): below this
 /// the text says too little to be worth showing.
@@ -21,6 +20,24 @@ const MIN_CUT_WIDTH: usize = 10;
 
 /// Columns of a list table sit this many spaces apart.
 const COLUMN_GAP: usize = 2;
+
+/// The `--output` format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Tables fitted to the terminal: free text is cut with "…", ids never are.
+    Table,
+    /// Tables with every column (ids, hashes, details), never cut.
+    Wide,
+    Json,
+    Yaml,
+}
+
+impl OutputFormat {
+    /// Table or wide: output for people rather than programs.
+    pub fn is_table(self) -> bool {
+        matches!(self, Self::Table | Self::Wide)
+    }
+}
 
 /// How results are printed.
 #[derive(Debug, Clone, Copy)]

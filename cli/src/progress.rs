@@ -5,6 +5,7 @@
 //!
 //! Only presentation lives here; following the operation is `follow.rs`.
 
+use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -41,6 +42,8 @@ pub struct Progress {
     view: View,
     /// DELIVERED was seen, so a terminal state can say how far delivery got.
     delivered: bool,
+    /// Where lines and notes go when no bar is drawn: stderr, except in tests.
+    text: Box<dyn Write + Send>,
 }
 
 enum View {
@@ -62,6 +65,17 @@ impl Progress {
         threshold: Option<f64>,
         started: Instant,
     ) -> Self {
+        Self::start_writing_to(mode, op, threshold, started, Box::new(io::stderr()))
+    }
+
+    /// [`Progress::start`] with lines and notes written to `text` instead of stderr.
+    fn start_writing_to(
+        mode: ProgressMode,
+        op: &Operation,
+        threshold: Option<f64>,
+        started: Instant,
+        text: Box<dyn Write + Send>,
+    ) -> Self {
         let view = match mode {
             ProgressMode::Silent => View::Silent,
             ProgressMode::Lines => View::Lines,
@@ -81,6 +95,7 @@ impl Progress {
             lines: ProgressLines::default(),
             view,
             delivered: false,
+            text,
         };
         progress.update(op);
         progress
@@ -94,7 +109,7 @@ impl Progress {
             View::Silent => {}
             View::Lines => {
                 if let Some(line) = self.lines.observe(op, elapsed) {
-                    eprintln!("{}", sanitize(&line));
+                    print_line(&mut self.text, &line);
                 }
             }
             View::Bar {
@@ -120,7 +135,7 @@ impl Progress {
         if let View::Lines = self.view {
             // The last line prints whatever the throttle says: it is the result.
             if let Some(line) = self.lines.observe_final(op, self.started.elapsed()) {
-                eprintln!("{}", sanitize(&line));
+                print_line(&mut self.text, &line);
             }
             return;
         }
@@ -163,16 +178,16 @@ impl Progress {
         if let View::Lines = self.view
             && let Some(line) = self.lines.flush(self.started.elapsed())
         {
-            eprintln!("{}", sanitize(&line));
+            print_line(&mut self.text, &line);
         }
     }
 
     /// Prints a line about the wait itself (not the operation) on stderr,
     /// above a live bar rather than through it.
-    pub fn note(&self, text: &str) {
+    pub fn note(&mut self, text: &str) {
         match &self.view {
             View::Bar { bar, .. } => bar.suspend(|| eprintln!("{}", sanitize(text))),
-            View::Silent | View::Lines => eprintln!("{}", sanitize(text)),
+            View::Silent | View::Lines => print_line(&mut self.text, text),
         }
     }
 
@@ -182,6 +197,12 @@ impl Progress {
             bar.abandon();
         }
     }
+}
+
+/// A line of progress, cleaned. Progress is best effort: a line that cannot be written
+/// (stderr closed) does not end the wait.
+fn print_line(out: &mut dyn Write, line: &str) {
+    let _ = writeln!(out, "{}", sanitize(line));
 }
 
 fn is_fleet(op: &Operation) -> bool {
@@ -623,12 +644,90 @@ mod tests {
         );
     }
 
+    /// Bytes written through a `Progress`, read back by the test.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    /// A progress line without its elapsed time (` (0.0s)`), which the clock decides.
+    fn without_elapsed(line: &str) -> &str {
+        match line.rsplit_once(" (") {
+            Some((head, tail)) if tail.ends_with("s)") => head,
+            _ => line,
+        }
+    }
+
     #[test]
     fn silent_and_line_progress_never_draw() {
-        // Neither mode may touch a terminal; this must not panic or block.
-        let op = operation(OperationState::Pending);
-        let mut silent = Progress::start(ProgressMode::Silent, &op, None, Instant::now());
-        silent.finish(&operation(OperationState::Applied));
+        let pending = operation(OperationState::Pending);
+        let delivered = operation(OperationState::Delivered);
+        let mut applied = operation(OperationState::Applied);
+        applied.outcome = ApplyOutcome::Applied;
+
+        // Silent: nothing at all about the operation.
+        let quiet = Captured::default();
+        let mut silent = Progress::start_writing_to(
+            ProgressMode::Silent,
+            &pending,
+            None,
+            Instant::now(),
+            Box::new(quiet.clone()),
+        );
+        silent.update(&delivered);
+        silent.finish(&applied);
         silent.abandon();
+        assert_eq!(quiet.text(), "");
+
+        // Lines: no bar; one plain line per change, the note, and the result once.
+        let out = Captured::default();
+        let mut lines = Progress::start_writing_to(
+            ProgressMode::Lines,
+            &pending,
+            None,
+            Instant::now(),
+            Box::new(out.clone()),
+        );
+        assert!(matches!(lines.view, View::Lines));
+        lines.update(&pending);
+        lines.update(&delivered);
+        lines.note("the connection to the gateway was lost; following again");
+        lines.finish(&applied);
+        lines.abandon();
+        let text = out.text();
+        assert!(
+            !text.chars().any(|c| c != '\n' && c.is_control()),
+            "{text:?}"
+        );
+        let printed: Vec<&str> = text.lines().map(without_elapsed).collect();
+        assert_eq!(
+            printed,
+            [
+                "operation op-0193 PENDING",
+                "operation op-0193 DELIVERED",
+                "the connection to the gateway was lost; following again",
+                "operation op-0193 APPLIED",
+            ],
+            "{text:?}"
+        );
+        // Each operation line says how long the wait has taken.
+        for line in text.lines().filter(|line| line.starts_with("operation")) {
+            assert_ne!(without_elapsed(line), line, "{line:?}");
+        }
     }
 }

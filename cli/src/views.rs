@@ -825,8 +825,8 @@ mod tests {
     use openshell_sdk::{ApplyOutcome, OperationState};
 
     use super::*;
-    use crate::cli::OutputFormat;
     use crate::exit::tests::operation as sample;
+    use crate::output::OutputFormat;
 
     fn plain(format: OutputFormat) -> Output {
         Output::plain(format)

@@ -38,7 +38,7 @@ pub use migrate::migrate_legacy_policy_json;
 pub use schema::{
     AnyMatcher, Binary, Endpoint, EndpointSelector, FilesystemPolicy, GraphqlOperation,
     JsonRpcConfig, Landlock, LandlockCompatibility, McpConfig, NetworkMiddleware, NetworkPolicy,
-    ParamMatcher, ProcessPolicy, QueryMatcher, Rule, RuleMatch, SandboxPolicy,
+    ParamMatcher, ProcessPolicy, QueryMatcher, Rule, RuleMatch, SUPPORTED_VERSION, SandboxPolicy,
 };
 pub use validate::is_sandbox_identity;
 pub use wire::WireError;
@@ -59,8 +59,6 @@ pub const MAX_SELECTOR_PATTERNS: usize = 32;
 pub const MIN_SANDBOX_ID: u32 = 1000;
 /// Highest numeric user or group ID a sandbox may run as.
 pub const MAX_SANDBOX_ID: u32 = 2_000_000_000;
-/// The only schema version this crate understands.
-pub const SUPPORTED_VERSION: u32 = 1;
 
 /// Values accepted in `endpoints[].protocol` (in any letter case); empty means TCP passthrough.
 pub const PROTOCOLS: &[&str] = &[

@@ -309,6 +309,43 @@ pub async fn metric(gateway: &TestGateway, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Bound on a real supervisor process getting somewhere (its session, a first apply, its
+/// workload started), generous for a loaded machine.
+pub const SUPERVISOR_DEADLINE: Duration = Duration::from_secs(60);
+
+/// A sandbox's lifecycle as `GetSandbox` answers now.
+pub async fn lifecycle(api: &Api, id_or_name: &str) -> openshell_proto::v1::SandboxLifecycle {
+    openshell_proto::v1::SandboxLifecycle::try_from(get_sandbox(api, id_or_name).await.lifecycle)
+        .unwrap()
+}
+
+/// Waits until the sandbox is RUNNING (its supervisor applied a first configuration). A
+/// gateway that does not answer yet counts as not yet.
+pub async fn wait_running(api: &Api, id_or_name: &str) {
+    eventually("the sandbox to be RUNNING", SUPERVISOR_DEADLINE, || async {
+        let sandbox = api
+            .clone()
+            .get_sandbox(openshell_proto::v1::GetSandboxRequest {
+                name: id_or_name.to_string(),
+                workspace_scope: None,
+            })
+            .await
+            .ok()?
+            .into_inner()
+            .sandbox?;
+        (sandbox.lifecycle == openshell_proto::v1::SandboxLifecycle::Running as i32).then_some(())
+    })
+    .await;
+}
+
+/// Waits until the supervisor's workload has started.
+pub async fn wait_started(supervisor: &process::SupervisorProcess) {
+    eventually("the workload to start", SUPERVISOR_DEADLINE, || async {
+        supervisor.workload_started().then_some(())
+    })
+    .await;
+}
+
 /// A sandbox as `GetSandbox` answers for an id or a name.
 pub async fn get_sandbox(api: &Api, id_or_name: &str) -> openshell_proto::v1::Sandbox {
     api.clone()
@@ -363,7 +400,17 @@ pub fn policy_with_port(port: u32) -> String {
     POLICY.replacen("port: 443", &format!("port: {port}"), 1)
 }
 
-/// A sandbox reference by id or name in the default workspace.
+/// [`POLICY`] with one more network policy, `name`, reaching `name.example.com`.
+pub fn policy_with_extra(name: &str) -> String {
+    POLICY.replacen(
+        "network_policies:\n",
+        &format!(
+            "network_policies:\n  {name}:\n    endpoints:\n      - {{ host: {name}.example.com, port: 443, protocol: rest, access: read-only }}\n"
+        ),
+        1,
+    )
+}
+
 /// `InspectSession` of a sandbox (id or name in the default workspace).
 pub async fn inspect(api: &Api, sandbox: &str) -> openshell_proto::v1::SessionInspection {
     api.clone()

@@ -133,6 +133,13 @@ impl SupervisorProcess {
             .collect()
     }
 
+    /// Whether the workload has started: the sample workloads write `started` first.
+    pub fn workload_started(&self) -> bool {
+        self.workload_lines()
+            .iter()
+            .any(|l| l.starts_with("started"))
+    }
+
     pub fn reloads(&self) -> usize {
         self.workload_lines()
             .iter()

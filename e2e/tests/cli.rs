@@ -15,7 +15,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use openshell_e2e::process::{SupervisorProcess, binary, spawn_supervisor};
-use openshell_e2e::{Api, TOKEN, TestGateway, create_sandbox, eventually};
+use openshell_e2e::{
+    Api, TOKEN, TestGateway, create_sandbox, lifecycle, policy_with_extra, wait_running,
+};
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
 use serde_json::Value;
@@ -30,18 +32,6 @@ const REJECT_9999: &str = r#"grep -q 9999 "$OPENSHELL_POLICY_FILE" && exit 3 || 
 /// that takes away the 443 reach of that endpoint.
 fn policy_with_port(port: u32) -> String {
     POLICY.replacen("port: 443", &format!("port: {port}"), 1)
-}
-
-/// The example policy plus one network policy: a new revision that removes
-/// nothing, so no confirmation is needed.
-fn policy_with_extra(name: &str) -> String {
-    POLICY.replacen(
-        "network_policies:\n",
-        &format!(
-            "network_policies:\n  {name}:\n    endpoints:\n      - {{ host: {name}.example.com, port: 443, protocol: rest, access: read-only }}\n"
-        ),
-        1,
-    )
 }
 
 /// One finished CLI run.
@@ -151,28 +141,6 @@ fn finish(output: std::process::Output) -> Run {
         stdout: String::from_utf8(output.stdout).unwrap(),
         stderr: String::from_utf8(output.stderr).unwrap(),
     }
-}
-
-async fn lifecycle(api: &Api, id: &str) -> pb::SandboxLifecycle {
-    let sb = api
-        .clone()
-        .get_sandbox(pb::GetSandboxRequest {
-            name: id.to_string(),
-            workspace_scope: None,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .sandbox
-        .unwrap();
-    pb::SandboxLifecycle::try_from(sb.lifecycle).unwrap()
-}
-
-async fn wait_running(api: &Api, id: &str) {
-    eventually("the sandbox to be RUNNING", DEADLINE, || async {
-        (lifecycle(api, id).await == pb::SandboxLifecycle::Running).then_some(())
-    })
-    .await;
 }
 
 /// A push-mode gateway, the CLI, and an API client for setup and checks.

@@ -11,7 +11,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use openshell_e2e::process::{SupervisorProcess, binary, spawn_supervisor};
-use openshell_e2e::{Api, POLICY, TOKEN, TestGateway, create_sandbox, eventually};
+use openshell_e2e::{
+    Api, POLICY, TOKEN, TestGateway, create_sandbox, eventually, policy_with_extra,
+};
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
 use serde_json::Value;
@@ -23,16 +25,6 @@ const DEADLINE: Duration = Duration::from_secs(60);
 /// A DNS label of 63 characters, the longest name there is.
 const LONG_NAME: &str = "payments-reconciliation-worker-with-a-very-long-name-for-tables";
 const LONG_PROVIDER: &str = "github-enterprise-credentials-for-the-payments-team-in-the-east";
-
-fn policy_with_extra(name: &str) -> String {
-    POLICY.replacen(
-        "network_policies:\n",
-        &format!(
-            "network_policies:\n  {name}:\n    endpoints:\n      - {{ host: {name}.example.com, port: 443, protocol: rest, access: read-only }}\n"
-        ),
-        1,
-    )
-}
 
 struct Run {
     code: i32,

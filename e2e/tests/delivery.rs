@@ -11,7 +11,7 @@ use std::time::Duration;
 use openshell_e2e::process::{SupervisorProcess, spawn_supervisor};
 use openshell_e2e::{
     Api, POLICY, TestGateway, create_sandbox, eventually, metric, policy_with_port, state,
-    terminal_operation,
+    terminal_operation, wait_running, wait_started,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
@@ -82,37 +82,6 @@ async fn retain_last_valid(api: &mut Api, sandbox: &str) {
     )
     .await;
     terminal_operation(api, &retain.id).await;
-}
-
-async fn wait_started(supervisor: &SupervisorProcess) {
-    eventually("the workload to start", DEADLINE, || async {
-        supervisor
-            .workload_lines()
-            .iter()
-            .any(|l| l.starts_with("started"))
-            .then_some(())
-    })
-    .await;
-}
-
-async fn wait_running(api: &Api, sandbox: &str) {
-    eventually("the sandbox to be RUNNING", DEADLINE, || {
-        let mut api = api.clone();
-        let sandbox = sandbox.to_string();
-        async move {
-            let sb = api
-                .get_sandbox(pb::GetSandboxRequest {
-                    name: sandbox,
-                    workspace_scope: None,
-                })
-                .await
-                .ok()?
-                .into_inner()
-                .sandbox?;
-            (sb.lifecycle == pb::SandboxLifecycle::Running as i32).then_some(())
-        }
-    })
-    .await;
 }
 
 async fn a_committed_change_is_applied_signalled_and_resolved(mode: DeliveryMode) {
@@ -263,6 +232,27 @@ async fn a_rejected_apply_keeps_last_known_good(mode: DeliveryMode) {
     );
 }
 
+/// Bootstraps the gateway has an outcome for, whatever the outcome.
+async fn bootstraps_answered(gw: &TestGateway) -> f64 {
+    let mut answered = 0.0;
+    for outcome in [
+        "applied",
+        "mismatch",
+        "failed",
+        "policy_rejected",
+        "failed_kept_last_known_good",
+        "timed_out",
+        "build_failed",
+    ] {
+        answered += metric(
+            gw,
+            &format!("openshell_config_bootstraps_total{{outcome=\"{outcome}\"}}"),
+        )
+        .await;
+    }
+    answered
+}
+
 async fn inspect_hints(api: &Api, sandbox: &str) -> Vec<String> {
     api.clone()
         .inspect_session(pb::InspectSessionRequest {
@@ -313,9 +303,31 @@ async fn a_rejected_revision_never_cuts_a_sandbox_off(mode: DeliveryMode) {
     let gw = gw.restart().await;
     let api = gw.api().await;
     session_mode(&api, &id).await;
-    // Long enough for several rounds of a reject loop (the supervisor reconnects within
-    // about a second).
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Past the point where the loop began: in push mode the bootstrap after the restart has
+    // been answered (a refusal that cut the session off counts as `failed`), in poll mode
+    // the supervisor has polled the rejected revision.
+    match mode {
+        DeliveryMode::Push => {
+            eventually(
+                "the bootstrap after the restart to be answered",
+                DEADLINE,
+                || async { (bootstraps_answered(&gw).await >= 1.0).then_some(()) },
+            )
+            .await;
+        }
+        DeliveryMode::Poll => {
+            eventually("a poll after the restart", DEADLINE, || async {
+                (metric(
+                    &gw,
+                    "openshell_config_poll_requests_total{rpc=\"GetSandboxConfig\"}",
+                )
+                .await
+                    >= 1.0)
+                    .then_some(())
+            })
+            .await;
+        }
+    }
     let log = std::fs::read_to_string(dir.join("supervisor.log")).unwrap();
     assert!(
         !log.contains("bootstrap failed on the supervisor"),
@@ -653,14 +665,21 @@ async fn standalone_mode_reloads_on_file_change_without_a_gateway() {
         (supervisor.reloads() >= 1).then_some(())
     })
     .await;
-    // An invalid edit keeps last-known-good.
+    // An invalid edit keeps last-known-good. Its policy key (`x`) is in no earlier version,
+    // so the supervisor has read this edit once it names the key in a refusal (of the file,
+    // or of the apply), or once the active policy changed.
+    let edited = supervisor.active_file("policy.json").unwrap();
     std::fs::write(&policy, "version: 1\nnetwork_policies:\n  x:\n    endpoints:\n      - host: '*.com'\n        port: 1\n").unwrap();
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert!(
-        supervisor
-            .active_file("policy.json")
-            .unwrap()
-            .contains("8443")
+    eventually("the invalid edit to be read", DEADLINE, || async {
+        let refused = supervisor.guard.log_text().contains("network_policies.x");
+        let replaced = supervisor.active_file("policy.json").as_ref() != Some(&edited);
+        (refused || replaced).then_some(())
+    })
+    .await;
+    assert_eq!(
+        supervisor.active_file("policy.json").unwrap(),
+        edited,
+        "the invalid edit replaced the last-known-good policy"
     );
 }
 

@@ -10,6 +10,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use openshell_e2e::{
@@ -24,6 +25,9 @@ use openshell_gateway::store::{
     WriteTx, new_id,
 };
 use openshell_proto::v1 as pb;
+use tracing::instrument::WithSubscriber;
+
+const DEADLINE: Duration = Duration::from_secs(30);
 
 fn report(
     sandbox_id: &str,
@@ -119,8 +123,12 @@ async fn every_live_sandbox_the_commit_saw_is_listed_once_in_chunks() {
         .await
         .unwrap();
     let op = listing_operation(store).await;
-    // Created after the commit: it starts with the change, not a target.
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // Created after the commit, in a later millisecond: it starts with the change, not a
+    // target.
+    eventually("a millisecond after the commit", DEADLINE, || async {
+        (openshell_gateway::store::now_ms() > op.created_at).then_some(())
+    })
+    .await;
     let (late, _) = create_sandbox(&mut gw.api().await, "late", POLICY).await;
 
     list_from(store, &op, String::new(), op.created_at, 2)
@@ -232,6 +240,38 @@ async fn a_fleet_write_over_no_sandbox_is_applied_once_listed() {
     assert_eq!(op.fleet.unwrap().targets, 0);
 }
 
+/// What the background listing logs each time an attempt fails.
+const RETRY_FAILED: &str = "listing a fleet operation's targets failed again";
+
+/// The log lines of one task, for waiting on what it did.
+#[derive(Clone, Default)]
+struct Logged(Arc<Mutex<Vec<u8>>>);
+
+impl Logged {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for Logged {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logged {
+    type Writer = Logged;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listing_that_fails_is_taken_up_again() {
     let gw = TestGateway::start(Backend::Sqlite).await;
@@ -248,14 +288,21 @@ async fn a_listing_that_fails_is_taken_up_again() {
         .await
         .expect_err("the targets table is away");
     assert!(err.to_string().contains("operation_targets"), "{err}");
-    let retry = tokio::spawn(retry_listing(
-        store.clone(),
-        op.clone(),
-        Duration::from_millis(20),
-    ));
-    // Failing meanwhile, it keeps trying.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!retry.is_finished());
+    let logged = Logged::default();
+    let retry = tokio::spawn(
+        retry_listing(store.clone(), op.clone(), Duration::from_millis(20)).with_subscriber(
+            tracing_subscriber::fmt()
+                .with_writer(logged.clone())
+                .with_ansi(false)
+                .finish(),
+        ),
+    );
+    // Failing meanwhile, it keeps trying: a second failed attempt means it tried again
+    // after the first.
+    eventually("two failed attempts", DEADLINE, || async {
+        (logged.text().matches(RETRY_FAILED).count() >= 2).then_some(())
+    })
+    .await;
     openshell_e2e::alter_sqlite_store(
         &gw,
         "ALTER TABLE operation_targets_away RENAME TO operation_targets",

@@ -10,7 +10,7 @@ use std::time::Duration;
 use openshell_e2e::cli::openshell;
 use openshell_e2e::inspect;
 use openshell_e2e::process::{SupervisorProcess, free_port, spawn_supervisor};
-use openshell_e2e::{Api, TestGateway, create_sandbox, eventually};
+use openshell_e2e::{Api, TestGateway, create_sandbox, eventually, wait_started};
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
 use tokio::net::TcpListener;
@@ -44,20 +44,6 @@ async fn listen(addr: &str) -> tokio::task::JoinHandle<()> {
             drop(stream);
         }
     })
-}
-
-fn started(supervisor: &SupervisorProcess) -> bool {
-    supervisor
-        .workload_lines()
-        .iter()
-        .any(|l| l.starts_with("started"))
-}
-
-async fn wait_started(supervisor: &SupervisorProcess) {
-    eventually("the workload to start", DEADLINE, || async {
-        started(supervisor).then_some(())
-    })
-    .await;
 }
 
 /// Waits until the connected supervisor's reported readiness satisfies `check`.
@@ -222,7 +208,7 @@ async fn a_middleware_name_without_a_registration_is_reported_not_ignored() {
         audit.error, "not registered on this supervisor (--middleware NAME=HOST:PORT)",
         "{audit:?}"
     );
-    assert!(!started(&s.supervisor));
+    assert!(!s.supervisor.workload_started());
 }
 
 mod a_fail_closed_middleware_holds_the_workload_back_until_it_answers {
@@ -278,7 +264,7 @@ async fn a_fail_closed_middleware_holds_the_workload_back_until_it_answers(mode:
     .await;
     // The readiness above was decided before it was reported: the workload was never started.
     assert!(
-        !started(&s.supervisor),
+        !s.supervisor.workload_started(),
         "{:?}",
         s.supervisor.workload_lines()
     );

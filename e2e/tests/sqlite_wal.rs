@@ -7,14 +7,24 @@
 use std::time::Duration;
 
 use openshell_e2e::{Backend, POLICY, TestGateway, create_sandbox, eventually};
+use sqlx::Connection;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn committed_pages_reach_the_database_file_without_a_commit_checkpointing() {
     let gateway = TestGateway::start(Backend::Sqlite).await;
     let db_file = gateway.store.data_dir().join("gateway.db");
     let size = || std::fs::metadata(&db_file).map(|m| m.len()).unwrap_or(0);
-    // Whatever the migrations wrote has had its checkpoint chance first.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Every page committed so far (the migrations') is copied into the file first, so that
+    // the file grows below only by the pages committed there.
+    let mut conn = sqlx::SqliteConnection::connect(&gateway.store.url)
+        .await
+        .unwrap();
+    let (busy, log, copied): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(FULL)")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!((busy, log), (0, copied), "the checkpoint copied every page");
+    conn.close().await.unwrap();
     let before = size();
 
     let mut api = gateway.api().await;

@@ -10,10 +10,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use openshell_e2e::inspect;
-use openshell_e2e::process::{SupervisorProcess, spawn_supervisor};
+use openshell_e2e::process::spawn_supervisor;
 use openshell_e2e::{
-    Api, POLICY, TestGateway, create_sandbox, eventually, metric, policy_with_port, state,
-    terminal_operation,
+    Api, POLICY, TestGateway, create_sandbox, eventually, lifecycle, metric, policy_with_port,
+    state, terminal_operation, wait_started,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
@@ -32,21 +32,6 @@ fn refusing_hook(marker: &Path) -> String {
     )
 }
 
-async fn lifecycle(api: &Api, id: &str) -> pb::SandboxLifecycle {
-    let sandbox = api
-        .clone()
-        .get_sandbox(pb::GetSandboxRequest {
-            name: id.to_string(),
-            workspace_scope: None,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .sandbox
-        .unwrap();
-    pb::SandboxLifecycle::try_from(sandbox.lifecycle).unwrap()
-}
-
 async fn commit_policy(api: &Api, id: &str, policy: String) -> pb::Operation {
     api.clone()
         .update_config(pb::UpdateConfigRequest {
@@ -60,20 +45,6 @@ async fn commit_policy(api: &Api, id: &str, policy: String) -> pb::Operation {
         .into_inner()
         .operation
         .unwrap()
-}
-
-fn workload_started(supervisor: &SupervisorProcess) -> bool {
-    supervisor
-        .workload_lines()
-        .iter()
-        .any(|l| l.starts_with("started"))
-}
-
-async fn wait_started(supervisor: &SupervisorProcess) {
-    eventually("the workload to start", DEADLINE, || async {
-        workload_started(supervisor).then_some(())
-    })
-    .await;
 }
 
 /// The not-started hint, once the supervisor's refusal has been reported.
@@ -130,7 +101,7 @@ async fn a_refused_push_startup_never_starts_the_workload_from_polled_configurat
     // and the inspection says why and what happens next.
     assert_eq!(lifecycle(&api, &id).await, pb::SandboxLifecycle::Pending);
     assert!(
-        !workload_started(&supervisor),
+        !supervisor.workload_started(),
         "{:?}",
         supervisor.workload_lines()
     );
@@ -232,7 +203,7 @@ async fn a_session_negotiated_as_poll_starts_the_workload_from_its_first_success
             pb::SandboxLifecycle::Pending,
             "{name}"
         );
-        assert!(!workload_started(&supervisor), "{name}");
+        assert!(!supervisor.workload_started(), "{name}");
 
         // Fixed, and a new revision to poll: it applies, and the workload starts from it.
         std::fs::remove_file(&marker).unwrap();

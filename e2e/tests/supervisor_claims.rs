@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use openshell_e2e::{
     Api, Backend, POLICY, TestGateway, TestStore, create_sandbox, eventually, get_operation,
-    get_sandbox, policy_with_port, sandbox_ref, state, to_sandbox, wait_for,
+    get_sandbox, metric, policy_with_port, sandbox_ref, state, to_sandbox, wait_for,
 };
 use openshell_gateway::DeliveryMode;
 use openshell_proto::v1 as pb;
@@ -325,10 +325,6 @@ async fn a_revision_beyond_the_stores_range_is_refused(backend: Backend) {
     operator_reads_work(&gw, &id).await;
     let gw = gw.restart().await;
     operator_reads_work(&gw, &id).await;
-}
-
-async fn metric(gw: &TestGateway, series: &str) -> f64 {
-    openshell_e2e::metric(gw, series).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,7 +16,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyString};
 
 use crate::errors;
-use crate::target::Target;
 
 /// A Python value as one SDK input. `field` names the argument (dotted or
 /// indexed for an entry of a mapping or sequence) in the error.
@@ -184,23 +183,6 @@ impl FromArg for SandboxRef {
                 value,
                 field,
                 "a str (NAME, ID or WORKSPACE/NAME)",
-            )),
-        }
-    }
-}
-
-/// A `Target`, or a string naming a sandbox.
-impl FromArg for openshell_sdk::Target {
-    fn from_arg(value: &Bound<'_, PyAny>, field: &str) -> PyResult<Self> {
-        if let Ok(target) = value.cast::<Target>() {
-            return Ok(target.get().inner.clone());
-        }
-        match value.cast::<PyString>() {
-            Ok(text) => Ok(Self::Sandbox(SandboxRef::from(text.to_cow()?.as_ref()))),
-            Err(_) => Err(wrong_type(
-                value,
-                field,
-                "a str (NAME, ID or WORKSPACE/NAME) or a Target",
             )),
         }
     }

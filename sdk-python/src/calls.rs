@@ -12,9 +12,9 @@ use openshell_sdk::{
 use pyo3::prelude::*;
 
 use crate::errors;
+use crate::into_view::IntoView;
 use crate::progress::{self, Progress};
 use crate::runtime::Call;
-use crate::views::IntoView;
 
 /// Runs `request` with a clone of `client` and converts its outcome.
 fn call<T, F>(

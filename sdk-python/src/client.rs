@@ -19,8 +19,8 @@ use crate::calls;
 use crate::connect::connect;
 use crate::errors;
 use crate::progress::Progress;
+use crate::repr::quote;
 use crate::runtime;
-use crate::views::quote;
 
 /// A blocking connection to a gateway. Calls release the GIL while they wait.
 #[pyclass(frozen, module = "openshell")]
@@ -471,9 +471,9 @@ macro_rules! client_surface {
                 #[pyo3(from_py_with = arg::since_ms)] since_ms: i64,
                 #[pyo3(from_py_with = arg::sources)] sources: Option<Vec<String>>,
                 #[pyo3(from_py_with = arg::min_level)] min_level: Option<String>,
-            ) -> PyResult<crate::views::logs::SandboxLogWatch> {
+            ) -> PyResult<crate::views::SandboxLogWatch> {
                 let query = args::log_query(py, lines, since_ms, sources, min_level)?;
-                Ok(crate::views::logs::SandboxLogWatch::start(
+                Ok(crate::views::SandboxLogWatch::start(
                     self.conn.get()?,
                     sandbox,
                     query,

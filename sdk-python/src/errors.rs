@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyModule};
 
-use crate::views::IntoView;
+use crate::into_view::IntoView;
 
 static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 

@@ -14,8 +14,8 @@ use pyo3::prelude::*;
 use tokio::sync::mpsc;
 
 use crate::errors;
+use crate::into_view::IntoView;
 use crate::runtime;
-use crate::views::IntoView;
 
 /// Where a progress callback runs.
 pub(crate) enum Progress {

@@ -5,10 +5,11 @@ use std::hash::{Hash, Hasher};
 
 use openshell_sdk::TargetKind;
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 
-use crate::args::arg;
+use crate::args::{self, FromArg, arg};
 use crate::enums::PyEnum;
-use crate::views::quote;
+use crate::repr::quote;
 
 /// One sandbox, every sandbox of a workspace, or everything.
 #[pyclass(frozen, eq, module = "openshell")]
@@ -86,6 +87,25 @@ impl Target {
             }
             openshell_sdk::Target::Workspace(name) => format!("Target.workspace({})", quote(name)),
             openshell_sdk::Target::Global => "Target.global_()".to_owned(),
+        }
+    }
+}
+
+/// A `Target`, or a string naming a sandbox.
+impl FromArg for openshell_sdk::Target {
+    fn from_arg(value: &Bound<'_, PyAny>, field: &str) -> PyResult<Self> {
+        if let Ok(target) = value.cast::<Target>() {
+            return Ok(target.get().inner.clone());
+        }
+        match value.cast::<PyString>() {
+            Ok(text) => Ok(Self::Sandbox(openshell_sdk::SandboxRef::from(
+                text.to_cow()?.as_ref(),
+            ))),
+            Err(_) => Err(args::wrong_type(
+                value,
+                field,
+                "a str (NAME, ID or WORKSPACE/NAME) or a Target",
+            )),
         }
     }
 }

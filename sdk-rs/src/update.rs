@@ -1,5 +1,7 @@
-//! The request side of `UpdateConfig`: what to change, where, and how long
-//! to wait for it.
+//! `UpdateConfig`: what to change, where and how long to wait for it, and
+//! reading the gateway's answer into an [`UpdateResult`]. The answer's
+//! readers live here rather than beside the type, so the value types need no
+//! error type (which itself holds an [`Operation`]).
 
 use std::time::Duration;
 
@@ -7,8 +9,8 @@ use openshell_core::policy::{EditSpecs, PolicyEdit};
 use openshell_proto::v1 as pb;
 
 use crate::timefmt::to_proto_duration;
-use crate::types::sandbox::workspace_selector;
-use crate::{SandboxRef, SdkError, UpdateMode};
+use crate::types::workspace_selector;
+use crate::{Operation, PolicyDiff, SandboxRef, SdkError, SettingDiff, UpdateMode, UpdateResult};
 
 /// The gateway's wait when the caller names none (DESIGN §7).
 pub(crate) const DEFAULT_SERVER_WAIT: Duration = Duration::from_secs(60);
@@ -237,6 +239,41 @@ impl UpdateConfig {
         };
         self.target.fill(&mut req);
         Ok(req)
+    }
+}
+
+impl UpdateResult {
+    /// The operation of a committed write. A validate-only result has none,
+    /// which is an error here, so code that only writes can use `?`.
+    pub fn into_operation(self) -> Result<Operation, SdkError> {
+        self.operation.ok_or_else(|| SdkError::InvalidArgument {
+            message: "a validate-only update writes nothing and has no operation".to_owned(),
+            violations: Vec::new(),
+        })
+    }
+
+    pub(crate) fn from_proto(
+        p: pb::UpdateConfigResponse,
+        validate_only: bool,
+    ) -> Result<Self, SdkError> {
+        let operation = match p.operation {
+            Some(op) => Some(Operation::from(op)),
+            None if validate_only => None,
+            None => return Err(SdkError::missing("operation")),
+        };
+        Ok(Self {
+            operation,
+            idempotent_replay: p.idempotent_replay,
+            kept_static_sections: p.kept_static_sections,
+            validate_only,
+            policy_diff: p.policy_diff.map(PolicyDiff::from),
+            setting_changes: p
+                .setting_changes
+                .into_iter()
+                .map(SettingDiff::from)
+                .collect(),
+            merge_notes: p.merge_notes,
+        })
     }
 }
 

@@ -17,9 +17,10 @@ use crate::middleware::{
     MiddlewareRegistry, Readiness, ReadinessConfig, TcpProbe, await_startable, log_readiness,
     required_by,
 };
+use crate::options::SupervisorOptions;
 use crate::signals::{Signals, signal_exit_code};
 use crate::standalone::{self, STANDALONE_SANDBOX_ID, StandaloneOptions, log_invalid};
-use crate::supervisor::{Supervisor, SupervisorOptions};
+use crate::supervisor::Supervisor;
 use crate::workload::{Workload, supervise};
 
 /// How long the supervisor waits for its session to wind down after the workload exited.
@@ -32,7 +33,7 @@ pub async fn run(args: Args) -> Result<i32, SupervisorError> {
     let mut signals = Signals::install().map_err(SupervisorError::Signals)?;
     // A name becomes the id here, before the state directory and the session use it.
     let sandbox_id = tokio::select! {
-        resolved = crate::identity::sandbox_id_from_args(&args) => resolved?,
+        resolved = crate::sandbox_ref::sandbox_id_from_args(&args) => resolved?,
         signal = signals.recv() => return Ok(signal_exit_code(signal)),
     }
     .unwrap_or_else(|| STANDALONE_SANDBOX_ID.to_string());

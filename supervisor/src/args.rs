@@ -100,7 +100,7 @@ pub struct Args {
     pub heartbeat_interval: Duration,
 
     /// Protocol revision to advertise; 0 behaves like a legacy supervisor (polls only).
-    #[arg(long, env = "OPENSHELL_SUPERVISOR_PROTOCOL_REVISION", default_value_t = crate::supervisor::PROTOCOL_REVISION)]
+    #[arg(long, env = "OPENSHELL_SUPERVISOR_PROTOCOL_REVISION", default_value_t = crate::options::PROTOCOL_REVISION)]
     pub protocol_revision: u32,
 
     /// Receive pushed snapshots but do not apply them: keep polling (shadow push).

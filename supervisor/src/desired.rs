@@ -6,6 +6,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use openshell_core::ProviderValue;
 use openshell_proto::sandbox::v1 as sb;
@@ -18,6 +19,14 @@ use sha2::{Digest, Sha256};
 pub const FAILURE_MODE_KEY: &str = "policy_validation_failure_mode";
 /// Setting that overrides the `--reload-signal` flag when an operator sets it at some scope.
 pub const RELOAD_SIGNAL_KEY: &str = "reload_signal";
+
+/// Milliseconds since the epoch, the unit of the gateway's expiry times.
+pub(crate) fn now_ms() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO);
+    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+}
 
 /// What a failed apply leaves behind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,7 +29,6 @@ use crate::backoff::{Backoff, BackoffConfig};
 use crate::desired::DesiredConfig;
 use crate::local_policy::{GatewayPolicyId, LocalPolicy, gateway_policy_retained};
 use crate::logs::LogBuffer;
-use crate::poll::mode_for;
 use crate::sanitize::sanitize_reason;
 use crate::status::SupervisorStatus;
 
@@ -127,6 +126,15 @@ pub(crate) struct Mode {
     /// push session: a gateway restart drops the sessions of the whole fleet at once, and
     /// polling all at that instant would pile a poll storm onto the reconnect storm.
     pub first_poll_delay: Duration,
+}
+
+/// The mode a session establishes.
+pub(crate) fn mode_for(polling: bool, poll_interval: Duration) -> Mode {
+    Mode {
+        polling,
+        poll_interval,
+        first_poll_delay: Duration::ZERO,
+    }
 }
 
 #[derive(Default)]
@@ -588,7 +596,7 @@ impl Engine {
     ) -> Result<(), ApplyError> {
         // The gateway states each credential's expiry; an expired one never reaches the
         // workload, whatever configuration it arrives in.
-        let now = crate::expiry::now_ms();
+        let now = crate::desired::now_ms();
         let (effective, fingerprint) = match effective.without_expired_credentials(now) {
             Some(kept) => {
                 warn!(
@@ -1129,7 +1137,7 @@ mod tests {
     async fn expired_credentials_never_reach_the_workload() {
         let applier = Arc::new(MemoryApplier::new());
         let e = engine(applier.clone(), None).await;
-        let now = crate::expiry::now_ms();
+        let now = crate::desired::now_ms();
         let mut expired = sample(1, "e1");
         expired.provider_env.credential_expires_at_ms =
             [("GITHUB_TOKEN".to_string(), now - 1_000)].into();
@@ -1141,7 +1149,7 @@ mod tests {
         assert!(!active.provider_env.environment.contains_key("GITHUB_TOKEN"));
         assert!(active.provider_env.environment.contains_key("GITHUB_HOST"));
 
-        let expiring_at = crate::expiry::now_ms() + 200;
+        let expiring_at = crate::desired::now_ms() + 200;
         let mut fresh = sample(1, "e2");
         fresh.provider_env.credential_expires_at_ms =
             [("GITHUB_TOKEN".to_string(), expiring_at)].into();
@@ -1156,7 +1164,7 @@ mod tests {
         );
         assert_eq!(e.next_credential_expiry().await, Some(expiring_at));
         // Real time must pass the expiry; only then is the withdrawal due.
-        while crate::expiry::now_ms() < expiring_at {
+        while crate::desired::now_ms() < expiring_at {
             std::thread::sleep(Duration::from_millis(20));
         }
         let applies = applier.apply_count();

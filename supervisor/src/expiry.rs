@@ -9,20 +9,13 @@
 //! from the gateway, as any provider change does.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::desired::now_ms;
 use crate::engine::Engine;
 use crate::status::SupervisorStatus;
-
-/// Milliseconds since the epoch, the unit of the gateway's expiry times.
-pub(crate) fn now_ms() -> i64 {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO);
-    i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
-}
 
 /// Longest sleep without anything expiring: a bound, not a poll.
 const IDLE: Duration = Duration::from_secs(3600);

@@ -20,12 +20,12 @@ use tracing::{debug, error, info, warn};
 
 use crate::backoff::Backoff;
 use crate::client::GatewayClient;
-use crate::engine::{Engine, Origin};
+use crate::engine::{Engine, Origin, mode_for};
 use crate::middleware::Readiness;
-use crate::poll::{effective_poll_interval, mode_after_session, mode_for};
+use crate::options::SupervisorOptions;
+use crate::poll::{effective_poll_interval, mode_after_session};
 use crate::push::{apply_bootstrap, handle_update};
 use crate::status::{SessionState, SupervisorStatus};
-use crate::supervisor::SupervisorOptions;
 
 /// Frames queued for the gateway before the sender blocks.
 const OUTBOUND_QUEUE: usize = 32;
@@ -163,7 +163,7 @@ impl SessionRunner {
         if self.options.channel.is_some() {
             return;
         }
-        match crate::supervisor::gateway_client(&self.options) {
+        match crate::options::gateway_client(&self.options) {
             Ok(client) => {
                 debug!("the next session opens a new connection");
                 self.client = client;

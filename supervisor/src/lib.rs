@@ -37,6 +37,7 @@ pub mod logging;
 pub mod logs;
 pub mod memory_applier;
 pub mod middleware;
+pub mod options;
 pub mod reload;
 pub mod replay;
 pub mod sanitize;
@@ -54,6 +55,7 @@ mod gateway_session;
 mod outbox;
 mod poll;
 mod push;
+mod sandbox_ref;
 
 pub use app::run as run_cli;
 pub use applier::{Applier, ApplyError, ApplyErrorKind, ApplyReport, ApplyStage, BoxFuture};
@@ -65,10 +67,11 @@ pub use file_applier::{FileApplier, FileApplierConfig};
 pub use identity::Identity;
 pub use local_policy::LocalPolicy;
 pub use memory_applier::MemoryApplier;
+pub use options::SupervisorOptions;
 pub use reload::ReloadSignal;
 pub use replay::PushReplay;
 pub use status::{SessionState, SupervisorStatus};
-pub use supervisor::{Supervisor, SupervisorOptions, run_session};
+pub use supervisor::{Supervisor, run_session};
 
 /// Reason sent with `RETAINED_LOCAL_OVERRIDE`.
 pub const LOCAL_OVERRIDE_REASON: &str = "local policy file keeps precedence";

@@ -22,7 +22,7 @@ use tracing::{debug, warn};
 use crate::backoff::spread;
 use crate::client::GatewayClient;
 use crate::desired::{DesiredConfig, config_revisions, env_revision};
-use crate::engine::{Engine, Mode, Origin, Outcome, Verdict};
+use crate::engine::{Engine, Mode, Origin, Outcome, Verdict, mode_for};
 use crate::outbox::{Outbox, StatusReport};
 
 pub(crate) struct PollLoop {
@@ -243,15 +243,6 @@ pub(crate) fn effective_poll_interval(accepted_ms: u32, configured: Duration) ->
         configured
     } else {
         Duration::from_millis(u64::from(accepted_ms))
-    }
-}
-
-/// The mode a session establishes.
-pub(crate) fn mode_for(polling: bool, poll_interval: Duration) -> Mode {
-    Mode {
-        polling,
-        poll_interval,
-        first_poll_delay: Duration::ZERO,
     }
 }
 

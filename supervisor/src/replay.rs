@@ -18,9 +18,8 @@ use tokio::sync::watch;
 
 use crate::applier::Applier;
 use crate::backoff::BackoffConfig;
-use crate::engine::Engine;
+use crate::engine::{Engine, mode_for};
 use crate::gateway_session::prepare_candidate;
-use crate::poll::mode_for;
 use crate::push::{PushState, apply_bootstrap, handle_update};
 use crate::status::SupervisorStatus;
 

@@ -7,10 +7,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use futures::StreamExt;
 use openshell_sdk::{LogQuery, SandboxLogEvent, SandboxLogLine, SandboxLogs, SandboxRef};
 
-use crate::cli::{LogsArgs, OutputFormat};
+use crate::cli::LogsArgs;
 use crate::context::Ctx;
 use crate::exit;
-use crate::output::{json_line, sanitize, write_stdout};
+use crate::output::{OutputFormat, json_line, sanitize, write_stdout};
 
 pub async fn run(ctx: &Ctx, args: LogsArgs) -> anyhow::Result<u8> {
     let sandbox = SandboxRef::from(args.sandbox.as_str());

@@ -5,7 +5,7 @@ mod doctor;
 mod gateway;
 mod logs;
 mod operations;
-pub(crate) mod policy;
+mod policy;
 mod provider;
 mod sandbox;
 mod sessions;

@@ -176,7 +176,7 @@ mod tests {
     use openshell_sdk::ApplyOutcome;
 
     use super::*;
-    use crate::cli::OutputFormat;
+    use crate::output::OutputFormat;
 
     fn target(
         id: &str,

@@ -1,16 +1,14 @@
 //! `openshell policy …`: sandbox and global policies.
 
-use openshell_core::policy::{SandboxPolicy as PolicyDoc, parse_and_validate};
-use openshell_sdk::{
-    Client, EditSpecs, FieldViolation, PolicySource, SandboxRef, SdkError, Target, UpdateConfig,
-};
-use serde::Serialize;
+use openshell_core::policy::SandboxPolicy as PolicyDoc;
+use openshell_sdk::{Client, EditSpecs, PolicySource, SandboxRef, SdkError, Target, UpdateConfig};
 
-use crate::cli::{OutputFormat, PolicyCommand};
+use crate::cli::PolicyCommand;
 use crate::commands::{read_input, read_policy, sandbox_count, source_label};
 use crate::context::Ctx;
 use crate::diff::{self, PolicyDiff};
-use crate::output::{Output, no_color, sanitize, write_stdout};
+use crate::output::{Output, OutputFormat, no_color, sanitize, write_stdout};
+use crate::validation::Validation;
 use crate::{exit, outcome, views};
 
 pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
@@ -186,38 +184,6 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             } else {
                 exit::SUCCESS
             })
-        }
-    }
-}
-
-/// The result of `policy validate`, also its JSON and YAML shape.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Validation {
-    pub valid: bool,
-    /// Every problem, each with the field path to edit (empty when it
-    /// concerns the whole document).
-    pub violations: Vec<FieldViolation>,
-}
-
-impl Validation {
-    /// Checks policy text with `openshell-core`, the code the gateway runs.
-    pub fn of(text: &str) -> Self {
-        match parse_and_validate(text) {
-            Ok(_) => Self {
-                valid: true,
-                violations: Vec::new(),
-            },
-            Err(err) => Self {
-                valid: false,
-                violations: err
-                    .violations()
-                    .into_iter()
-                    .map(|v| FieldViolation {
-                        field: v.field,
-                        message: v.message,
-                    })
-                    .collect(),
-            },
         }
     }
 }

@@ -18,7 +18,8 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::SUPPORTED_VERSION;
+/// The only schema version this crate understands.
+pub const SUPPORTED_VERSION: u32 = 1;
 
 /// A complete sandbox policy document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -25,10 +25,9 @@ use openshell_supervisor::file_applier::apply_log::{self, ApplyLogEntry};
 use serde_json::Value;
 
 use super::workload::{
-    CHURN_PREFIX, GLOBAL_SETTING, History, Outcome, SANDBOX_SETTING, SharedHistory,
-    WORKSPACE_SETTING, WriteKind, WriteRecord, observe_once,
+    CHURN_PREFIX, GLOBAL_SETTING, History, Outcome, PROVIDER, PROVIDER_VALUE, REFUSED_PORTS,
+    SANDBOX_SETTING, SharedHistory, WORKSPACE_SETTING, WriteKind, WriteRecord, observe_once,
 };
-use super::{PROVIDER, PROVIDER_VALUE, REFUSED_PORTS};
 use crate::{Api, sandbox_ref};
 
 /// A supervisor as the checker sees it.
@@ -39,6 +38,9 @@ pub struct SupervisorView {
     /// Running now: it must have converged.
     pub live: bool,
 }
+
+/// A file each run appends its [`Report`] to, one JSON line (see [`Report::append_to_report_file`]).
+pub const REPORT_ENV: &str = "OPENSHELL_CHAOS_REPORT";
 
 /// The figures of a run and what went wrong in it.
 #[derive(Debug, Default, Clone, serde::Serialize)]
@@ -69,7 +71,7 @@ pub struct Report {
 impl Report {
     /// Appends the report as one JSON line to `OPENSHELL_CHAOS_REPORT`, when set.
     pub fn append_to_report_file(&self) {
-        if let Ok(path) = std::env::var(super::REPORT_ENV) {
+        if let Ok(path) = std::env::var(REPORT_ENV) {
             use std::io::Write;
             let mut file = std::fs::OpenOptions::new()
                 .create(true)

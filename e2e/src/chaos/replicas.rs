@@ -11,7 +11,8 @@ use std::time::Duration;
 use openshell_proto::v1 as pb;
 use tonic::transport::Endpoint;
 
-use super::{ChaosConfig, Fleet, GatewayProcess, Member, Prng, Run, workload};
+use super::prng::Prng;
+use super::{ChaosConfig, Fleet, GatewayProcess, Member, Run, workload};
 use crate::{Api, Backend, BearerToken, POLICY, TestStore};
 
 /// Shared by the replicas of a run: with it they hint each other about writes.

@@ -21,8 +21,18 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::Code;
 
-use super::{PROVIDER, PROVIDER_VALUE, Prng, REFUSED_PORTS};
+use super::prng::Prng;
 use crate::{Api, policy_with_port, raw_setting, sandbox_ref, to_global, to_sandbox, to_workspace};
+
+/// The provider every run creates and the workload updates, attaches and detaches.
+pub const PROVIDER: &str = "chaos";
+/// The provider's one (non-secret) value.
+pub const PROVIDER_VALUE: &str = "CHAOS_VALUE";
+
+/// Ports in this range make a policy the supervisors' on-apply hook
+/// ([`super::REFUSING_HOOK`]) refuses: a configuration the gateway accepts and the
+/// supervisor's validation does not, so last-known-good is exercised on every run.
+pub const REFUSED_PORTS: std::ops::Range<u32> = 6600..6700;
 
 /// The setting each scope's writes change: a string at sandbox and workspace scope, an int
 /// at global scope, each write a value of its own so the final value names the write.

@@ -10,7 +10,7 @@
 //! SQLITE_BUSY; PostgreSQL relies on row locks.
 
 mod build_inputs;
-pub mod data_migrations;
+mod data_migrations;
 mod error;
 mod events;
 mod fanout_intents;

@@ -4,8 +4,10 @@
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 
-use super::{IntoView, plain_view, quote, quote_opt, to_dict};
+use super::{plain_view, to_dict};
 use crate::enums::PyEnum;
+use crate::into_view::IntoView;
+use crate::repr::{quote, quote_opt};
 
 /// A typed setting value as the Python value: `bool`, `int` or `str`.
 fn setting_value(

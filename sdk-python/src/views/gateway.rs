@@ -2,7 +2,8 @@
 
 use pyo3::prelude::*;
 
-use super::{plain_view, quote, to_dict};
+use super::{plain_view, to_dict};
+use crate::repr::quote;
 
 #[pyclass(frozen, module = "openshell")]
 pub(crate) struct GatewayInfo {

@@ -10,8 +10,10 @@ use pyo3::prelude::*;
 use tokio::sync::{Mutex, mpsc};
 use tokio::task::AbortHandle;
 
-use super::{IntoView, plain_view, quote, to_dict};
+use super::{plain_view, to_dict};
 use crate::errors;
+use crate::into_view::IntoView;
+use crate::repr::quote;
 use crate::runtime::{self, Call};
 
 /// One log line of a sandbox; provider values arrive masked (`***`).

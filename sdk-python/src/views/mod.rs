@@ -7,7 +7,7 @@
 
 mod config;
 mod gateway;
-pub(crate) mod logs;
+mod logs;
 mod operation;
 mod provider;
 mod sandbox;
@@ -17,36 +17,11 @@ mod targets;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyList;
-
-/// Conversion of an SDK value into its Python view.
-pub(crate) trait IntoView {
-    fn into_view(self, py: Python<'_>, client: &openshell_sdk::Client) -> PyResult<Py<PyAny>>;
-}
-
-impl<T: IntoView> IntoView for Vec<T> {
-    fn into_view(self, py: Python<'_>, client: &openshell_sdk::Client) -> PyResult<Py<PyAny>> {
-        let items = self
-            .into_iter()
-            .map(|item| item.into_view(py, client))
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok(PyList::new(py, items)?.into_any().unbind())
-    }
-}
-
-impl<T: IntoView> IntoView for Option<T> {
-    fn into_view(self, py: Python<'_>, client: &openshell_sdk::Client) -> PyResult<Py<PyAny>> {
-        match self {
-            Some(value) => value.into_view(py, client),
-            None => Ok(py.None()),
-        }
-    }
-}
 
 /// Implements `IntoView` for views that hold only the SDK value.
 macro_rules! plain_view {
     ($($sdk:ty => $view:ident),+ $(,)?) => {$(
-        impl $crate::views::IntoView for $sdk {
+        impl $crate::into_view::IntoView for $sdk {
             fn into_view(
                 self,
                 py: ::pyo3::Python<'_>,
@@ -61,7 +36,7 @@ macro_rules! plain_view {
 /// Implements `IntoView` for views that also keep the client.
 macro_rules! client_view {
     ($($sdk:ty => $view:ident),+ $(,)?) => {$(
-        impl $crate::views::IntoView for $sdk {
+        impl $crate::into_view::IntoView for $sdk {
             fn into_view(
                 self,
                 py: ::pyo3::Python<'_>,
@@ -73,6 +48,7 @@ macro_rules! client_view {
     )+};
 }
 
+pub(crate) use logs::SandboxLogWatch;
 pub(crate) use {client_view, plain_view};
 
 static JSON_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -121,28 +97,4 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<config::ScopeSettings>()?;
     m.add_class::<config::SettingDefinition>()?;
     Ok(())
-}
-
-/// Python's `repr` of a str, so reprs read like Python (`'demo'`, not `"demo"`).
-pub(crate) fn quote(text: &str) -> String {
-    let mut quoted = String::with_capacity(text.len() + 2);
-    quoted.push('\'');
-    for c in text.chars() {
-        match c {
-            '\\' => quoted.push_str("\\\\"),
-            '\'' => quoted.push_str("\\'"),
-            '\n' => quoted.push_str("\\n"),
-            '\r' => quoted.push_str("\\r"),
-            '\t' => quoted.push_str("\\t"),
-            c if c.is_control() => quoted.push_str(&format!("\\x{:02x}", u32::from(c))),
-            c => quoted.push(c),
-        }
-    }
-    quoted.push('\'');
-    quoted
-}
-
-/// `quote` for optional text: `None` when absent.
-pub(crate) fn quote_opt(text: Option<&str>) -> String {
-    text.map_or_else(|| "None".to_owned(), quote)
 }

@@ -2,11 +2,13 @@
 
 use pyo3::prelude::*;
 
-use super::{IntoView, client_view, quote, to_dict};
+use super::{client_view, to_dict};
 use crate::args::{Callback, Seconds, arg};
 use crate::calls;
 use crate::enums::PyEnum;
+use crate::into_view::IntoView;
 use crate::progress::Progress;
+use crate::repr::quote;
 use crate::runtime;
 
 /// A durable record of one committed write and how far its delivery got.

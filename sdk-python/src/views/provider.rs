@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use pyo3::prelude::*;
 
-use super::{IntoView, client_view, plain_view, quote, to_dict};
+use super::{client_view, plain_view, to_dict};
+use crate::into_view::IntoView;
+use crate::repr::quote;
 
 /// A provider record.
 #[pyclass(frozen, module = "openshell")]

@@ -2,8 +2,10 @@
 
 use pyo3::prelude::*;
 
-use super::{IntoView, client_view, plain_view, quote, quote_opt, to_dict};
+use super::{client_view, plain_view, to_dict};
 use crate::enums::PyEnum;
+use crate::into_view::IntoView;
+use crate::repr::{quote, quote_opt};
 
 /// One connected supervisor session.
 #[pyclass(frozen, module = "openshell")]

@@ -3,8 +3,9 @@
 use pyo3::prelude::*;
 
 use super::operation::FleetProgress;
-use super::{plain_view, quote, to_dict};
+use super::{plain_view, to_dict};
 use crate::enums::PyEnum;
+use crate::repr::quote;
 
 /// One sandbox an operation targets.
 #[pyclass(frozen, module = "openshell")]

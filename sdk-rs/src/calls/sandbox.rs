@@ -5,7 +5,7 @@ use openshell_proto::datamodel::v1::{AllWorkspaces, WorkspaceSelector};
 use openshell_proto::v1 as pb;
 
 use crate::retry::Idempotency;
-use crate::types::sandbox::workspace_selector;
+use crate::types::workspace_selector;
 use crate::types::{
     CreatedSandbox, DeletedSandbox, Sandbox, SandboxLifecycle, SandboxRef, SupervisorCredential,
 };

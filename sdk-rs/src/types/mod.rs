@@ -11,7 +11,7 @@ mod logs;
 mod operation;
 mod policy;
 mod provider;
-pub(crate) mod sandbox;
+mod sandbox;
 mod session;
 mod settings;
 mod token;
@@ -28,6 +28,7 @@ pub use operation::{
 };
 pub use policy::{PolicyRevision, SandboxPolicy};
 pub use provider::{Provider, ProviderWrite};
+pub(crate) use sandbox::workspace_selector;
 pub use sandbox::{
     Attachment, CreatedSandbox, DeletedSandbox, Sandbox, SandboxRef, SupervisorCredential,
 };

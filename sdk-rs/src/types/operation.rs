@@ -149,40 +149,6 @@ impl UpdateResult {
             merge_notes: Vec::new(),
         }
     }
-
-    /// The operation of a committed write. A validate-only result has none,
-    /// which is an error here, so code that only writes can use `?`.
-    pub fn into_operation(self) -> Result<Operation, crate::SdkError> {
-        self.operation
-            .ok_or_else(|| crate::SdkError::InvalidArgument {
-                message: "a validate-only update writes nothing and has no operation".to_owned(),
-                violations: Vec::new(),
-            })
-    }
-
-    pub(crate) fn from_proto(
-        p: pb::UpdateConfigResponse,
-        validate_only: bool,
-    ) -> Result<Self, crate::SdkError> {
-        let operation = match p.operation {
-            Some(op) => Some(Operation::from(op)),
-            None if validate_only => None,
-            None => return Err(crate::SdkError::missing("operation")),
-        };
-        Ok(Self {
-            operation,
-            idempotent_replay: p.idempotent_replay,
-            kept_static_sections: p.kept_static_sections,
-            validate_only,
-            policy_diff: p.policy_diff.map(PolicyDiff::from),
-            setting_changes: p
-                .setting_changes
-                .into_iter()
-                .map(SettingDiff::from)
-                .collect(),
-            merge_notes: p.merge_notes,
-        })
-    }
 }
 
 /// What a policy would change compared with the target's current policy,
