@@ -16,15 +16,7 @@ cd "$(dirname "$0")/.."
 
 PINS=(openshell==0.1.5 grpcio-tools==1.85.4 protobuf==7.36.2)
 venv="target/upstream-contract-venv"
-stamp="$venv/.pins"
-
-if [[ ! -x "$venv/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "${PINS[*]}" ]]; then
-    python="$(command -v python3.11 || command -v python3)"
-    rm -rf "$venv"
-    mkdir -p target
-    "$python" -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "${PINS[@]}"
-    echo "${PINS[*]}" >"$stamp"
-fi
+source scripts/pinned-venv.sh
+pinned_venv "$venv" "${PINS[@]}"
 
 exec "$venv/bin/python" scripts/upstream_contract.py "$@"

@@ -19,16 +19,8 @@ cd "$(dirname "$0")/.."
 
 PINS=(openshell==0.1.5 grpcio==1.85.4 protobuf==7.36.2 pytest==9.2.0)
 venv="target/upstream-interop-venv"
-stamp="$venv/.pins"
-
-if [[ ! -x "$venv/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "${PINS[*]}" ]]; then
-    python="$(command -v python3.11 || command -v python3)"
-    rm -rf "$venv"
-    mkdir -p target
-    "$python" -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "${PINS[@]}"
-    echo "${PINS[*]}" >"$stamp"
-fi
+source scripts/pinned-venv.sh
+pinned_venv "$venv" "${PINS[@]}"
 
 export OPENSHELL_BIN_DIR="${OPENSHELL_BIN_DIR:-$PWD/target/debug}"
 for binary in openshell-gateway openshell-supervisor openshell; do
