@@ -166,3 +166,46 @@ async fn a_data_dir_that_cannot_be_created_stops_the_gateway_naming_it() {
         )
     );
 }
+
+/// A log written to a file carries no colour codes: a file is not a terminal, and escape
+/// sequences in it break `grep` and log shippers alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_written_to_a_file_carries_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("gateway.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let token = format!("admin={}", openshell_e2e::TOKEN);
+    let data_dir = dir.path().join("data");
+    let _gateway = tokio::process::Command::new(binary("openshell-gateway"))
+        .args([
+            "--listen",
+            listen.as_str(),
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "--metrics-listen",
+            "off",
+            "--operator-token",
+            token.as_str(),
+        ])
+        // Colour must stay out because stderr is a file, not because the caller asked.
+        .env_remove("NO_COLOR")
+        .env_remove("OPENSHELL_OPERATOR_TOKENS")
+        .env_remove("OPENSHELL_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let text =
+        openshell_e2e::eventually("the gateway to log that it listens", EXIT_DEADLINE, || {
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            async move { text.contains("gateway listening").then_some(text) }
+        })
+        .await;
+    assert!(
+        !text.contains('\u{1b}'),
+        "colour codes in the log: {text:?}"
+    );
+}

@@ -1,6 +1,7 @@
 //! `openshell-gateway`: reads configuration, sets up logging and runs the
 //! gateway until SIGINT or SIGTERM.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -41,8 +42,12 @@ async fn main() -> ExitCode {
 async fn run() -> anyhow::Result<()> {
     let config = GatewayConfig::resolve(Flags::parse()).context("invalid gateway configuration")?;
     let filter = EnvFilter::try_new(&config.log).context("invalid log filter")?;
+    // Colour only on a terminal (and not under NO_COLOR): escape sequences in a log file
+    // break grep and log shippers.
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match config.log_format {
         LogFormat::Json => subscriber.json().init(),
