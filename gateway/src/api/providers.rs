@@ -7,7 +7,7 @@ use openshell_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use crate::auth::principal_of;
-use crate::authz::Permission;
+use crate::authz::{Permission, Principal};
 use crate::error::GatewayError;
 use crate::lifecycle::workspace_or_default;
 use crate::operations::resolution::settle_from_last_reports;
@@ -17,12 +17,29 @@ use crate::wire;
 use super::OpenShellApi;
 
 impl OpenShellApi {
-    /// Publishes an attach or detach and settles a repeat from the last report, as
-    /// `UpdateConfig` does for a no-op write.
-    pub(super) async fn attachment_response(
+    /// Attaches (or detaches) a provider to a live sandbox of the principal's, publishes
+    /// the change, and settles a repeat from the last report, as `UpdateConfig` does for
+    /// a no-op write.
+    pub(super) async fn change_attachment(
         &self,
-        change: providers::AttachmentChange,
+        who: &Principal,
+        sandbox: Option<&pb::SandboxRef>,
+        provider: &str,
+        attached: bool,
     ) -> Result<Response<pb::AttachmentResponse>, Status> {
+        let sandbox = self
+            .resolve_live_for(who, Permission::AttachmentWrite, sandbox)
+            .await?;
+        let provider = self
+            .provider_for(
+                who,
+                Permission::AttachmentWrite,
+                provider,
+                &sandbox.workspace,
+            )
+            .await?;
+        let change =
+            providers::attach(&self.state.store, &sandbox, &provider, attached, &who.name).await?;
         let mut operation = change.operation;
         match change.publication {
             Some(publication) => self.state.announcer.publish(publication).await,
@@ -203,21 +220,9 @@ pub(super) async fn attach(
     request: Request<pb::AttachProviderRequest>,
 ) -> Result<Response<pb::AttachmentResponse>, Status> {
     let who = principal_of(&request)?;
-    let caller = who.name.clone();
     let req = request.into_inner();
-    let sandbox = api
-        .resolve_live_for(&who, Permission::AttachmentWrite, req.sandbox.as_ref())
-        .await?;
-    let provider = api
-        .provider_for(
-            &who,
-            Permission::AttachmentWrite,
-            &req.provider,
-            &sandbox.workspace,
-        )
-        .await?;
-    let change = providers::attach(&api.state.store, &sandbox, &provider, true, &caller).await?;
-    api.attachment_response(change).await
+    api.change_attachment(&who, req.sandbox.as_ref(), &req.provider, true)
+        .await
 }
 
 pub(super) async fn detach(
@@ -225,19 +230,7 @@ pub(super) async fn detach(
     request: Request<pb::DetachProviderRequest>,
 ) -> Result<Response<pb::AttachmentResponse>, Status> {
     let who = principal_of(&request)?;
-    let caller = who.name.clone();
     let req = request.into_inner();
-    let sandbox = api
-        .resolve_live_for(&who, Permission::AttachmentWrite, req.sandbox.as_ref())
-        .await?;
-    let provider = api
-        .provider_for(
-            &who,
-            Permission::AttachmentWrite,
-            &req.provider,
-            &sandbox.workspace,
-        )
-        .await?;
-    let change = providers::attach(&api.state.store, &sandbox, &provider, false, &caller).await?;
-    api.attachment_response(change).await
+    api.change_attachment(&who, req.sandbox.as_ref(), &req.provider, false)
+        .await
 }
