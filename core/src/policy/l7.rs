@@ -133,9 +133,11 @@ fn check_host_and_ports(out: &mut Findings, ctx: &Ctx<'_>, ep: &Endpoint) {
             format!("{base}.port"),
             "port is required: set `port` or a non-empty `ports` list",
         ),
-        (Some(_), false) => out.error(
-            base,
-            "port and ports are mutually exclusive; use ports for several ports",
+        // Upstream's writers send `port` and a copy of it in `ports`, and its readers take
+        // `ports` when it is not empty; only a port the list leaves out is worth a word.
+        (Some(port), false) if !ep.ports.contains(&port) => out.warn(
+            format!("{base}.port"),
+            format!("port {port} is not opened: ports is given too and wins; add {port} to ports or remove port"),
         ),
         _ => {}
     }

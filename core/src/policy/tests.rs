@@ -110,15 +110,44 @@ fn negative_port_is_a_type_error() {
 }
 
 #[test]
-fn port_or_ports_but_not_both() {
-    let yaml = "version: 1\nnetwork_policies:\n  p:\n    endpoints:\n      - { host: a.example.com }\n      - { host: b.example.com, port: 443, ports: [80] }\n      - { host: c.example.com, ports: [] }\n";
+fn a_port_is_required_and_ports_win_over_port() {
+    let yaml = "version: 1\nnetwork_policies:\n  p:\n    endpoints:\n      - { host: a.example.com }\n      - { host: c.example.com, ports: [] }\n";
     let v = invalid(yaml);
-    assert_eq!(v.len(), 3, "{v:?}");
-    assert_eq!(v[0].field, "network_policies.p.endpoints[0].port");
-    assert!(v[0].message.contains("port is required"));
-    assert_eq!(v[1].field, "network_policies.p.endpoints[1]");
-    assert!(v[1].message.contains("mutually exclusive"));
-    assert_eq!(v[2].field, "network_policies.p.endpoints[2].port");
+    assert_eq!(
+        fields(&v),
+        [
+            "network_policies.p.endpoints[0].port",
+            "network_policies.p.endpoints[1].port"
+        ]
+    );
+    assert!(v[0].message.contains("port is required"), "{v:?}");
+
+    // Upstream's client sends `port` and its copy in `ports`; that is one port, said twice.
+    let copied = parse_and_validate(
+        "version: 1\nnetwork_policies:\n  p:\n    endpoints:\n      - { host: a.example.com, port: 443, ports: [443] }\n",
+    )
+    .unwrap();
+    assert!(copied.warnings().is_empty(), "{:?}", copied.warnings());
+    assert_eq!(
+        copied.network_policies["p"].endpoints[0].effective_ports(),
+        [443]
+    );
+
+    // A port the list leaves out is not opened, and the author is told.
+    let both = parse_and_validate(
+        "version: 1\nnetwork_policies:\n  p:\n    endpoints:\n      - { host: b.example.com, port: 80, ports: [443, 8443] }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        both.network_policies["p"].endpoints[0].effective_ports(),
+        [443, 8443]
+    );
+    let warnings = both.warnings();
+    assert_eq!(fields(&warnings), ["network_policies.p.endpoints[0].port"]);
+    assert!(
+        warnings[0].message.contains("port 80 is not opened"),
+        "{warnings:?}"
+    );
 }
 
 #[test]

@@ -2,10 +2,11 @@
 //! `openshell.sandbox.v1.SandboxPolicy`.
 //!
 //! `From<&SandboxPolicy>` writes a document into the message and `TryFrom<&pb::SandboxPolicy>`
-//! reads one back. Fields 1-99 carry what they carry upstream, in upstream's spelling: a
+//! reads one back. Fields below 1000 carry what they carry upstream, in upstream's spelling: a
 //! display name, the `tool:` shorthand as `params["name"]`, the MCP body limit in
-//! `json_rpc_max_body_bytes`. Fields 100 and up (this project's extensions, see
-//! `proto/openshell/sandbox/v1/sandbox.proto`) keep what upstream's fields cannot tell apart.
+//! `json_rpc_max_body_bytes`, `tls`/`enforcement`/`access` as upstream's enums. Fields 1000
+//! and up (this project's extensions, see `proto/openshell/sandbox/v1/sandbox.proto`) keep
+//! what upstream's fields cannot tell apart.
 //!
 //! # Normal form
 //!
@@ -26,11 +27,14 @@
 //! - `tool:` beside `params.name`, and nested `params` maps (both refused by validation);
 //! - middleware config numbers a double cannot bring back as written, and configs nested too
 //!   deep for prost to decode as a Struct (see below).
+//! - a `tls`, `enforcement` or `access` spelling the enum has no value for (refused by
+//!   validation): the enum stays unset and the spelling travels in its `unknown_*` field.
 //!
 //! The other direction, message to document to message, is the identity on messages this
 //! module wrote. A message from an upstream writer is read by upstream's meaning but may come
 //! back spelled differently (upstream names an unnamed entry after its key, copies `port`
-//! into `ports`, and writes `tool:` as an unmarked `params.name`).
+//! into `ports`, which reads as both with `ports` winning as upstream reads them, and writes
+//! `tool:` as an unmarked `params.name`).
 //!
 //! # Middleware config numbers
 //!
@@ -48,7 +52,9 @@
 //! Every problem is reported at once, each as a [`Violation`] addressed by the document's
 //! field path (`network_middlewares.audit.config.limits[1]`): an unknown Landlock mode, a rule
 //! without `allow`, a matcher with both a glob and a list, upstream's provenance flags
-//! (`advisor_proposed`, `provider_credentialed`), which a document cannot hold, malformed
+//! and derived fields (`advisor_proposed`, `provider_credentialed`, `token_grant_owner`),
+//! which a document cannot hold, upstream's `credential_binding` and `mcp.versions`, which
+//! this gateway cannot honour, an enum number upstream has not defined, malformed
 //! extension fields, and a result nesting deeper than a document parsed from text may.
 
 use std::collections::BTreeMap;
@@ -234,13 +240,16 @@ fn binary_to_wire(binary: &Binary) -> pb::NetworkBinary {
 }
 
 fn endpoint_to_wire(ep: &Endpoint) -> pb::NetworkEndpoint {
+    let tls = WireMode::of(&ep.tls, TLS_SPELLINGS);
+    let enforcement = WireMode::of(&ep.enforcement, ENFORCEMENT_SPELLINGS);
+    let access = WireMode::of(&ep.access, ACCESS_SPELLINGS);
     pb::NetworkEndpoint {
         host: ep.host.clone(),
         port: ep.port.unwrap_or(0),
         protocol: ep.protocol.clone(),
-        tls: ep.tls.clone(),
-        enforcement: ep.enforcement.clone(),
-        access: ep.access.clone(),
+        tls: tls.number,
+        enforcement: enforcement.number,
+        access: access.number,
         rules: ep
             .allow_rules()
             .iter()
@@ -288,15 +297,68 @@ fn endpoint_to_wire(ep: &Endpoint) -> pb::NetworkEndpoint {
         mcp: ep.mcp.as_ref().map(|mcp| pb::McpOptions {
             strict_tool_names: mcp.strict_tool_names,
             allow_all_known_mcp_methods: mcp.allow_all_known_mcp_methods,
+            versions: Vec::new(),
         }),
+        credential_binding: None,
         allow_uninspected_credentials: ep.allow_uninspected_credentials,
         provider_credentialed: false,
+        token_grant_owner: String::new(),
         explicit_zero_port: ep.port == Some(0),
         explicit_empty_rules: ep.rules.as_ref().is_some_and(Vec::is_empty),
         explicit_empty_deny_rules: ep.deny_rules.as_ref().is_some_and(Vec::is_empty),
         json_rpc: ep.json_rpc.as_ref().map(|json_rpc| pb::JsonRpcOptions {
             max_body_bytes: json_rpc.max_body_bytes,
         }),
+        unknown_tls: tls.unknown,
+        unknown_enforcement: enforcement.unknown,
+        unknown_access: access.unknown,
+    }
+}
+
+/// The document's spellings of upstream's `NetworkTlsMode` values.
+const TLS_SPELLINGS: &[(&str, i32)] = &[
+    ("skip", pb::NetworkTlsMode::Skip as i32),
+    ("terminate", pb::NetworkTlsMode::Terminate as i32),
+    ("passthrough", pb::NetworkTlsMode::Passthrough as i32),
+];
+/// The document's spellings of upstream's `NetworkEnforcementMode` values.
+const ENFORCEMENT_SPELLINGS: &[(&str, i32)] = &[
+    ("enforce", pb::NetworkEnforcementMode::Enforce as i32),
+    ("audit", pb::NetworkEnforcementMode::Audit as i32),
+];
+/// The document's spellings of upstream's `NetworkAccessPreset` values.
+const ACCESS_SPELLINGS: &[(&str, i32)] = &[
+    ("read-only", pb::NetworkAccessPreset::ReadOnly as i32),
+    ("read-write", pb::NetworkAccessPreset::ReadWrite as i32),
+    ("full", pb::NetworkAccessPreset::Full as i32),
+];
+
+/// One of an endpoint's enumerated modes as written: upstream's enum number, or (for a
+/// spelling the enum has no value for, which validation refuses) 0 and the spelling itself in
+/// the `unknown_*` extension, so the receiver refuses it again by the author's words.
+struct WireMode {
+    number: i32,
+    unknown: String,
+}
+
+impl WireMode {
+    fn of(text: &str, spellings: &[(&str, i32)]) -> Self {
+        if text.is_empty() {
+            return Self {
+                number: 0,
+                unknown: String::new(),
+            };
+        }
+        match spellings.iter().find(|(spelling, _)| *spelling == text) {
+            Some((_, number)) => Self {
+                number: *number,
+                unknown: String::new(),
+            },
+            None => Self {
+                number: 0,
+                unknown: text.to_owned(),
+            },
+        }
     }
 }
 
@@ -621,6 +683,41 @@ impl Reader {
                 "upstream's provider credential provenance has no place in a policy document",
             );
         }
+        if !ep.token_grant_owner.is_empty() {
+            self.refuse(
+                format!("{base}.token_grant_owner"),
+                "upstream's gateway derives the token grant owner itself; it has no place in a \
+                 policy document",
+            );
+        }
+        if ep.credential_binding.is_some() {
+            self.refuse(
+                format!("{base}.credential_binding"),
+                "this gateway does not bind an endpoint's credentials to one provider; leave \
+                 credential_binding out (attached providers' credentials apply to every endpoint)",
+            );
+        }
+        if ep.mcp.as_ref().is_some_and(|mcp| !mcp.versions.is_empty()) {
+            self.refuse(
+                format!("{base}.mcp.versions"),
+                "this gateway does not restrict MCP protocol versions; leave mcp.versions out",
+            );
+        }
+        let tls = self.mode(base, "tls", ep.tls, &ep.unknown_tls, TLS_SPELLINGS);
+        let enforcement = self.mode(
+            base,
+            "enforcement",
+            ep.enforcement,
+            &ep.unknown_enforcement,
+            ENFORCEMENT_SPELLINGS,
+        );
+        let access = self.mode(
+            base,
+            "access",
+            ep.access,
+            &ep.unknown_access,
+            ACCESS_SPELLINGS,
+        );
         let rules = if !ep.rules.is_empty() {
             Some(
                 ep.rules
@@ -672,9 +769,9 @@ impl Reader {
             port: (ep.port != 0 || ep.explicit_zero_port).then_some(ep.port),
             ports: ep.ports.clone(),
             protocol: ep.protocol.clone(),
-            tls: ep.tls.clone(),
-            enforcement: ep.enforcement.clone(),
-            access: ep.access.clone(),
+            tls,
+            enforcement,
+            access,
             rules,
             allowed_ips: ep.allowed_ips.clone(),
             deny_rules,
@@ -705,6 +802,38 @@ impl Reader {
                 strict_tool_names: mcp.strict_tool_names,
                 allow_all_known_mcp_methods: mcp.allow_all_known_mcp_methods,
             }),
+        }
+    }
+
+    /// An enumerated mode in the document's spelling: the enum's, or for UNSPECIFIED the
+    /// `unknown_*` extension's (empty when absent). A number the enum does not have is refused.
+    fn mode(
+        &mut self,
+        base: &str,
+        field: &str,
+        number: i32,
+        unknown: &str,
+        spellings: &[(&str, i32)],
+    ) -> String {
+        if number == 0 {
+            return unknown.to_owned();
+        }
+        match spellings.iter().find(|(_, value)| *value == number) {
+            Some((spelling, _)) => (*spelling).to_owned(),
+            None => {
+                let known: Vec<String> = spellings
+                    .iter()
+                    .map(|(spelling, value)| format!("{value} ({spelling})"))
+                    .collect();
+                self.refuse(
+                    format!("{base}.{field}"),
+                    format!(
+                        "unknown {field} enum value {number}; expected 0 (unset) or one of {}",
+                        known.join(", ")
+                    ),
+                );
+                String::new()
+            }
         }
     }
 

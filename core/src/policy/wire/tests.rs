@@ -129,14 +129,14 @@ fn field_numbers_on_the_wire_are_upstreams() {
     ];
     assert_eq!(bytes, expected);
 
-    // An extension takes its own tag: explicit_empty_rules = 101, varint.
+    // An extension takes its own tag: explicit_empty_rules = 1001, varint.
     let empty_rules = with_endpoint(Endpoint {
         rules: Some(vec![]),
         ..Endpoint::default()
     });
     let endpoint =
         pb::SandboxPolicy::from(&empty_rules).network_policies["p"].endpoints[0].encode_to_vec();
-    assert_eq!(endpoint, [0xa8, 0x06, 1]);
+    assert_eq!(endpoint, [0xc8, 0x3e, 1]);
 }
 
 #[test]
@@ -676,6 +676,7 @@ fn json_rpc_and_mcp_limits_share_upstreams_one_field() {
         read(Some(pb::McpOptions {
             strict_tool_names: Some(false),
             allow_all_known_mcp_methods: None,
+            versions: Vec::new(),
         })),
         (None, mcp(5))
     );
@@ -790,6 +791,154 @@ fn upstream_provenance_has_no_place_in_a_document() {
             "network_policies.p.endpoints[0].provider_credentialed",
         ]
     );
+}
+
+#[test]
+fn endpoint_modes_travel_as_upstreams_enums() {
+    let policy = with_endpoint(Endpoint {
+        host: "a.example.com".into(),
+        port: Some(443),
+        protocol: "rest".into(),
+        tls: "skip".into(),
+        enforcement: "enforce".into(),
+        access: "read-write".into(),
+        ..Endpoint::default()
+    });
+    let message = pb::SandboxPolicy::from(&policy);
+    let ep = wire_endpoint(&message);
+    assert_eq!(
+        (ep.tls(), ep.enforcement(), ep.access()),
+        (
+            pb::NetworkTlsMode::Skip,
+            pb::NetworkEnforcementMode::Enforce,
+            pb::NetworkAccessPreset::ReadWrite
+        )
+    );
+    assert_eq!(
+        (
+            &*ep.unknown_tls,
+            &*ep.unknown_enforcement,
+            &*ep.unknown_access
+        ),
+        ("", "", "")
+    );
+    assert_trips(&policy);
+
+    // Each spelling has its own value, and every value reads back as its spelling.
+    for (tls, enforcement, access) in [
+        ("terminate", "audit", "read-only"),
+        ("passthrough", "", "full"),
+    ] {
+        assert_trips(&with_endpoint(Endpoint {
+            host: "a.example.com".into(),
+            port: Some(443),
+            protocol: "rest".into(),
+            tls: tls.into(),
+            enforcement: enforcement.into(),
+            access: access.into(),
+            ..Endpoint::default()
+        }));
+    }
+}
+
+#[test]
+fn a_mode_no_enum_value_spells_is_refused_again_after_the_trip() {
+    let policy = with_endpoint(Endpoint {
+        host: "a.example.com".into(),
+        port: Some(443),
+        protocol: "rest".into(),
+        tls: "off".into(),
+        access: "write".into(),
+        ..Endpoint::default()
+    });
+    let message = pb::SandboxPolicy::from(&policy);
+    let ep = wire_endpoint(&message);
+    // Upstream readers see no mode at all, never a wrong one.
+    assert_eq!((ep.tls, ep.access), (0, 0));
+    assert_eq!((&*ep.unknown_tls, &*ep.unknown_access), ("off", "write"));
+    let back = SandboxPolicy::try_from(&message).unwrap();
+    assert_eq!(back, policy);
+    let violations = back.validate().unwrap_err();
+    assert!(
+        violations
+            .iter()
+            .any(|v| v.field == "network_policies.p.endpoints[0].tls"
+                && v.message.contains("\"off\"")),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn an_enum_value_upstream_has_not_defined_is_refused_by_path() {
+    let message = message_with_endpoint(pb::NetworkEndpoint {
+        host: "a.example.com".into(),
+        port: 443,
+        tls: 9,
+        enforcement: 3,
+        access: -1,
+        ..pb::NetworkEndpoint::default()
+    });
+    let err = SandboxPolicy::try_from(&message).unwrap_err();
+    assert_eq!(
+        fields(&err),
+        [
+            "network_policies.p.endpoints[0].tls",
+            "network_policies.p.endpoints[0].enforcement",
+            "network_policies.p.endpoints[0].access",
+        ]
+    );
+    assert!(
+        err.violations[0]
+            .message
+            .contains("unknown tls enum value 9"),
+        "{err}"
+    );
+}
+
+#[test]
+fn upstream_fields_this_gateway_cannot_honour_are_refused_by_name() {
+    let message = message_with_endpoint(pb::NetworkEndpoint {
+        host: "a.example.com".into(),
+        port: 443,
+        protocol: "mcp".into(),
+        credential_binding: Some(pb::NetworkCredentialBinding {
+            provider: "github".into(),
+        }),
+        token_grant_owner: "owner".into(),
+        mcp: Some(pb::McpOptions {
+            versions: vec!["2025-06-18".into()],
+            ..pb::McpOptions::default()
+        }),
+        ..pb::NetworkEndpoint::default()
+    });
+    let err = SandboxPolicy::try_from(&message).unwrap_err();
+    assert_eq!(
+        fields(&err),
+        [
+            "network_policies.p.endpoints[0].token_grant_owner",
+            "network_policies.p.endpoints[0].credential_binding",
+            "network_policies.p.endpoints[0].mcp.versions",
+        ]
+    );
+}
+
+#[test]
+fn upstreams_port_copied_into_ports_reads_as_one_valid_port() {
+    let message = message_with_endpoint(pb::NetworkEndpoint {
+        host: "a.example.com".into(),
+        port: 443,
+        ports: vec![443],
+        protocol: "rest".into(),
+        access: pb::NetworkAccessPreset::Full as i32,
+        ..pb::NetworkEndpoint::default()
+    });
+    let policy = SandboxPolicy::try_from(&message).unwrap();
+    let ep = &policy.network_policies["p"].endpoints[0];
+    assert_eq!(ep.effective_ports(), [443]);
+    assert_eq!(ep.access, "full");
+    policy.validate().unwrap();
+    // And it goes back to upstream as it came.
+    assert_eq!(pb::SandboxPolicy::from(&policy), message);
 }
 
 #[test]
