@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PINS=(openshell==0.1.5 grpcio==1.85.4 protobuf==7.36.2 pytest==9.2.0)
+PINS=(openshell==0.1.5 grpcio==1.85.4 protobuf==7.36.2 pytest==9.2.0 pyyaml==6.0.3)
 venv="target/upstream-interop-venv"
 source scripts/pinned-venv.sh
 pinned_venv "$venv" "${PINS[@]}"

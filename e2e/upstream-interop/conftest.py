@@ -26,7 +26,7 @@ from typing import Callable, Iterator, TypeVar
 
 import grpc
 import pytest
-from openshell._proto import openshell_pb2, openshell_pb2_grpc
+from openshell._proto import openshell_pb2, openshell_pb2 as pb, openshell_pb2_grpc
 
 REPO = Path(__file__).resolve().parents[2]
 BIN_DIR = Path(os.environ.get("OPENSHELL_BIN_DIR", REPO / "target" / "debug"))
@@ -228,6 +228,11 @@ class Gateway:
         self.supervisors.append(process)
         return process
 
+    def stop_supervisor(self, process: subprocess.Popen) -> None:
+        """Ends a supervisor and its workload before the session ends."""
+        _stop(process)
+        self.supervisors.remove(process)
+
 
 def _start_gateway(workdir: Path, token: str) -> tuple[subprocess.Popen, str, Path]:
     """Starts the gateway; retries on a new port if another process took the chosen one."""
@@ -312,3 +317,43 @@ def channel(gateway: Gateway) -> Iterator[grpc.Channel]:
 def stub(channel: grpc.Channel) -> openshell_pb2_grpc.OpenShellStub:
     """Upstream's `openshell.v1.OpenShell` stub, authenticated as an operator."""
     return openshell_pb2_grpc.OpenShellStub(channel)
+
+
+# Helpers of the tests, shared by every module.
+
+TIMEOUT = 10  # seconds, per call
+
+
+def rpc_error(call, *args, **kwargs) -> grpc.RpcError:
+    """The error `call` fails with; fails the test when it succeeds."""
+    with pytest.raises(grpc.RpcError) as caught:
+        call(*args, timeout=TIMEOUT, **kwargs)
+    return caught.value
+
+
+def policy_status(stub, sandbox: str, version: int) -> pb.GetSandboxPolicyStatusResponse:
+    return stub.GetSandboxPolicyStatus(
+        pb.GetSandboxPolicyStatusRequest(sandbox=sandbox, version=version), timeout=TIMEOUT
+    )
+
+
+def wait_loaded(gateway: Gateway, stub, sandbox, version: int) -> pb.GetSandboxPolicyStatusResponse:
+    """Waits until the supervisor reports `version` loaded and it is the active one."""
+    return eventually(
+        lambda: policy_status(stub, sandbox.name, version),
+        lambda status: status.revision.status == pb.POLICY_STATUS_LOADED
+        and status.active_version == version,
+        f"policy version {version} of {sandbox.name} LOADED and active",
+        context=lambda: gateway.logs(sandbox),
+    )
+
+
+def assert_latest_revision(stub, sandbox: str, version: int) -> None:
+    """`version` is the sandbox's newest policy revision: version 0 reads the
+    newest, and the one after `version` does not exist."""
+    assert policy_status(stub, sandbox, 0).revision.version == version
+    missing = rpc_error(
+        stub.GetSandboxPolicyStatus,
+        pb.GetSandboxPolicyStatusRequest(sandbox=sandbox, version=version + 1),
+    )
+    assert missing.code() == grpc.StatusCode.NOT_FOUND, missing.details()

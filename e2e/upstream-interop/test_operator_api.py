@@ -13,26 +13,12 @@ import uuid
 
 import grpc
 import pytest
-from conftest import Gateway, eventually
+from conftest import TIMEOUT, assert_latest_revision, eventually, rpc_error, wait_loaded
 from openshell._proto import datamodel_pb2, openshell_pb2 as pb, sandbox_pb2 as spb
 
-TIMEOUT = 10  # seconds, per call
-
-
-def rpc_error(call, *args, **kwargs) -> grpc.RpcError:
-    """The error `call` fails with; fails the test when it succeeds."""
-    with pytest.raises(grpc.RpcError) as caught:
-        call(*args, timeout=TIMEOUT, **kwargs)
-    return caught.value
-
-
 def typed_policy(github_port: int) -> spb.SandboxPolicy:
-    """A policy built field by field with upstream's typed messages.
-
-    It uses only fields whose numbers and types agree with upstream's release:
-    the endpoint fields `tls`, `enforcement` and `access` are enums upstream
-    and strings here, so they are left unset (see README.md).
-    """
+    """A policy built field by field with upstream's typed messages, the
+    endpoint modes as upstream's enums."""
     return spb.SandboxPolicy(
         version=1,
         filesystem=spb.FilesystemPolicy(
@@ -50,6 +36,7 @@ def typed_policy(github_port: int) -> spb.SandboxPolicy:
                         host="api.github.com",
                         port=github_port,
                         protocol="rest",
+                        enforcement=spb.NETWORK_ENFORCEMENT_MODE_ENFORCE,
                         rules=[spb.L7Rule(allow=spb.L7Allow(method="GET", path="/repos/**"))],
                         deny_rules=[
                             spb.L7DenyRule(method="POST", path="/repos/*/*/issues/*/lock")
@@ -64,6 +51,7 @@ def typed_policy(github_port: int) -> spb.SandboxPolicy:
                         host="pypi.org",
                         ports=[443, 8443],
                         protocol="tcp",
+                        tls=spb.NETWORK_TLS_MODE_SKIP,
                         allowed_ips=["10.0.5.0/24"],
                     )
                 ],
@@ -71,34 +59,6 @@ def typed_policy(github_port: int) -> spb.SandboxPolicy:
             ),
         },
     )
-
-
-def policy_status(stub, sandbox: str, version: int) -> pb.GetSandboxPolicyStatusResponse:
-    return stub.GetSandboxPolicyStatus(
-        pb.GetSandboxPolicyStatusRequest(sandbox=sandbox, version=version), timeout=TIMEOUT
-    )
-
-
-def wait_loaded(gateway: Gateway, stub, sandbox, version: int) -> pb.GetSandboxPolicyStatusResponse:
-    """Waits until the supervisor reports `version` loaded and it is the active one."""
-    return eventually(
-        lambda: policy_status(stub, sandbox.name, version),
-        lambda status: status.revision.status == pb.POLICY_STATUS_LOADED
-        and status.active_version == version,
-        f"policy version {version} of {sandbox.name} LOADED and active",
-        context=lambda: gateway.logs(sandbox),
-    )
-
-
-def assert_latest_revision(stub, sandbox: str, version: int) -> None:
-    """`version` is the sandbox's newest policy revision: version 0 reads the
-    newest, and the one after `version` does not exist."""
-    assert policy_status(stub, sandbox, 0).revision.version == version
-    missing = rpc_error(
-        stub.GetSandboxPolicyStatus,
-        pb.GetSandboxPolicyStatusRequest(sandbox=sandbox, version=version + 1),
-    )
-    assert missing.code() == grpc.StatusCode.NOT_FOUND, missing.details()
 
 
 def test_health_answers_without_a_token(anonymous_stub):
