@@ -81,7 +81,7 @@ export declare class SandboxLogWatch {
 }
 
 /** What the supervisor reported for a terminal operation. */
-export type ApplyOutcome = 'UNSPECIFIED' | 'APPLIED' | 'DUPLICATE' | 'STALE' | 'RETAINED_LOCAL_OVERRIDE' | 'FAILED_RETAINED_LAST_KNOWN_GOOD' | 'FAILED_CLOSED' | 'LIFECYCLE' | 'SUPERSEDED_BY_NEWER'
+export type ApplyOutcome = 'UNSPECIFIED' | 'APPLIED' | 'DUPLICATE' | 'STALE' | 'RETAINED_LOCAL_OVERRIDE' | 'FAILED_RETAINED_LAST_KNOWN_GOOD' | 'FAILED_CLOSED' | 'LIFECYCLE' | 'SUPERSEDED_BY_NEWER' | 'SHADOWED_BY_GLOBAL'
 
 /** What attaching or detaching a provider resolves to. */
 export interface Attachment {
@@ -508,6 +508,11 @@ export interface Sandbox {
   appliedPolicyRevision: number
   /** Hash of that applied policy; absent when none has been applied. */
   appliedPolicyHash?: string
+  /**
+   * Set while the sandbox is quarantined (a failed apply under `fail_closed`: all network
+   * access denied until a configuration applies): the reason its supervisor reported.
+   */
+  quarantineReason?: string
 }
 
 /** Lifecycle of a sandbox as the gateway records it. */
@@ -726,6 +731,12 @@ export interface UpdateResult {
    * literally, one line each (empty for an idempotent replay).
    */
   mergeNotes: Array<string>
+  /**
+   * A sandbox policy written (or checked) while a global policy is set: that global
+   * policy's revision, which replaces it; the operation ends INACTIVE with
+   * `SHADOWED_BY_GLOBAL`. Absent when no global policy is set.
+   */
+  shadowedByGlobalPolicy?: number
 }
 
 export interface WatchEvent {

@@ -334,7 +334,7 @@ fn exit_codes() -> String {
         ),
         (
             exit::FAILURE,
-            "An error (gateway unreachable before any wait began, not found, invalid policy, …), or the change failed to apply (FAILED: the last-known-good configuration stays active); `policy diff`: the policies differ, as with diff(1); `status`: the gateway did not answer; `doctor`: a check failed; `gateway login`: the gateway refused the token (nothing saved).",
+            "An error (gateway unreachable before any wait began, not found, invalid policy, …), or the change failed to apply (FAILED: the last-known-good configuration stays active; with FAILED_CLOSED the sandbox is quarantined instead, all network access denied); `policy diff`: the policies differ, as with diff(1); `status`: the gateway did not answer; `doctor`: a check failed; `gateway login`: the gateway refused the token (nothing saved).",
         ),
         (
             exit::USAGE,
@@ -342,7 +342,7 @@ fn exit_codes() -> String {
         ),
         (
             exit::NOT_IN_EFFECT,
-            "The change is not in effect: INACTIVE (sandbox stopped, or a local policy file on the supervisor keeps precedence) or CANCELLED (sandbox deleted before it applied).",
+            "The change is not in effect: INACTIVE (sandbox stopped, a local policy file on the supervisor keeps precedence, or a global policy replaces the sandbox policy written: SHADOWED_BY_GLOBAL) or CANCELLED (sandbox deleted before it applied).",
         ),
         (
             exit::GATEWAY_UNAVAILABLE,
@@ -487,6 +487,7 @@ fn example_dry_run() -> UpdateResult {
         }),
         setting_changes: vec![],
         merge_notes: vec![],
+        shadowed_by_global_policy: None,
     }
 }
 
@@ -563,6 +564,7 @@ An `UpdateResult` of `policy set SB -f p.yaml --wait --idempotency-key deploy-42
             new_value: Some(SettingValue::String("debug".into())),
         }],
         merge_notes: vec![],
+        shadowed_by_global_policy: None,
     }));
     out.push_str(
         "`policy validate -f p.yaml -o json` of an invalid file (exit 1); a valid one gives\n\

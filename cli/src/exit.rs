@@ -35,7 +35,8 @@ Exit codes:
        `policy validate`: the policy is invalid; `status`, `doctor`: the gateway did not
        answer or a check failed
   2    usage error
-  3    the change is not in effect: INACTIVE (sandbox stopped, local policy) or CANCELLED
+  3    the change is not in effect: INACTIVE (sandbox stopped, local policy, global policy
+       replaces the sandbox policy) or CANCELLED
   69   gateway unavailable while waiting, and not back within 30s of reconnecting; the operation may
        still complete (`openshell operations get ID`);
        `sandbox logs --follow`: the gateway ended or lost the stream

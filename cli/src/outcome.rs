@@ -3,7 +3,9 @@
 
 use std::time::Instant;
 
-use openshell_sdk::{Client, Operation, OperationState, UpdateConfig, UpdateMode, UpdateResult};
+use openshell_sdk::{
+    ApplyOutcome, Client, Operation, OperationState, UpdateConfig, UpdateMode, UpdateResult,
+};
 
 use crate::cli::WaitArgs;
 use crate::context::Ctx;
@@ -60,6 +62,7 @@ pub async fn apply_update(ctx: &Ctx, client: &Client, update: UpdateConfig) -> a
     }
     note_kept_sections(ctx, &result);
     note_merge(ctx, &result);
+    warn_shadowed(ctx, &result);
     match mode {
         UpdateMode::CommitOnly => {
             ctx.out
@@ -94,6 +97,7 @@ pub async fn dry_run(ctx: &Ctx, client: &Client, update: UpdateConfig) -> anyhow
     let result = client.update_config(update.validate_only()).await?;
     note_kept_sections(ctx, &result);
     note_merge(ctx, &result);
+    warn_shadowed(ctx, &result);
     ctx.out.print(&result, |o| views::dry_run(o, &result))?;
     Ok(exit::SUCCESS)
 }
@@ -117,6 +121,24 @@ fn note_merge(ctx: &Ctx, result: &UpdateResult) {
         for note in &result.merge_notes {
             ctx.note(format!("merge: {note}"));
         }
+    }
+}
+
+/// A sandbox policy written under a global policy never runs while that global policy is set:
+/// said before any wait, whatever the output format (`-o json|yaml` carry it as
+/// `shadowed_by_global_policy`).
+fn warn_shadowed(ctx: &Ctx, result: &UpdateResult) {
+    if let Some(global) = result.shadowed_by_global_policy {
+        let stored = if result.validate_only {
+            "would be stored"
+        } else {
+            "is stored"
+        };
+        ctx.warn(format!(
+            "the global policy (revision {global}) is set and replaces every sandbox's policy: \
+             this sandbox policy {stored} but is not in effect until the global policy is cleared \
+             (openshell policy clear-global)"
+        ));
     }
 }
 
@@ -165,8 +187,10 @@ pub fn conclude(ctx: &Ctx, op: &Operation, threshold: Option<f64>) -> u8 {
         OperationState::Failed => eprintln!(
             "{}",
             sanitize(&format!(
-                "error: operation {} failed ({}){reason}; the last-known-good configuration stays active",
-                op.id, op.outcome
+                "error: operation {} failed ({}){reason}; {}",
+                op.id,
+                op.outcome,
+                what_runs_after_a_failure(op.outcome)
             ))
         ),
         OperationState::Inactive => ctx.warn(format!(
@@ -181,6 +205,16 @@ pub fn conclude(ctx: &Ctx, op: &Operation, threshold: Option<f64>) -> u8 {
         _ => {}
     }
     code
+}
+
+/// What the sandbox runs after a failed apply: a quarantine is not last-known-good.
+fn what_runs_after_a_failure(outcome: ApplyOutcome) -> &'static str {
+    match outcome {
+        ApplyOutcome::FailedClosed => {
+            "the sandbox is quarantined: all network access is denied until a configuration applies"
+        }
+        _ => "the last-known-good configuration stays active",
+    }
 }
 
 pub fn timed_out_hint(op: &Operation) -> String {

@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 use std::time::SystemTime;
 
 use openshell_sdk::{
-    FleetProgress, GatewayInfo, Operation, PolicyRevision, Provider, Sandbox, SandboxPolicy,
-    ScopeSettings, SessionInspection, SessionSummary, Setting, SettingDefinition, SettingScope,
-    SettingValue, UpdateResult,
+    FleetProgress, GatewayInfo, Operation, PolicyRevision, PolicySource, Provider, Sandbox,
+    SandboxPolicy, ScopeSettings, SessionInspection, SessionSummary, Setting, SettingDefinition,
+    SettingScope, SettingValue, UpdateResult,
 };
 
 use crate::output::{
@@ -29,7 +29,7 @@ pub fn sandbox_rows(sb: &Sandbox) -> Vec<(&'static str, String)> {
         ("name", sb.name.clone()),
         ("workspace", sb.workspace.clone()),
         ("id", sb.id.clone()),
-        ("lifecycle", sb.lifecycle.to_string()),
+        ("lifecycle", lifecycle_text(sb)),
         ("desired policy revision", revision(sb.policy_revision)),
         ("applied policy revision", applied_text(sb)),
         ("settings revision", revision(sb.settings_revision)),
@@ -38,6 +38,18 @@ pub fn sandbox_rows(sb: &Sandbox) -> Vec<(&'static str, String)> {
         ("created", dash(sb.created_at.as_deref())),
         ("updated", dash(sb.updated_at.as_deref())),
     ]
+}
+
+/// The lifecycle, and a quarantine with its reason: "RUNNING, QUARANTINED: all network
+/// access denied (hook failed …)".
+fn lifecycle_text(sb: &Sandbox) -> String {
+    match &sb.quarantine_reason {
+        Some(reason) => format!(
+            "{}, QUARANTINED: all network access denied until a configuration applies ({reason})",
+            sb.lifecycle
+        ),
+        None => sb.lifecycle.to_string(),
+    }
 }
 
 /// The applied revision with its hash, "3 (hash 1a2b3c4d5e6f)", or "-".
@@ -60,7 +72,10 @@ pub fn sandboxes(out: &Output, list: &[Sandbox]) -> String {
             Column::new("NAME", |sb: &Sandbox| sb.name.clone()),
             Column::new("WORKSPACE", |sb: &Sandbox| sb.workspace.clone()),
             Column::new("ID", |sb: &Sandbox| sb.id.clone()).wide(),
-            Column::new("LIFECYCLE", |sb: &Sandbox| sb.lifecycle.to_string()),
+            Column::new("LIFECYCLE", |sb: &Sandbox| match sb.quarantine_reason {
+                Some(_) => format!("{} (QUARANTINED)", sb.lifecycle),
+                None => sb.lifecycle.to_string(),
+            }),
             Column::new("DESIRED", |sb: &Sandbox| revision(sb.policy_revision)),
             Column::new("APPLIED", |sb: &Sandbox| {
                 revision(sb.applied_policy_revision)
@@ -282,11 +297,21 @@ pub fn operations(out: &Output, list: &[Operation], names: &HashMap<String, Stri
 }
 
 /// `policy get`: the revision read, and beside it what the sandbox's
-/// supervisor runs, "4 (applied: 3, pending)", when `sandbox` is known.
+/// supervisor runs, "4 (applied: 3, pending)", when `sandbox` is known. While
+/// a global policy is set no sandbox revision runs, and the text says which does.
 pub fn policy(out: &Output, p: &SandboxPolicy, sandbox: Option<&Sandbox>) -> String {
+    let revision_text = if p.effective_source == PolicySource::Global {
+        format!(
+            "{} (not in effect: the global policy, revision {}, replaces it)",
+            revision(p.policy.revision),
+            p.global_policy_revision
+        )
+    } else {
+        policy_revision_text(p.policy.revision, sandbox)
+    };
     let mut rows = vec![
         ("sandbox id", dash(p.policy.sandbox_id.as_deref())),
-        ("revision", policy_revision_text(p.policy.revision, sandbox)),
+        ("revision", revision_text),
         ("hash", dash(Some(&p.policy.policy_hash))),
     ];
     if let Some(sb) = sandbox {
@@ -1190,6 +1215,7 @@ mod tests {
             updated_at: None,
             applied_policy_revision: applied,
             applied_policy_hash: (applied > 0).then(|| "ab".repeat(32)),
+            quarantine_reason: None,
         }
     }
 

@@ -29,11 +29,13 @@ fn applied(sandbox_id: &str, revisions: ReportedRevisions) -> SupervisorReport {
     }
 }
 
-/// Revisions past any global change these tests make.
-fn past_every_global_change() -> ReportedRevisions {
+/// Exactly the global revisions a global write made: what a supervisor that applied it
+/// reports. (A report past them stands for a later write and supersedes it.)
+async fn exactly(store: &openshell_gateway::store::Store, op_id: &str) -> ReportedRevisions {
+    let op = store.get_operation(op_id).await.unwrap();
     ReportedRevisions {
-        global_settings_revision: 1_000_000,
-        global_policy_revision: 1_000_000,
+        global_settings_revision: op.settings_revision,
+        global_policy_revision: op.global_policy_revision,
         ..Default::default()
     }
 }
@@ -158,11 +160,12 @@ async fn a_waiting_write_goes_between_the_resolvers_transactions() {
 
     // The resolver takes the first report alone and waits for the held
     // writer; the rest then queue up as one long series.
+    let revisions = exactly(&store, &op_id).await;
     let held = store.begin_write().await.unwrap();
-    resolver.submit(applied(&ids[0], past_every_global_change()), false);
+    resolver.submit(applied(&ids[0], revisions.clone()), false);
     waiting(1).await;
     for id in &ids[1..] {
-        resolver.submit(applied(id, past_every_global_change()), false);
+        resolver.submit(applied(id, revisions.clone()), false);
     }
     // A write that keeps asking for the writer, and notes how many targets
     // were applied each time it got it.
@@ -209,9 +212,10 @@ async fn last_acks_end_the_fleet_operation(gateways: &[TestGateway]) {
         let op_id = commit_only(&mut api, global_setting(100 + round)).await;
         let first = gateways[0].state().reports.clone();
         let second = gateways[gateways.len() - 1].state().reports.clone();
+        let revisions = exactly(&gateways[0].state().store, &op_id).await;
         let (ra, rb) = tokio::join!(
-            first.resolve(applied(&a, past_every_global_change())),
-            second.resolve(applied(&b, past_every_global_change())),
+            first.resolve(applied(&a, revisions.clone())),
+            second.resolve(applied(&b, revisions)),
         );
         // One of the two ended the fleet operation.
         assert_eq!(ra.unwrap() + rb.unwrap(), 1, "round {round}");

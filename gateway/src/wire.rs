@@ -73,6 +73,10 @@ pub fn sandbox(s: &SandboxRecord) -> pb::Sandbox {
 /// A sandbox with the policy its supervisor last reported applied.
 pub fn sandbox_with_applied(s: &SandboxRecord, progress: Option<&PolicyProgress>) -> pb::Sandbox {
     let applied = progress.map_or(0, |p| p.applied);
+    // A stopped or deleted sandbox has no supervisor to be quarantined by.
+    let quarantine = progress
+        .and_then(|p| p.quarantine.as_deref())
+        .filter(|_| matches!(s.lifecycle, Lifecycle::Pending | Lifecycle::Running));
     pb::Sandbox {
         metadata: Some(ObjectMeta {
             id: s.id.clone(),
@@ -89,6 +93,15 @@ pub fn sandbox_with_applied(s: &SandboxRecord, progress: Option<&PolicyProgress>
             provider_attachment_epoch: s.attachment_epoch.to_string(),
         }),
         status: Some(pb::SandboxStatus {
+            conditions: quarantine
+                .map(|reason| pb::SandboxCondition {
+                    r#type: "Quarantined".into(),
+                    status: "True".into(),
+                    reason: "FailedClosed".into(),
+                    message: reason.to_owned(),
+                })
+                .into_iter()
+                .collect(),
             phase: phase(s.lifecycle) as i32,
             current_policy_version: version_u32(applied),
         }),
@@ -99,6 +112,7 @@ pub fn sandbox_with_applied(s: &SandboxRecord, progress: Option<&PolicyProgress>
         updated_at: Some(timestamp(s.updated_at)),
         applied_policy_revision: applied,
         applied_policy_hash: progress.map(|p| p.applied_hash.clone()).unwrap_or_default(),
+        quarantine_reason: quarantine.unwrap_or_default().to_owned(),
     }
 }
 
@@ -149,6 +163,7 @@ pub fn outcome(o: Outcome) -> pb::ApplyOutcome {
         Outcome::FailedClosed => pb::ApplyOutcome::FailedClosed,
         Outcome::Lifecycle => pb::ApplyOutcome::Lifecycle,
         Outcome::SupersededByNewer => pb::ApplyOutcome::SupersededByNewer,
+        Outcome::ShadowedByGlobal => pb::ApplyOutcome::ShadowedByGlobal,
     }
 }
 

@@ -36,6 +36,7 @@ pub enum ApplyOutcome {
     FailedClosed,
     Lifecycle,
     SupersededByNewer,
+    ShadowedByGlobal,
 }
 
 /// What an operation targets.
@@ -136,6 +137,7 @@ mirror!(ApplyOutcome {
     FailedClosed,
     Lifecycle,
     SupersededByNewer,
+    ShadowedByGlobal,
 });
 mirror!(TargetKind {
     Unspecified,

@@ -124,6 +124,10 @@ pub struct UpdateResult {
     /// With `policyEdits`: what the gateway's merge kept or rewrote instead of doing it
     /// literally, one line each (empty for an idempotent replay).
     pub merge_notes: Vec<String>,
+    /// A sandbox policy written (or checked) while a global policy is set: that global
+    /// policy's revision, which replaces it; the operation ends INACTIVE with
+    /// `SHADOWED_BY_GLOBAL`. Absent when no global policy is set.
+    pub shadowed_by_global_policy: Option<i64>,
 }
 
 impl From<sdk::UpdateResult> for UpdateResult {
@@ -136,6 +140,7 @@ impl From<sdk::UpdateResult> for UpdateResult {
             policy_diff: r.policy_diff.map(Into::into),
             setting_changes: r.setting_changes.into_iter().map(Into::into).collect(),
             merge_notes: r.merge_notes,
+            shadowed_by_global_policy: r.shadowed_by_global_policy.map(js_int),
         }
     }
 }
@@ -241,6 +246,9 @@ pub struct Sandbox {
     pub applied_policy_revision: i64,
     /// Hash of that applied policy; absent when none has been applied.
     pub applied_policy_hash: Option<String>,
+    /// Set while the sandbox is quarantined (a failed apply under `fail_closed`: all network
+    /// access denied until a configuration applies): the reason its supervisor reported.
+    pub quarantine_reason: Option<String>,
 }
 
 impl From<sdk::Sandbox> for Sandbox {
@@ -258,6 +266,7 @@ impl From<sdk::Sandbox> for Sandbox {
             updated_at: s.updated_at,
             applied_policy_revision: js_int(s.applied_policy_revision),
             applied_policy_hash: s.applied_policy_hash,
+            quarantine_reason: s.quarantine_reason,
         }
     }
 }

@@ -273,6 +273,7 @@ impl UpdateResult {
                 .map(SettingDiff::from)
                 .collect(),
             merge_notes: p.merge_notes,
+            shadowed_by_global_policy: Some(p.shadowed_by_global_policy).filter(|r| *r != 0),
         })
     }
 }

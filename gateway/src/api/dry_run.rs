@@ -13,6 +13,7 @@ pub fn dry_run(d: &DryRun) -> pb::UpdateConfigResponse {
         idempotent_replay: d.idempotent_replay,
         kept_static_sections: d.kept_static_sections.clone(),
         merge_notes: d.merge_notes.clone(),
+        shadowed_by_global_policy: d.shadowed_by_global_policy.unwrap_or(0),
         policy_diff: d.policy.as_ref().map(|p| pb::PolicyDiff {
             added_policies: p.diff.added_policies.clone(),
             removed_policies: p.diff.removed_policies.clone(),

@@ -360,6 +360,7 @@ pub(super) async fn update_config(
         idempotent_replay: committed.idempotent_replay,
         kept_static_sections: committed.kept_static_sections,
         merge_notes: committed.merge_notes,
+        shadowed_by_global_policy: committed.shadowed_by_global_policy.unwrap_or(0),
         ..Default::default()
     }))
 }

@@ -27,7 +27,7 @@ use crate::operations::fleet_targets;
 use crate::policy_diff::{self, PolicyDiff};
 use crate::store::{
     Lifecycle, LockedSandbox, NewOperation, OperationRecord, OperationSignal, OperationState,
-    SandboxRecord, Store, TargetKind, WritePlace, WriteTx, new_id, now_ms,
+    Outcome, SandboxRecord, Store, TargetKind, WritePlace, WriteTx, new_id, now_ms,
 };
 
 mod groups;
@@ -99,6 +99,10 @@ pub struct Committed {
     pub sandbox_policy_hash: Option<String>,
     /// What applying `policy_edits` did other than literally (see [`openshell_core::policy::Edited`]).
     pub merge_notes: Vec<String>,
+    /// A sandbox policy write made while a global policy is set: that global policy's
+    /// revision, which replaces the sandbox's policy (the operation ended INACTIVE with
+    /// `SHADOWED_BY_GLOBAL` at commit). None otherwise, and for a replay.
+    pub shadowed_by_global_policy: Option<u64>,
 }
 
 /// What a validate-only request would do; nothing of it was written.
@@ -116,6 +120,9 @@ pub struct DryRun {
     pub policy: Option<PolicyPreview>,
     /// Settings whose stored value at the target's scope would change, by key.
     pub settings: Vec<SettingPreview>,
+    /// A sandbox policy checked while a global policy is set: the revision of that global
+    /// policy, which would replace it (see [`Committed::shadowed_by_global_policy`]).
+    pub shadowed_by_global_policy: Option<u64>,
 }
 
 /// A policy a dry run checked, compared with the target's current policy.
@@ -568,6 +575,17 @@ async fn finish_in_tx(
         tx.resolve_operation_by_lifecycle(&op.id, OperationState::Inactive, reason)
             .await?;
         changed_after_insert = true;
+    } else if let Some(global) = written.shadowed_by_global_policy {
+        // Nothing the supervisor could report would put this policy in effect while the
+        // global policy is set: saying so now is the truth, and waiting would never end it.
+        tx.finish_operation(
+            &op.id,
+            OperationState::Inactive,
+            Outcome::ShadowedByGlobal,
+            &shadowed_reason(op.policy_revision, global),
+        )
+        .await?;
+        changed_after_insert = true;
     }
     if let Some(fleet) = written.fleet {
         list_fleet_targets(store, tx, &op.id, fleet.workspace()).await?;
@@ -584,7 +602,17 @@ async fn finish_in_tx(
         kept_static_sections: written.kept_static_sections,
         sandbox_policy_hash: written.sandbox_policy_hash,
         merge_notes: written.merge_notes,
+        shadowed_by_global_policy: written.shadowed_by_global_policy,
     })))
+}
+
+/// Why a sandbox policy revision written under a global policy is not in effect.
+pub fn shadowed_reason(policy_revision: u64, global_revision: u64) -> String {
+    format!(
+        "policy revision {policy_revision} is stored but not in effect: the global policy \
+         (revision {global_revision}) replaces every sandbox's policy; the sandbox's policy \
+         takes effect when the global policy is cleared"
+    )
 }
 
 /// The answer to a request whose idempotency key already made `operation_id`.
@@ -610,6 +638,7 @@ async fn replayed(
         sandbox_policy_hash: None,
         // Not stored with the operation; the replay wrote nothing to note.
         merge_notes: Vec::new(),
+        shadowed_by_global_policy: None,
     })
 }
 
@@ -638,6 +667,8 @@ struct TargetWrite<'a> {
     kept_static_sections: Vec<String>,
     sandbox_policy_hash: Option<String>,
     merge_notes: Vec<String>,
+    /// See [`Committed::shadowed_by_global_policy`].
+    shadowed_by_global_policy: Option<u64>,
 }
 
 async fn write_to_sandbox<'a>(
@@ -678,7 +709,9 @@ async fn write_to_sandbox<'a>(
         merge_notes = edited.notes;
         Some(edited.policy)
     };
+    let mut shadowed_by_global_policy = None;
     if let Some(policy) = edited.as_ref().or(validated.policy.as_ref()) {
+        shadowed_by_global_policy = tx.global_policy_in_effect().await?;
         let written =
             write_sandbox_policy(tx, &current, policy_hash.as_deref(), policy, &op.id).await?;
         kept_static_sections = written.kept_static_sections;
@@ -707,6 +740,7 @@ async fn write_to_sandbox<'a>(
         // A sandbox without any policy revision answers with an empty hash.
         sandbox_policy_hash: Some(policy_hash.unwrap_or_default()),
         merge_notes,
+        shadowed_by_global_policy,
     })
 }
 
@@ -764,6 +798,7 @@ async fn write_to_workspace<'a>(
         },
         fleet: Some(Fleet::Workspace(workspace)),
         inactive_reason: None,
+        shadowed_by_global_policy: None,
         kept_static_sections: Vec::new(),
         sandbox_policy_hash: None,
         merge_notes: Vec::new(),
@@ -818,6 +853,7 @@ async fn write_to_global<'a>(
         },
         fleet: Some(Fleet::All),
         inactive_reason: None,
+        shadowed_by_global_policy: None,
         kept_static_sections: Vec::new(),
         sandbox_policy_hash: None,
         merge_notes: Vec::new(),
@@ -1023,6 +1059,7 @@ pub async fn dry_run_update(store: &Store, update: &ConfigUpdate) -> Result<DryR
                 Some(edited.policy)
             };
             if let Some(policy) = edited.as_ref().or(validated.policy.as_ref()) {
+                out.shadowed_by_global_policy = store.global_policy().await?.1.map(|g| g.revision);
                 let prepared = prepare_sandbox_policy(stored.as_ref(), policy)?;
                 out.policy = Some(PolicyPreview {
                     diff: policy_diff::diff(stored.as_ref(), &prepared.policy),

@@ -4,8 +4,12 @@
 //! A sandbox operation is APPLIED when the reported revisions equal its
 //! exact `(policy_revision, settings_revision)` tuple, SUPERSEDED when the
 //! report is newer in one part and not older in any, and stays live when the
-//! report is older. Fleet targets count as applied once the report reaches
-//! or passes the revision of their scope.
+//! report is older. A sandbox policy write is also SUPERSEDED when the report
+//! carries a newer global policy revision than the write saw: the global
+//! policy set (or cleared) since decides which policy runs, not the write.
+//! Fleet targets follow the same rule with their scope's revisions: APPLIED
+//! at their exact revisions, SUPERSEDED when a later write to the scope
+//! reached the supervisor first.
 
 use serde::{Deserialize, Serialize};
 
@@ -452,6 +456,23 @@ fn sandbox_verdict(
         r.policy_revision,
         r.sandbox_settings_revision,
     );
+    // A global policy written after this sandbox policy decides what runs now: set, it
+    // replaces the sandbox's policy; cleared, that clear's own operation tracks it. A
+    // supervisor that does not report global revisions (upstream's) reports 0 here.
+    if op.touches_policy
+        && pos != Position::Older
+        && r.global_policy_revision > op.global_policy_revision
+    {
+        return Some((
+            OperationState::Superseded,
+            Outcome::SupersededByNewer,
+            format!(
+                "the global policy changed (revision {}) before this revision was applied; \
+                 that write decides which policy runs",
+                r.global_policy_revision
+            ),
+        ));
+    }
     // The policy this operation wrote is the one the supervisor rejected (perhaps reported
     // together with newer settings): the operation failed, whatever came with it.
     if report.status == ReportStatus::RetainedRejectedPolicy
@@ -497,16 +518,33 @@ pub(super) fn target_verdict(
     reason: &str,
 ) -> Option<Verdict> {
     let r = &report.revisions;
-    let reached = match target.target_kind {
-        TargetKind::Global => {
-            r.global_settings_revision >= target.settings_revision
-                && r.global_policy_revision >= target.global_policy_revision
-        }
-        TargetKind::Workspace => r.workspace_settings_revision >= target.settings_revision,
-        TargetKind::Sandbox | TargetKind::Provider => false,
+    let pos = match target.target_kind {
+        TargetKind::Global => position(
+            target.global_policy_revision,
+            target.settings_revision,
+            r.global_policy_revision,
+            r.global_settings_revision,
+        ),
+        TargetKind::Workspace => position(
+            0,
+            target.settings_revision,
+            0,
+            r.workspace_settings_revision,
+        ),
+        TargetKind::Sandbox | TargetKind::Provider => return None,
     };
-    if !reached {
-        return None;
+    match pos {
+        Position::Older => return None,
+        // A later write to the scope (a global policy cleared after this one was set, say)
+        // reached the supervisor first: this target's revision never ran there.
+        Position::Newer => {
+            return Some((
+                OperationState::Superseded,
+                Outcome::SupersededByNewer,
+                "a newer revision of its scope reached the supervisor first".to_string(),
+            ));
+        }
+        Position::Exact => {}
     }
     Some(match report.status {
         ReportStatus::Applied => (OperationState::Applied, Outcome::Applied, String::new()),

@@ -203,6 +203,28 @@ impl WriteTx {
         global_from_row(row.as_ref())
     }
 
+    /// The revision of the global policy in effect, `None` when none is set (never set, or
+    /// cleared). Takes no lock, unlike [`WriteTx::global_policy`]: a sandbox write only
+    /// notes which global policy replaces its own, and a global write committed after this
+    /// read is caught when the supervisor reports the newer global revision (see
+    /// `operations::resolution`).
+    pub async fn global_policy_in_effect(&mut self) -> Result<Option<u64>> {
+        let row = sqlx::query(
+            "SELECT revision, policy_hash FROM global_policy_revisions \
+             ORDER BY revision DESC LIMIT 1",
+        )
+        .fetch_optional(self.conn())
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let hash: Option<String> = row.try_get("policy_hash")?;
+        Ok(match hash {
+            Some(_) => Some(u64_col(&row, "revision")?),
+            None => None,
+        })
+    }
+
     /// Records a new global policy revision; `policy` None clears it.
     pub async fn insert_global_policy_revision(
         &mut self,

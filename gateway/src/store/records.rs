@@ -87,6 +87,7 @@ string_enum! {
         FailedClosed => "FAILED_CLOSED",
         Lifecycle => "LIFECYCLE",
         SupersededByNewer => "SUPERSEDED_BY_NEWER",
+        ShadowedByGlobal => "SHADOWED_BY_GLOBAL",
     }
 }
 

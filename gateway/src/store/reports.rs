@@ -117,6 +117,9 @@ pub struct PolicyProgress {
     pub desired: u64,
     pub applied: u64,
     pub applied_hash: String,
+    /// The reason of the supervisor's last report when it was a failed apply that
+    /// quarantined the sandbox (`fail_closed`); None otherwise.
+    pub quarantine: Option<String>,
 }
 
 /// The stored last report of a sandbox.
@@ -150,7 +153,8 @@ impl Store {
         }
         let sql = format!(
             "SELECT s.id, s.policy_revision, COALESCE(r.applied_policy_revision, 0) AS applied_revision, \
-             COALESCE(r.applied_policy_hash, '') AS applied_hash \
+             COALESCE(r.applied_policy_hash, '') AS applied_hash, \
+             COALESCE(r.status, '') AS report_status, COALESCE(r.reason, '') AS report_reason \
              FROM sandboxes s LEFT JOIN supervisor_reports r ON r.sandbox_id = s.id \
              WHERE s.id {}",
             self.backend().in_json_list(1)
@@ -167,6 +171,10 @@ impl Store {
                     desired: u64_col(row, "policy_revision")?,
                     applied: u64_col(row, "applied_revision")?,
                     applied_hash: row.try_get("applied_hash")?,
+                    quarantine: match row.try_get::<String, _>("report_status")?.as_str() {
+                        "FAILED_CLOSED" => Some(row.try_get("report_reason")?),
+                        _ => None,
+                    },
                 },
             );
         }
@@ -386,7 +394,8 @@ impl WriteTx {
         // two last acks committing at once only the second sees zero pending.
         let row = sqlx::query(AssertSqlSafe(format!(
             "UPDATE operations SET targets_pending = targets_pending - $2, {column} = {column} + $2 \
-             WHERE id = $1 RETURNING targets_pending, targets_applied, targets_failed, targets_listing"
+             WHERE id = $1 RETURNING targets_pending, targets_applied, targets_failed, \
+             targets_superseded, targets_listing"
         )))
         .bind(operation_id)
         .bind(n)
@@ -413,6 +422,13 @@ impl WriteTx {
             )
         } else if applied > 0 {
             (OperationState::Applied, Outcome::Applied, String::new())
+        } else if u64_col(&row, "targets_superseded")? > 0 {
+            // No target ran this revision: a later write reached each first.
+            (
+                OperationState::Superseded,
+                Outcome::SupersededByNewer,
+                "a newer write reached every target first".to_string(),
+            )
         } else {
             (OperationState::Inactive, Outcome::Lifecycle, String::new())
         };

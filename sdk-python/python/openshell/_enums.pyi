@@ -45,6 +45,7 @@ class ApplyOutcome(_WireEnum):
     FAILED_CLOSED = "FAILED_CLOSED"
     LIFECYCLE = "LIFECYCLE"
     SUPERSEDED_BY_NEWER = "SUPERSEDED_BY_NEWER"
+    SHADOWED_BY_GLOBAL = "SHADOWED_BY_GLOBAL"
 
 
 class UpdateMode(_WireEnum):

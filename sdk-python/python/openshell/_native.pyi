@@ -254,6 +254,11 @@ class UpdateResult:
     def merge_notes(self) -> list[str]:
         """With ``policy_edits``: what the merge kept or rewrote instead of doing it
         literally, one line each (empty for an idempotent replay)."""
+    @property
+    def shadowed_by_global_policy(self) -> int | None:
+        """A sandbox policy written while a global policy is set: that global policy's
+        revision, which replaces it (the operation ends ``INACTIVE`` with
+        ``SHADOWED_BY_GLOBAL``); ``None`` when no global policy is set."""
     def to_dict(self) -> dict[str, Any]: ...
 
 @final
@@ -280,6 +285,10 @@ class DryRunResult:
     @property
     def merge_notes(self) -> list[str]:
         """With ``policy_edits``: what the merge would keep or rewrite, one line each."""
+    @property
+    def shadowed_by_global_policy(self) -> int | None:
+        """A sandbox policy checked while a global policy is set: that global policy's
+        revision, which would replace it; ``None`` when no global policy is set."""
     def to_dict(self) -> dict[str, Any]: ...
 
 @final
@@ -381,6 +390,10 @@ class Sandbox:
     @property
     def applied_policy_hash(self) -> str | None:
         """Hash of that applied policy; None when none has been applied."""
+    @property
+    def quarantine_reason(self) -> str | None:
+        """Set while the sandbox is quarantined (a failed apply under ``fail_closed``: all
+        network access denied until a configuration applies): the reason reported."""
     def to_dict(self) -> dict[str, Any]: ...
 
 @final

@@ -304,6 +304,14 @@ impl UpdateResult {
         self.inner.merge_notes.clone()
     }
 
+    /// A sandbox policy written (or checked) while a global policy is set: that global
+    /// policy's revision, which replaces it (the operation ends INACTIVE with
+    /// SHADOWED_BY_GLOBAL); None when no global policy is set.
+    #[getter]
+    fn shadowed_by_global_policy(&self) -> Option<u64> {
+        self.inner.shadowed_by_global_policy
+    }
+
     fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         to_dict(py, &self.inner)
     }
@@ -329,6 +337,9 @@ impl UpdateResult {
                 ", merge_notes={}",
                 list_repr(&self.inner.merge_notes)
             ));
+        }
+        if let Some(global) = self.inner.shadowed_by_global_policy {
+            text.push_str(&format!(", shadowed_by_global_policy={global}"));
         }
         text.push(')');
         text
@@ -383,6 +394,14 @@ impl DryRunResult {
     #[getter]
     fn merge_notes(&self) -> Vec<String> {
         self.inner.merge_notes.clone()
+    }
+
+    /// A sandbox policy written (or checked) while a global policy is set: that global
+    /// policy's revision, which replaces it (the operation ends INACTIVE with
+    /// SHADOWED_BY_GLOBAL); None when no global policy is set.
+    #[getter]
+    fn shadowed_by_global_policy(&self) -> Option<u64> {
+        self.inner.shadowed_by_global_policy
     }
 
     /// How the policy differs from the target's current one; None without a policy.

@@ -77,6 +77,13 @@ impl Sandbox {
         self.inner.applied_policy_hash.as_deref()
     }
 
+    /// Set while the sandbox is quarantined (a failed apply under `fail_closed`: all
+    /// network access denied until a configuration applies): the reason reported.
+    #[getter]
+    fn quarantine_reason(&self) -> Option<&str> {
+        self.inner.quarantine_reason.as_deref()
+    }
+
     fn to_dict(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         to_dict(py, &self.inner)
     }

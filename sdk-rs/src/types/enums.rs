@@ -155,6 +155,8 @@ view_enum! {
         Lifecycle = Lifecycle => "LIFECYCLE",
         /// Resolved because a newer revision took its place.
         SupersededByNewer = SupersededByNewer => "SUPERSEDED_BY_NEWER",
+        /// Not in effect: the global policy replaces the sandbox's.
+        ShadowedByGlobal = ShadowedByGlobal => "SHADOWED_BY_GLOBAL",
     }
 }
 

@@ -133,6 +133,11 @@ pub struct UpdateResult {
     /// doing it literally, one line each (empty for an idempotent replay).
     #[serde(default)]
     pub merge_notes: Vec<String>,
+    /// A sandbox policy written (or, validate-only, checked) while a global policy is set:
+    /// the revision of that global policy, which replaces the sandbox's policy. The write's
+    /// operation then ends INACTIVE with `SHADOWED_BY_GLOBAL`, never APPLIED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadowed_by_global_policy: Option<u64>,
 }
 
 impl UpdateResult {
@@ -147,6 +152,7 @@ impl UpdateResult {
             policy_diff: None,
             setting_changes: Vec::new(),
             merge_notes: Vec::new(),
+            shadowed_by_global_policy: None,
         }
     }
 }

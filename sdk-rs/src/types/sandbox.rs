@@ -102,6 +102,11 @@ pub struct Sandbox {
     /// Hash of that applied policy; `None` when none has been applied.
     #[serde(default)]
     pub applied_policy_hash: Option<String>,
+    /// Set while the sandbox is quarantined (a failed apply under
+    /// `policy_validation_failure_mode = fail_closed`: all network access denied until a
+    /// configuration applies): the reason its supervisor reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine_reason: Option<String>,
 }
 
 /// Upstream's selector of one workspace; `None` (the gateway's default) for no name.
@@ -127,6 +132,7 @@ impl From<pb::Sandbox> for Sandbox {
             updated_at: timefmt::timestamp(p.updated_at),
             applied_policy_revision: p.applied_policy_revision,
             applied_policy_hash: Some(p.applied_policy_hash).filter(|h| !h.is_empty()),
+            quarantine_reason: Some(p.quarantine_reason).filter(|r| !r.is_empty()),
         }
     }
 }
