@@ -153,6 +153,13 @@ export declare class Client {
   getSandboxPolicy(sandbox: string, revision?: number): Promise<SandboxPolicy>
   /** Policy revisions, newest first, without their YAML. */
   listSandboxPolicies(sandbox: string, limit?: number): Promise<PolicyRevision[]>
+  /**
+   * The global policy's latest revision, or `revision` when given; a revision that
+   * cleared it has no `policyYaml` and an empty hash.
+   */
+  getGlobalPolicy(revision?: number): Promise<SandboxPolicy>
+  /** The global policy's revisions, newest first, without their YAML. */
+  listGlobalPolicies(limit?: number): Promise<PolicyRevision[]>
   getSettings(target: ConfigTarget): Promise<ScopeSettings>
   listSettingDefinitions(): Promise<SettingDefinition[]>
 

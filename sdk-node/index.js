@@ -394,6 +394,14 @@ class Client {
     return call(() => this.#native.listSandboxPolicies(text('sandbox', sandbox), optionalCount('limit', limit)))
   }
 
+  getGlobalPolicy(revision) {
+    return call(() => this.#native.getGlobalPolicy(optionalNumber('revision', revision)))
+  }
+
+  listGlobalPolicies(limit) {
+    return call(() => this.#native.listGlobalPolicies(optionalCount('limit', limit)))
+  }
+
   getSettings(target) {
     return call(() => this.#native.getSettings(object('target', target)))
   }

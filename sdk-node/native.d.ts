@@ -30,6 +30,13 @@ export declare class NativeClient {
   detachProvider(sandbox: string, provider: string): Promise<Attachment>
   getSandboxPolicy(sandbox: string, revisionNumber?: number | undefined | null): Promise<SandboxPolicy>
   listSandboxPolicies(sandbox: string, limit?: number | undefined | null): Promise<Array<PolicyRevision>>
+  /**
+   * The global policy's latest revision, or `revisionNumber`; a revision that cleared
+   * it has no `policyYaml` and an empty hash.
+   */
+  getGlobalPolicy(revisionNumber?: number | undefined | null): Promise<SandboxPolicy>
+  /** The global policy's revisions, newest first, without their YAML. */
+  listGlobalPolicies(limit?: number | undefined | null): Promise<Array<PolicyRevision>>
   getSettings(target: { sandbox: string } | { workspace: string } | { global: true }): Promise<ScopeSettings>
   listSettingDefinitions(): Promise<Array<SettingDefinition>>
   updateConfig(options: UpdateConfigOptions): Promise<UpdateResult>

@@ -293,10 +293,12 @@ pub enum PolicyCommand {
         #[command(flatten)]
         wait: WaitArgs,
     },
-    /// Edit a sandbox's network rules in place, without resending the whole policy.
+    /// Edit a sandbox's network rules (or the global policy's, with --global) in place,
+    /// without resending the whole policy.
     ///
-    /// The gateway applies the edits to the sandbox's latest revision inside the
-    /// write's own transaction, so two concurrent edits never lose one another,
+    /// The gateway applies the edits to the sandbox's latest revision (or the global
+    /// policy in effect) inside the write's own transaction, so two concurrent edits
+    /// never lose one another,
     /// and validates the result as any policy. An endpoint already allowed by a
     /// rule is merged into that rule; fields it already sets are kept, and the
     /// CLI prints a note for each. Removing what is not there changes nothing.
@@ -306,10 +308,19 @@ pub enum PolicyCommand {
     ///   openshell policy update SB --add-endpoint api.github.com:443:read-only:rest:enforce
     ///   openshell policy update SB --add-allow 'api.github.com:443:POST:/repos/*/issues'
     ///   openshell policy update SB --remove-endpoint pypi.org:443 --wait
+    ///   openshell policy update --global --add-endpoint pypi.org:443 --yes
     #[command(verbatim_doc_comment)]
     Update {
-        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
-        sandbox: String,
+        #[arg(
+            value_name = "SB",
+            help = SANDBOX_HELP, add = sandbox_names(),
+            required_unless_present = "global",
+            conflicts_with = "global"
+        )]
+        sandbox: Option<String>,
+        /// Edit the global policy, which replaces every sandbox's policy (asks to confirm).
+        #[arg(long)]
+        global: bool,
         #[command(flatten)]
         edits: EditArgs,
         /// Check the edits at the gateway and print what they would change; write nothing.
@@ -336,32 +347,58 @@ pub enum PolicyCommand {
         #[command(flatten)]
         wait: WaitArgs,
     },
-    /// Show a sandbox's policy revision; `-o yaml` prints the policy itself.
+    /// Show a sandbox's policy revision, or the global policy's with --global; `-o yaml`
+    /// prints the policy itself.
     Get {
-        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
-        sandbox: String,
+        #[arg(
+            value_name = "SB",
+            help = SANDBOX_HELP, add = sandbox_names(),
+            required_unless_present = "global",
+            conflicts_with = "global"
+        )]
+        sandbox: Option<String>,
+        /// Show the global policy (a revision that cleared it has no policy).
+        #[arg(long)]
+        global: bool,
         /// Revision to show (default: the latest); upstream's `--rev` works too.
         #[arg(long, visible_alias = "rev", value_name = "N")]
         revision: Option<u64>,
     },
-    /// Compare a sandbox's current policy with a file; exits 0 when equal, 1 when different.
+    /// Compare a sandbox's current policy (or the global policy, with --global) with a
+    /// file; exits 0 when equal, 1 when different.
     ///
     /// Both are normalized first, so comments and layout are not differences,
     /// and static sections the file omits are the current ones, as `policy
     /// set` keeps them. `-o json` gives {changed, removed_network_access, diff,
     /// kept_static_sections}.
     Diff {
-        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
-        sandbox: String,
+        #[arg(
+            value_name = "SB",
+            help = SANDBOX_HELP, add = sandbox_names(),
+            required_unless_present = "global",
+            conflicts_with = "global"
+        )]
+        sandbox: Option<String>,
+        /// Compare with the global policy in effect.
+        #[arg(long)]
+        global: bool,
         /// Policy file, YAML or JSON; `-` reads stdin.
         #[arg(short = 'f', long = "file", value_name = "FILE")]
         file: String,
     },
-    /// List a sandbox's policy revisions, newest first.
+    /// List a sandbox's policy revisions, or the global policy's with --global, newest first.
     #[command(visible_alias = "list")]
     History {
-        #[arg(value_name = "SB", help = SANDBOX_HELP, add = sandbox_names())]
-        sandbox: String,
+        #[arg(
+            value_name = "SB",
+            help = SANDBOX_HELP, add = sandbox_names(),
+            required_unless_present = "global",
+            conflicts_with = "global"
+        )]
+        sandbox: Option<String>,
+        /// List the global policy's revisions (one that cleared it has no hash).
+        #[arg(long)]
+        global: bool,
         /// At most this many revisions (1-1000, the gateway's page limit).
         #[arg(long, value_name = "N", default_value_t = 20, value_parser = page_limit())]
         limit: u32,

@@ -329,6 +329,27 @@ pub fn policy(out: &Output, p: &SandboxPolicy, sandbox: Option<&Sandbox>) -> Str
     finish(out.kv(rows))
 }
 
+/// `policy get --global`: a global policy revision, and whether it is the one in effect.
+pub fn global_policy(out: &Output, p: &SandboxPolicy) -> String {
+    let cleared = p.policy.policy_hash.is_empty();
+    let state = if cleared {
+        "cleared the global policy".to_owned()
+    } else if p.global_policy_revision == p.policy.revision {
+        "in effect: replaces every sandbox's policy".to_owned()
+    } else if p.global_policy_revision == 0 {
+        "not in effect: the global policy is cleared".to_owned()
+    } else {
+        format!("not in effect: revision {} is", p.global_policy_revision)
+    };
+    finish(out.kv(vec![
+        ("global policy revision", revision(p.policy.revision)),
+        ("state", state),
+        ("hash", dash(Some(&p.policy.policy_hash))),
+        ("created", dash(p.policy.created_at.as_deref())),
+        ("operation", dash(p.policy.operation_id.as_deref())),
+    ]))
+}
+
 fn policy_revision_text(shown: u64, sandbox: Option<&Sandbox>) -> String {
     let Some(sb) = sandbox else {
         return revision(shown);
@@ -359,7 +380,10 @@ pub fn policy_history(out: &Output, list: &[PolicyRevision]) -> String {
         &[
             Column::new("REVISION", |r: &PolicyRevision| r.revision.to_string()),
             Column::new("HASH", |r: &PolicyRevision| {
-                if out.wide() {
+                if r.policy_hash.is_empty() {
+                    // A global policy revision that cleared it.
+                    "(cleared)".to_owned()
+                } else if out.wide() {
                     r.policy_hash.clone()
                 } else {
                     short_hash(Some(&r.policy_hash))

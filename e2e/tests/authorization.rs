@@ -497,13 +497,14 @@ async fn call(fx: &mut Fixture, api: &mut Api, case: &Case, cell: &str) -> Resul
             api.get_sandbox_policy(pb::GetSandboxPolicyRequest {
                 sandbox: shared(),
                 revision: 0,
+                global: false,
             })
             .await?;
         }
         ("ListSandboxPolicies", _) => {
             api.list_sandbox_policies(pb::ListSandboxPoliciesRequest {
-                name: "shared".into(),
-                workspace: TEAM.into(),
+                sandbox: "shared".into(),
+                workspace_scope: openshell_e2e::workspace_scope(TEAM),
                 ..Default::default()
             })
             .await?;

@@ -579,14 +579,17 @@ fn request_shape_cases() -> Vec<Case> {
         ),
         update_case(
             "requests",
-            "edits on a global write",
-            "merge_operations with global",
+            "edits of a global policy that is not set",
+            "merge_operations with global, no global policy",
             pb::UpdateConfigRequest {
                 global: true,
                 merge_operations: vec![remove_x],
                 ..Default::default()
             },
-            invalid(&["merge_operations", "one sandbox"]),
+            Expect::Status(
+                Code::FailedPrecondition,
+                words(&["no global policy is set", "nothing was written"]),
+            ),
         ),
         update_case(
             "requests",
@@ -658,14 +661,14 @@ fn request_shape_cases() -> Vec<Case> {
         ),
         update_case(
             "requests",
-            "upstream's delete at sandbox scope",
-            "setting_key with delete_setting on a sandbox",
+            "upstream's reserved policy key on a sandbox",
+            "setting_key policy with delete_setting on a sandbox",
             pb::UpdateConfigRequest {
-                setting_key: "log_level".into(),
+                setting_key: "policy".into(),
                 delete_setting: true,
                 ..to_target()
             },
-            invalid(&["delete_setting", "global"]),
+            invalid(&["setting_key", "reserved key"]),
         ),
         update_case(
             "requests",
@@ -820,14 +823,14 @@ fn target_and_page_cases() -> Vec<Case> {
             "page_size",
         ),
         list(
-            "ListSandboxPolicies limit over the limit",
-            "sandbox `target`, limit 1001",
+            "ListSandboxPolicies page_size over the limit",
+            "sandbox `target`, page_size 1001",
             Call::ListSandboxPolicies(pb::ListSandboxPoliciesRequest {
-                name: "target".into(),
-                limit: 1001,
+                sandbox: "target".into(),
+                page_size: 1001,
                 ..Default::default()
             }),
-            "limit",
+            "page_size",
         ),
     ]
 }

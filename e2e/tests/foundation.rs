@@ -81,6 +81,7 @@ async fn create_commit_read_and_get_operation(backend: Backend) {
         .get_sandbox_policy(pb::GetSandboxPolicyRequest {
             sandbox: sandbox_ref("web"),
             revision: 0,
+            global: false,
         })
         .await
         .unwrap()
@@ -114,7 +115,7 @@ async fn create_commit_read_and_get_operation(backend: Backend) {
     assert_eq!(second.policy_revision, 2);
     let history = api
         .list_sandbox_policies(pb::ListSandboxPoliciesRequest {
-            name: "web".into(),
+            sandbox: "web".into(),
             ..Default::default()
         })
         .await
@@ -126,6 +127,7 @@ async fn create_commit_read_and_get_operation(backend: Backend) {
         .get_sandbox_policy(pb::GetSandboxPolicyRequest {
             sandbox: sandbox_ref("web"),
             revision: 1,
+            global: false,
         })
         .await
         .unwrap()

@@ -423,7 +423,7 @@ async fn pending_operations_survive_a_gateway_crash_and_resolve_after_reconnect(
     assert_eq!(replay.id, pending.id);
     let history = api
         .list_sandbox_policies(pb::ListSandboxPoliciesRequest {
-            name: id.clone(),
+            sandbox: id.clone(),
             ..Default::default()
         })
         .await

@@ -350,3 +350,170 @@ async fn a_quarantine_is_reported_as_a_quarantine_everywhere() {
     let list = openshell(&gw.endpoint(), &["sandbox", "list"], None).await;
     assert!(!list.stdout.contains("QUARANTINED"), "{}", list.stdout);
 }
+
+/// Issue 59, item 4: the global policy can be read as it can be written: `policy get
+/// --global` (with `--rev` and `-o yaml`), `policy history --global` (a clear included),
+/// `policy update --global` (edits merged into the global policy at the gateway) and
+/// `policy diff --global`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_global_policy_has_get_history_update_and_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let endpoint = gw.endpoint();
+    let run = |args: Vec<String>| {
+        let endpoint = endpoint.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            openshell(&endpoint, &args, None).await
+        }
+    };
+    let args = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+
+    let none = run(args(&["policy", "get", "--global"])).await;
+    none.expect(1);
+    assert!(
+        none.stderr.contains("no global policy has been set"),
+        "{}",
+        none.stderr
+    );
+
+    let file = dir.path().join("global.yaml");
+    std::fs::write(&file, policy_with_extra("fleetwide")).unwrap();
+    let file = file.to_str().unwrap().to_owned();
+    run(args(&["policy", "set", "--global", "-f", &file, "--yes"]))
+        .await
+        .expect(0);
+    run(args(&[
+        "policy",
+        "update",
+        "--global",
+        "--add-endpoint",
+        "updates.example.net:443",
+        "--yes",
+    ]))
+    .await
+    .expect(0);
+
+    let get = run(args(&["policy", "get", "--global"])).await;
+    get.expect(0);
+    assert!(
+        get.stdout
+            .contains("in effect: replaces every sandbox's policy"),
+        "{}",
+        get.stdout
+    );
+    let yaml = run(args(&["policy", "get", "--global", "-o", "yaml"])).await;
+    yaml.expect(0);
+    assert!(
+        yaml.stdout.contains("fleetwide") && yaml.stdout.contains("updates.example.net"),
+        "{}",
+        yaml.stdout
+    );
+    let first = run(args(&[
+        "policy", "get", "--global", "--rev", "1", "-o", "yaml",
+    ]))
+    .await;
+    first.expect(0);
+    assert!(
+        !first.stdout.contains("updates.example.net"),
+        "{}",
+        first.stdout
+    );
+    let old = run(args(&["policy", "get", "--global", "--rev", "1"])).await;
+    assert!(
+        old.stdout.contains("not in effect: revision 2 is"),
+        "{}",
+        old.stdout
+    );
+
+    // The file still lacks the endpoint the update added.
+    let diff = run(args(&["policy", "diff", "--global", "-f", &file])).await;
+    diff.expect(1);
+    assert!(
+        diff.stdout.contains("updates.example.net"),
+        "{}",
+        diff.stdout
+    );
+
+    run(args(&["policy", "clear-global", "--yes"]))
+        .await
+        .expect(0);
+    let history = run(args(&["policy", "history", "--global", "-o", "json"])).await;
+    history.expect(0);
+    let revisions: Vec<(u64, String)> = history
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["revision"].as_u64().unwrap(),
+                r["policy_hash"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        revisions.iter().map(|(r, _)| *r).collect::<Vec<_>>(),
+        [3, 2, 1]
+    );
+    assert!(
+        revisions[0].1.is_empty(),
+        "the clear has no hash: {revisions:?}"
+    );
+    assert!(!revisions[1].1.is_empty() && !revisions[2].1.is_empty());
+    let table = run(args(&["policy", "history", "--global"])).await;
+    assert!(table.stdout.contains("(cleared)"), "{}", table.stdout);
+    let cleared = run(args(&["policy", "get", "--global", "-o", "yaml"])).await;
+    cleared.expect(1);
+    assert!(
+        cleared.stderr.contains("cleared the global policy"),
+        "{}",
+        cleared.stderr
+    );
+
+    // Upstream's calls read the same history, page by page.
+    let api = gw.api().await;
+    let page = api
+        .clone()
+        .list_sandbox_policies(pb::ListSandboxPoliciesRequest {
+            global: true,
+            page_size: 2,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        page.revisions.iter().map(|r| r.version).collect::<Vec<_>>(),
+        [3, 2]
+    );
+    let rest = api
+        .clone()
+        .list_sandbox_policies(pb::ListSandboxPoliciesRequest {
+            global: true,
+            page_size: 2,
+            page_token: page.next_page_token.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        rest.revisions.iter().map(|r| r.version).collect::<Vec<_>>(),
+        [1]
+    );
+    assert_eq!(rest.next_page_token, "");
+    let status = api
+        .clone()
+        .get_sandbox_policy_status(pb::GetSandboxPolicyStatusRequest {
+            global: true,
+            version: 2,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let revision = status.revision.unwrap();
+    assert_eq!(revision.version, 2);
+    assert!(revision.policy.is_some());
+}

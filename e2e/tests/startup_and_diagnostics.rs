@@ -74,6 +74,7 @@ async fn an_image_policy_is_adopted_on_first_start_and_a_stored_one_wins() {
         .get_sandbox_policy(pb::GetSandboxPolicyRequest {
             sandbox: sandbox_ref(&fresh),
             revision: 0,
+            global: false,
         })
         .await
         .unwrap()

@@ -475,6 +475,7 @@ async fn a_poll_report_speaks_only_for_what_was_served() {
         .get_sandbox_policy(pb::GetSandboxPolicyRequest {
             sandbox: sandbox_ref(&id),
             revision: 0,
+            global: false,
         })
         .await
         .unwrap()

@@ -472,6 +472,7 @@ async fn an_update_config_with_only_upstreams_fields_writes_a_revision() {
         .get_sandbox_policy(pb::GetSandboxPolicyRequest {
             sandbox: openshell_e2e::sandbox_ref("plain"),
             revision: 0,
+            global: false,
         })
         .await
         .unwrap()

@@ -274,3 +274,85 @@ def test_this_projects_own_calls_are_not_served_under_upstreams_service(channel)
     # about the path, not a gateway that serves no such call at all.
     own = rpc_error(raw("/openshell.v1.ConfigPlane/GetOperation"), b"")
     assert own.code() != grpc.StatusCode.UNIMPLEMENTED, own.details()
+
+
+def test_policy_history_pages_with_upstreams_tokens(gateway, stub):
+    sandbox = gateway.create_sandbox("history")
+    for port in (7443, 8443, 9443):
+        stub.UpdateConfig(
+            pb.UpdateConfigRequest(sandbox=sandbox.name, policy=typed_policy(port)),
+            timeout=TIMEOUT,
+        )
+
+    first = stub.ListSandboxPolicies(
+        pb.ListSandboxPoliciesRequest(sandbox=sandbox.name, page_size=2), timeout=TIMEOUT
+    )
+    assert [r.version for r in first.revisions] == [3, 2]
+    assert all(r.HasField("created_time") for r in first.revisions)
+    assert first.next_page_token
+    rest = stub.ListSandboxPolicies(
+        pb.ListSandboxPoliciesRequest(
+            sandbox=sandbox.name, page_size=2, page_token=first.next_page_token
+        ),
+        timeout=TIMEOUT,
+    )
+    assert [r.version for r in rest.revisions] == [1]
+    assert rest.next_page_token == ""
+
+    negative = rpc_error(
+        stub.ListSandboxPolicies, pb.ListSandboxPoliciesRequest(sandbox=sandbox.name, page_size=-1)
+    )
+    assert negative.code() == grpc.StatusCode.INVALID_ARGUMENT, negative.details()
+    assert "page_size" in negative.details()
+
+
+def test_the_global_policy_is_written_and_read_with_upstreams_global_flag(gateway, stub):
+    policy = typed_policy(github_port=7443)
+    written = stub.UpdateConfig(pb.UpdateConfigRequest(policy=policy, **{"global": True}), timeout=TIMEOUT)
+    try:
+        status = stub.GetSandboxPolicyStatus(
+            pb.GetSandboxPolicyStatusRequest(**{"global": True}), timeout=TIMEOUT
+        )
+        assert status.revision.version == written.version
+        assert status.revision.policy == policy
+        assert status.revision.policy_hash == written.policy_hash
+    finally:
+        # Upstream's client clears the global policy by deleting its reserved setting.
+        cleared = stub.UpdateConfig(
+            pb.UpdateConfigRequest(setting_key="policy", delete_setting=True, **{"global": True}),
+            timeout=TIMEOUT,
+        )
+    assert cleared.deleted
+    history = stub.ListSandboxPolicies(
+        pb.ListSandboxPoliciesRequest(**{"global": True}), timeout=TIMEOUT
+    )
+    versions = [r.version for r in history.revisions]
+    assert versions[:2] == [written.version + 1, written.version], versions
+    # The newest revision cleared the global policy: it has no hash, and no policy.
+    assert history.revisions[0].policy_hash == ""
+    latest = stub.GetSandboxPolicyStatus(
+        pb.GetSandboxPolicyStatusRequest(**{"global": True}), timeout=TIMEOUT
+    )
+    assert not latest.revision.HasField("policy")
+
+
+def test_a_sandbox_setting_is_deleted_with_upstreams_delete_setting(gateway, stub):
+    sandbox = gateway.create_sandbox("unset")
+    stub.UpdateConfig(
+        pb.UpdateConfigRequest(
+            sandbox=sandbox.name,
+            setting_key="log_level",
+            setting_value=spb.SettingValue(string_value="warn"),
+        ),
+        timeout=TIMEOUT,
+    )
+    deleted = stub.UpdateConfig(
+        pb.UpdateConfigRequest(sandbox=sandbox.name, setting_key="log_level", delete_setting=True),
+        timeout=TIMEOUT,
+    )
+    assert deleted.deleted
+    again = stub.UpdateConfig(
+        pb.UpdateConfigRequest(sandbox=sandbox.name, setting_key="log_level", delete_setting=True),
+        timeout=TIMEOUT,
+    )
+    assert not again.deleted

@@ -229,6 +229,34 @@ impl NativeClient {
             .into_napi()
     }
 
+    /// The global policy's latest revision, or `revisionNumber`; a revision that cleared
+    /// it has no `policyYaml` and an empty hash.
+    #[napi]
+    pub async fn get_global_policy(
+        &self,
+        revision_number: Option<f64>,
+    ) -> napi::Result<SandboxPolicy> {
+        let wanted = revision(revision_number).into_napi()?;
+        self.inner
+            .get_global_policy(wanted)
+            .await
+            .map(Into::into)
+            .into_napi()
+    }
+
+    /// The global policy's revisions, newest first, without their YAML.
+    #[napi]
+    pub async fn list_global_policies(
+        &self,
+        limit: Option<u32>,
+    ) -> napi::Result<Vec<PolicyRevision>> {
+        self.inner
+            .list_global_policies(limit.unwrap_or(0))
+            .await
+            .map(|list| list.into_iter().map(Into::into).collect())
+            .into_napi()
+    }
+
     #[napi]
     pub async fn get_settings(
         &self,

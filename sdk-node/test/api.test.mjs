@@ -219,3 +219,25 @@ test('stopping and deleting a sandbox', async () => {
   const all = await h.client.listSandboxes({ includeDeleted: true })
   assert.deepEqual(all.map((s) => s.name).sort(), ['alpha', 'beta'])
 })
+
+test('the global policy is read like a sandbox policy', async () => {
+  await assert.rejects(h.client.getGlobalPolicy(), /no global policy has been set/)
+  assert.deepEqual(await h.client.listGlobalPolicies(), [])
+  const { operation: set } = await h.client.updateConfig({
+    target: { global: true },
+    policy: policyWithPort(7443),
+  })
+  try {
+    const latest = await h.client.getGlobalPolicy()
+    assert.equal(latest.policy.revision, set.globalPolicyRevision)
+    assert.equal(latest.policy.sandboxId, undefined)
+    assert.match(latest.policy.policyYaml, /7443/)
+    assert.equal(latest.effectiveSource, 'GLOBAL')
+  } finally {
+    await h.client.updateConfig({ target: { global: true }, clearGlobalPolicy: true })
+  }
+  const history = await h.client.listGlobalPolicies()
+  assert.deepEqual(history.map((r) => r.revision), [2, 1])
+  assert.equal(history[0].policyHash, '')
+  assert.deepEqual((await h.client.getGlobalPolicy(1)).policy.operationId, set.id)
+})

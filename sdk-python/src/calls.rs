@@ -146,6 +146,18 @@ pub(crate) fn list_sandbox_policies(
     })
 }
 
+pub(crate) fn get_global_policy(client: &openshell_sdk::Client, revision: Option<u64>) -> Call {
+    call(client, move |c| async move {
+        c.get_global_policy(revision).await
+    })
+}
+
+pub(crate) fn list_global_policies(client: &openshell_sdk::Client, limit: u32) -> Call {
+    call(client, move |c| async move {
+        c.list_global_policies(limit).await
+    })
+}
+
 pub(crate) fn get_settings(client: &openshell_sdk::Client, target: Target) -> Call {
     call(
         client,

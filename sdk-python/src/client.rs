@@ -204,6 +204,30 @@ macro_rules! client_surface {
                 $run(py, calls::list_sandbox_policies(&self.conn.get()?, sandbox, limit))
             }
 
+            /// Reads the global policy: the latest revision, or `revision`. A revision
+            /// that cleared it has no `policy_yaml` and an empty hash.
+            #[pyo3(signature = (revision=None))]
+            fn get_global_policy(
+                &self,
+                py: Python<'_>,
+                #[pyo3(from_py_with = arg::revision)] revision: Option<u64>,
+            ) -> PyResult<Py<PyAny>> {
+                if revision == Some(0) {
+                    return Err(errors::invalid_argument(py, "revision", "must be a positive integer"));
+                }
+                $run(py, calls::get_global_policy(&self.conn.get()?, revision))
+            }
+
+            /// Lists the global policy's revisions, newest first, without their YAML.
+            #[pyo3(signature = (*, limit=0))]
+            fn list_global_policies(
+                &self,
+                py: Python<'_>,
+                #[pyo3(from_py_with = arg::limit)] limit: u32,
+            ) -> PyResult<Py<PyAny>> {
+                $run(py, calls::list_global_policies(&self.conn.get()?, limit))
+            }
+
             /// Reads the settings stored at a scope; for a sandbox also every
             /// registry key's effective value and where it comes from.
             fn get_settings(

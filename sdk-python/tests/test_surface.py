@@ -120,6 +120,27 @@ def test_policy_get_and_history(client: Client) -> None:
         client.get_sandbox_policy(name, 0)
 
 
+def test_global_policy_get_and_history(client: Client) -> None:
+    before = [p.revision for p in client.list_global_policies()]
+    written = client.update_config(Target.global_(), policy=policy_with_port(7443)).operation
+    try:
+        latest = client.get_global_policy()
+        assert latest.policy.revision == written.global_policy_revision
+        assert latest.policy.sandbox_id is None
+        assert latest.policy.policy_yaml is not None and "7443" in latest.policy.policy_yaml
+        assert latest.effective_source is PolicySource.GLOBAL
+        assert latest.global_policy_revision == written.global_policy_revision
+        assert client.get_global_policy(written.global_policy_revision).policy.operation_id == written.id
+    finally:
+        cleared = client.update_config(Target.global_(), clear_global_policy=True).operation
+    history = client.list_global_policies()
+    assert [p.revision for p in history] == [cleared.global_policy_revision, written.global_policy_revision, *before]
+    assert history[0].policy_hash == "" and history[1].policy_hash != ""
+    assert [p.revision for p in client.list_global_policies(limit=1)] == [cleared.global_policy_revision]
+    with pytest.raises(InvalidArgument):
+        client.get_global_policy(0)
+
+
 def test_settings_get_and_keys(client: Client) -> None:
     name = unique("set")
     client.create_sandbox(name, policy=POLICY)

@@ -68,20 +68,44 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
         }
         PolicyCommand::Update {
             sandbox,
+            global: _,
             edits,
             dry_run,
             expected_revision,
             wait,
         } => {
             let specs = EditSpecs::from(edits);
+            let target = match sandbox {
+                Some(sb) => Target::Sandbox(SandboxRef::from(sb)),
+                None => Target::Global,
+            };
+            let global = matches!(target, Target::Global);
             // Checked before connecting, so a malformed flag fails without a gateway.
-            let mut update =
-                UpdateConfig::new(Target::Sandbox(SandboxRef::from(sandbox))).edit_specs(&specs)?;
+            let mut update = UpdateConfig::new(target).edit_specs(&specs)?;
             update.expected_revision = expected_revision;
             let client = ctx.client().await?;
             if dry_run {
                 update.idempotency_key = wait.idempotency_key.filter(|k| !k.is_empty());
                 return outcome::dry_run(ctx, &client, update).await;
+            }
+            if global {
+                let details = async {
+                    Ok(format!(
+                        "This edits the global policy, which replaces the policy of every sandbox ({} now) in every workspace.",
+                        sandbox_count(&client).await?
+                    ))
+                };
+                if let Some(code) = ctx
+                    .confirm(
+                        true,
+                        "edit the global policy",
+                        "Edit the global policy?",
+                        details,
+                    )
+                    .await?
+                {
+                    return Ok(code);
+                }
             }
             let update = outcome::configure(update, &wait);
             outcome::apply_update(ctx, &client, update).await
@@ -112,18 +136,32 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             );
             outcome::apply_update(ctx, &client, update).await
         }
-        PolicyCommand::Get { sandbox, revision } => {
+        PolicyCommand::Get {
+            sandbox,
+            global: _,
+            revision,
+        } => {
             let client = ctx.client().await?;
-            let sandbox = SandboxRef::from(sandbox);
-            let policy = client.get_sandbox_policy(&sandbox, revision).await?;
+            let sandbox = sandbox.map(SandboxRef::from);
+            let policy = match &sandbox {
+                Some(sandbox) => client.get_sandbox_policy(sandbox, revision).await?,
+                None => client.get_global_policy(revision).await?,
+            };
             if ctx.out.format == OutputFormat::Yaml {
                 // The policy text itself, so `policy get -o yaml > p.yaml`
                 // round-trips into `policy set -f p.yaml`.
                 let yaml = policy.policy.policy_yaml.as_deref().ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "revision {} came back without its policy text",
-                        policy.policy.revision
-                    )
+                    if sandbox.is_none() && policy.policy.policy_hash.is_empty() {
+                        anyhow::anyhow!(
+                            "global policy revision {} cleared the global policy: it has no policy text",
+                            policy.policy.revision
+                        )
+                    } else {
+                        anyhow::anyhow!(
+                            "revision {} came back without its policy text",
+                            policy.policy.revision
+                        )
+                    }
                 })?;
                 let mut text = yaml.to_owned();
                 if !text.ends_with('\n') {
@@ -134,35 +172,66 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
                 // The table sets the revision beside the one the supervisor
                 // runs; JSON keeps the policy's own shape (`sandbox get`
                 // carries the applied revision).
-                let sandbox = if ctx.out.format.is_table() {
-                    Some(client.get_sandbox(&sandbox).await?)
-                } else {
-                    None
-                };
-                ctx.out
-                    .print(&policy, |o| views::policy(o, &policy, sandbox.as_ref()))?;
+                match &sandbox {
+                    Some(sandbox) => {
+                        let sandbox = if ctx.out.format.is_table() {
+                            Some(client.get_sandbox(sandbox).await?)
+                        } else {
+                            None
+                        };
+                        ctx.out
+                            .print(&policy, |o| views::policy(o, &policy, sandbox.as_ref()))?;
+                    }
+                    None => ctx
+                        .out
+                        .print(&policy, |o| views::global_policy(o, &policy))?,
+                }
             }
             Ok(exit::SUCCESS)
         }
-        PolicyCommand::History { sandbox, limit } => {
+        PolicyCommand::History {
+            sandbox,
+            global: _,
+            limit,
+        } => {
             let client = ctx.client().await?;
-            let revisions = client
-                .list_sandbox_policies(&SandboxRef::from(sandbox), limit)
-                .await?;
+            let revisions = match sandbox {
+                Some(sandbox) => {
+                    client
+                        .list_sandbox_policies(&SandboxRef::from(sandbox), limit)
+                        .await?
+                }
+                None => client.list_global_policies(limit).await?,
+            };
             ctx.out
                 .print(&revisions, |o| views::policy_history(o, &revisions))?;
             Ok(exit::SUCCESS)
         }
-        PolicyCommand::Diff { sandbox, file } => {
+        PolicyCommand::Diff {
+            sandbox,
+            global: _,
+            file,
+        } => {
             let text = read_policy(ctx, &file)?;
             let source = source_label(&file);
             let new = diff::parse(&text, &source)?;
             let client = ctx.client().await?;
-            let sandbox = SandboxRef::from(sandbox);
-            let current = current_policy(&client, &sandbox).await?;
+            let (current, name) = match sandbox {
+                Some(sandbox) => {
+                    let sandbox = SandboxRef::from(sandbox);
+                    (
+                        current_policy(&client, &sandbox).await?,
+                        sandbox.to_string(),
+                    )
+                }
+                None => (
+                    current_global_policy(&client).await?,
+                    "the global policy".to_owned(),
+                ),
+            };
             let (doc, label) = match &current {
-                Some((doc, revision, _)) => (Some(doc), format!("{sandbox} (revision {revision})")),
-                None => (None, format!("{sandbox} (no policy yet)")),
+                Some((doc, revision, _)) => (Some(doc), format!("{name} (revision {revision})")),
+                None => (None, format!("{name} (none set)")),
             };
             let result = diff::compare(doc, &new, &label, &source);
             ctx.out
@@ -173,7 +242,9 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
                     result.kept_static_sections.join(", ")
                 ));
             }
-            if let Some((_, _, PolicySource::Global)) = current {
+            if name != "the global policy"
+                && let Some((_, _, PolicySource::Global)) = current
+            {
                 ctx.note(
                     "note: a global policy is in effect; this sandbox's own policy applies once it is cleared",
                 );
@@ -238,6 +309,23 @@ async fn current_policy(
     };
     let doc = diff::parse(yaml, "the gateway's current policy")?;
     Ok(Some((doc, policy.policy.revision, policy.effective_source)))
+}
+
+/// The global policy in effect, its revision and source; `None` when none is set.
+async fn current_global_policy(
+    client: &Client,
+) -> anyhow::Result<Option<(PolicyDoc, u64, PolicySource)>> {
+    let policy = match client.get_global_policy(None).await {
+        Ok(policy) => policy,
+        Err(SdkError::NotFound(_)) => return Ok(None),
+        Err(err) => return Err(err.into()),
+    };
+    // The latest revision may be the one that cleared it.
+    let Some(yaml) = policy.policy.policy_yaml.as_deref() else {
+        return Ok(None);
+    };
+    let doc = diff::parse(yaml, "the gateway's global policy")?;
+    Ok(Some((doc, policy.policy.revision, PolicySource::Global)))
 }
 
 fn diff_table(out: &Output, result: &PolicyDiff, source: &str, label: &str) -> String {

@@ -369,6 +369,7 @@ impl StoreView {
                     .get_sandbox_policy(pb::GetSandboxPolicyRequest {
                         sandbox: sandbox_ref(&s.sandbox_id),
                         revision,
+                        global: false,
                     })
                     .await
                     .unwrap()

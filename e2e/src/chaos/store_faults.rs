@@ -343,6 +343,7 @@ pub async fn latest_revision(api: &mut Api, sandbox: &str) -> Result<u64, tonic:
         .get_sandbox_policy(pb::GetSandboxPolicyRequest {
             sandbox: sandbox_ref(sandbox),
             revision: 0,
+            global: false,
         })
         .await?
         .into_inner();

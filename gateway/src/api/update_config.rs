@@ -187,6 +187,16 @@ fn policy_text(req: &pb::UpdateConfigRequest) -> Result<Option<String>, Status> 
 
 /// The setting changes of an `UpdateConfig`: upstream's single
 /// `setting_key`, then this project's `settings`.
+/// The setting key upstream stores the global policy under.
+const POLICY_SETTING_KEY: &str = "policy";
+
+/// Upstream's client clears the global policy by deleting the reserved `policy` setting
+/// at global scope; this project's clients set `clear_global_policy`.
+fn clears_global_policy(req: &pb::UpdateConfigRequest) -> bool {
+    req.clear_global_policy
+        || (req.global && req.delete_setting && req.setting_key == POLICY_SETTING_KEY)
+}
+
 fn setting_changes(
     req: &pb::UpdateConfigRequest,
     target: &ConfigTarget,
@@ -200,15 +210,18 @@ fn setting_changes(
             )
             .into());
         }
-    } else if req.delete_setting {
-        // Upstream's rule for its own field: a sandbox-scope delete is refused.
-        if matches!(target, ConfigTarget::Sandbox(_)) {
+    } else if req.setting_key == POLICY_SETTING_KEY {
+        // Upstream keeps the global policy under this reserved key: deleting it at global
+        // scope clears the global policy (see `clears_global_policy`); nothing else may
+        // name it.
+        if !(req.delete_setting && matches!(target, ConfigTarget::Global)) {
             return Err(GatewayError::invalid(
-                "delete_setting",
-                "only a global setting can be deleted this way; to remove a sandbox value, send it in `settings` with delete",
+                "setting_key",
+                "the reserved key \"policy\" is written with the policy field; only deleting it at global scope (which clears the global policy) is accepted",
             )
             .into());
         }
+    } else if req.delete_setting {
         changes.push(SettingChange::Delete(req.setting_key.clone()));
     } else {
         let value = req
@@ -277,7 +290,7 @@ pub(super) async fn update_config(
         policy,
         policy_edits,
         expected_policy_revision: Some(req.expected_resource_version).filter(|v| *v != 0),
-        clear_global_policy: req.clear_global_policy,
+        clear_global_policy: clears_global_policy(&req),
         settings: setting_changes,
         idempotency_key: Some(req.request_id).filter(|k| !k.is_empty()),
         caller: caller.clone(),

@@ -26,8 +26,8 @@ use crate::error::{GatewayError, Result};
 use crate::operations::fleet_targets;
 use crate::policy_diff::{self, PolicyDiff};
 use crate::store::{
-    Lifecycle, LockedSandbox, NewOperation, OperationRecord, OperationSignal, OperationState,
-    Outcome, SandboxRecord, Store, TargetKind, WritePlace, WriteTx, new_id, now_ms,
+    GlobalPolicyRecord, Lifecycle, LockedSandbox, NewOperation, OperationRecord, OperationSignal,
+    OperationState, Outcome, SandboxRecord, Store, TargetKind, WritePlace, WriteTx, new_id, now_ms,
 };
 
 mod groups;
@@ -203,10 +203,16 @@ impl ConfigUpdate {
                         .into(),
             });
         }
-        if has_edits && !matches!(self.target, ConfigTarget::Sandbox(_)) {
+        if has_edits && matches!(self.target, ConfigTarget::Workspace(_)) {
             violations.push(Violation::new(
                 "merge_operations",
-                "incremental edits apply to one sandbox's policy; a global write sends the whole policy",
+                "incremental edits apply to a sandbox's policy or the global policy; a workspace has no policy",
+            ));
+        }
+        if has_edits && self.clear_global_policy {
+            violations.push(Violation::new(
+                "merge_operations",
+                "give either incremental edits or clear_global_policy, not both",
             ));
         }
         if has_edits && has_policy {
@@ -818,7 +824,18 @@ async fn write_to_global<'a>(
         "the global policy",
     )?;
     op.global_policy_revision = Some(global_revision);
-    if let Some(policy) = &validated.policy {
+    let mut merge_notes = Vec::new();
+    let edited = if validated.edits.is_empty() {
+        None
+    } else {
+        let edited = edit_policy(
+            Some(&global_to_edit(current_global.as_ref())?),
+            &validated.edits,
+        )?;
+        merge_notes = edited.notes;
+        Some(edited.policy)
+    };
+    if let Some(policy) = edited.as_ref().or(validated.policy.as_ref()) {
         let hash = policy.policy_hash();
         if current_global.as_ref().map(|g| g.policy_hash.as_str()) != Some(hash.as_str()) {
             op.global_policy_revision = Some(global_revision + 1);
@@ -856,8 +873,20 @@ async fn write_to_global<'a>(
         shadowed_by_global_policy: None,
         kept_static_sections: Vec::new(),
         sandbox_policy_hash: None,
-        merge_notes: Vec::new(),
+        merge_notes,
     })
+}
+
+/// The global policy that incremental edits apply to: there must be one.
+fn global_to_edit(current: Option<&GlobalPolicyRecord>) -> Result<SandboxPolicy> {
+    let current = current.ok_or_else(|| {
+        GatewayError::FailedPrecondition(
+            "no global policy is set, so there is nothing to edit; set one with a whole policy \
+             (nothing was written)"
+                .into(),
+        )
+    })?;
+    parse_stored(&current.policy_json, "the global policy")
 }
 
 /// Lists a fleet operation's targets in its transaction, or leaves that to
@@ -1084,7 +1113,16 @@ pub async fn dry_run_update(store: &Store, update: &ConfigUpdate) -> Result<DryR
                 let (revision, _) = store.global_policy().await?;
                 check_expected_revision(Some(expected), revision, "the global policy")?;
             }
-            if let Some(policy) = &validated.policy {
+            let edited = if validated.edits.is_empty() {
+                None
+            } else {
+                let (_, current) = store.global_policy().await?;
+                let edited =
+                    edit_policy(Some(&global_to_edit(current.as_ref())?), &validated.edits)?;
+                out.merge_notes = edited.notes;
+                Some(edited.policy)
+            };
+            if let Some(policy) = edited.as_ref().or(validated.policy.as_ref()) {
                 let (_, current) = store.global_policy().await?;
                 let stored = current
                     .as_ref()

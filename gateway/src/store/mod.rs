@@ -19,6 +19,7 @@ mod notices;
 mod operation_targets;
 mod operations;
 mod policies;
+pub use policies::PolicyLog;
 mod providers;
 mod records;
 mod replicas;

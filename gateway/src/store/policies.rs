@@ -17,17 +17,50 @@ const REVISION_COLUMNS: &str =
 pub(super) const CURRENT_GLOBAL_POLICY_REVISION: &str =
     "(SELECT COALESCE(MAX(revision), 0) FROM global_policy_revisions)";
 
+/// Whose policy revisions a read is about: one sandbox's, or the global policy's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyLog<'a> {
+    Sandbox(&'a str),
+    Global,
+}
+
+/// The global policy's revisions in the shape of `policy_revisions`: no sandbox, and a
+/// revision that cleared the global policy with an empty hash and text.
+const GLOBAL_AS_REVISIONS: &str = "(SELECT '' AS sandbox_id, revision, \
+     COALESCE(policy_hash, '') AS policy_hash, COALESCE(policy_json, '') AS policy_json, \
+     operation_id, created_at FROM global_policy_revisions) g";
+
+impl PolicyLog<'_> {
+    fn source(self) -> &'static str {
+        match self {
+            Self::Sandbox(_) => "policy_revisions",
+            Self::Global => GLOBAL_AS_REVISIONS,
+        }
+    }
+
+    /// The `sandbox_id` its rows carry.
+    fn id(self) -> String {
+        match self {
+            Self::Sandbox(id) => id.to_owned(),
+            Self::Global => String::new(),
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Self::Sandbox(id) => format!("sandbox {id}"),
+            Self::Global => "the global policy".to_owned(),
+        }
+    }
+}
+
 impl Store {
     /// The newest revision of a sandbox's own policy.
     pub async fn latest_policy(&self, sandbox_id: &str) -> Result<Option<PolicyRevisionRecord>> {
-        let row = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {REVISION_COLUMNS} FROM policy_revisions WHERE sandbox_id = $1 \
-             ORDER BY revision DESC LIMIT 1"
-        )))
-        .bind(sandbox_id)
-        .fetch_optional(self.pool())
-        .await?;
-        row.as_ref().map(policy_revision_from_row).transpose()
+        Ok(self
+            .policy_history_of(PolicyLog::Sandbox(sandbox_id), 1, None)
+            .await?
+            .pop())
     }
 
     /// One revision of a sandbox's policy.
@@ -36,15 +69,29 @@ impl Store {
         sandbox_id: &str,
         revision: u64,
     ) -> Result<PolicyRevisionRecord> {
+        self.policy_revision_of(PolicyLog::Sandbox(sandbox_id), revision)
+            .await
+    }
+
+    /// One revision of a sandbox's or the global policy.
+    pub async fn policy_revision_of(
+        &self,
+        log: PolicyLog<'_>,
+        revision: u64,
+    ) -> Result<PolicyRevisionRecord> {
         let row = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {REVISION_COLUMNS} FROM policy_revisions WHERE sandbox_id = $1 AND revision = $2"
+            "SELECT {REVISION_COLUMNS} FROM {} WHERE sandbox_id = $1 AND revision = $2",
+            log.source()
         )))
-        .bind(sandbox_id)
+        .bind(log.id())
         .bind(to_i64(revision))
         .fetch_optional(self.pool())
         .await?
         .ok_or_else(|| {
-            StoreError::NotFound(format!("sandbox {sandbox_id} has no policy revision {revision}"))
+            StoreError::NotFound(format!(
+                "{} has no policy revision {revision}",
+                log.describe()
+            ))
         })?;
         policy_revision_from_row(&row)
     }
@@ -55,11 +102,25 @@ impl Store {
         sandbox_id: &str,
         limit: i64,
     ) -> Result<Vec<PolicyRevisionRecord>> {
+        self.policy_history_of(PolicyLog::Sandbox(sandbox_id), limit, None)
+            .await
+    }
+
+    /// At most `limit` revisions of a sandbox's or the global policy, newest first, all
+    /// older than `before` when given (a page after the one that ended there).
+    pub async fn policy_history_of(
+        &self,
+        log: PolicyLog<'_>,
+        limit: i64,
+        before: Option<u64>,
+    ) -> Result<Vec<PolicyRevisionRecord>> {
         let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {REVISION_COLUMNS} FROM policy_revisions WHERE sandbox_id = $1 \
-             ORDER BY revision DESC LIMIT $2"
+            "SELECT {REVISION_COLUMNS} FROM {} WHERE sandbox_id = $1 AND revision < $2 \
+             ORDER BY revision DESC LIMIT $3",
+            log.source()
         )))
-        .bind(sandbox_id)
+        .bind(log.id())
+        .bind(before.map_or(i64::MAX, to_i64))
         .bind(limit)
         .fetch_all(self.pool())
         .await?;

@@ -3,12 +3,18 @@
 use openshell_proto::v1 as pb;
 
 use crate::retry::Idempotency;
+use crate::types::workspace_selector;
 use crate::types::{
     PolicyRevision, SandboxPolicy, SandboxRef, ScopeSettings, Setting, SettingDefinition,
     SettingScope, UpdateMode, UpdateResult,
 };
 use crate::update::{DEFAULT_SERVER_WAIT, Target, UpdateConfig};
 use crate::{Client, SdkError};
+
+/// A list call's page size as upstream's signed field.
+fn page_size(limit: u32) -> Result<i32, SdkError> {
+    i32::try_from(limit).map_err(|_| SdkError::invalid(format!("limit: {limit} is too large")))
+}
 
 impl Client {
     /// Reads a sandbox's policy: the latest revision, or `revision` when given.
@@ -17,10 +23,32 @@ impl Client {
         sandbox: &SandboxRef,
         revision: Option<u64>,
     ) -> Result<SandboxPolicy, SdkError> {
-        let request = pb::GetSandboxPolicyRequest {
+        self.read_policy(pb::GetSandboxPolicyRequest {
             sandbox: Some(sandbox.to_proto()),
             revision: revision.unwrap_or(0),
-        };
+            global: false,
+        })
+        .await
+    }
+
+    /// Reads the global policy: its latest revision, or `revision` when given. A revision
+    /// that cleared the global policy has no `policy_yaml` and an empty hash.
+    pub async fn get_global_policy(
+        &self,
+        revision: Option<u64>,
+    ) -> Result<SandboxPolicy, SdkError> {
+        self.read_policy(pb::GetSandboxPolicyRequest {
+            sandbox: None,
+            revision: revision.unwrap_or(0),
+            global: true,
+        })
+        .await
+    }
+
+    async fn read_policy(
+        &self,
+        request: pb::GetSandboxPolicyRequest,
+    ) -> Result<SandboxPolicy, SdkError> {
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
                 c.plane.get_sandbox_policy(r).await
@@ -36,7 +64,7 @@ impl Client {
         })
     }
 
-    /// Lists policy revisions, newest first, without their YAML; `limit` 0
+    /// Lists a sandbox's policy revisions, newest first, without their YAML; `limit` 0
     /// means the gateway's default page.
     pub async fn list_sandbox_policies(
         &self,
@@ -44,12 +72,31 @@ impl Client {
         limit: u32,
     ) -> Result<Vec<PolicyRevision>, SdkError> {
         let sandbox = sandbox.to_proto();
-        let request = pb::ListSandboxPoliciesRequest {
-            name: sandbox.id_or_name,
-            workspace: sandbox.workspace,
-            limit,
+        let workspace = Some(sandbox.workspace.as_str()).filter(|w| !w.is_empty());
+        self.list_policies(pb::ListSandboxPoliciesRequest {
+            sandbox: sandbox.id_or_name.clone(),
+            page_size: page_size(limit)?,
+            workspace_scope: workspace_selector(workspace),
             ..Default::default()
-        };
+        })
+        .await
+    }
+
+    /// Lists the global policy's revisions, newest first, without their YAML (a revision
+    /// that cleared it has an empty hash); `limit` 0 means the gateway's default page.
+    pub async fn list_global_policies(&self, limit: u32) -> Result<Vec<PolicyRevision>, SdkError> {
+        self.list_policies(pb::ListSandboxPoliciesRequest {
+            page_size: page_size(limit)?,
+            global: true,
+            ..Default::default()
+        })
+        .await
+    }
+
+    async fn list_policies(
+        &self,
+        request: pb::ListSandboxPoliciesRequest,
+    ) -> Result<Vec<PolicyRevision>, SdkError> {
         let response = self
             .unary(Idempotency::Safe, request, |mut c, r| async move {
                 c.openshell.list_sandbox_policies(r).await

@@ -34,7 +34,7 @@ impl From<pb::SandboxPolicyRevision> for PolicyRevision {
             },
             policy_hash: p.policy_hash,
             policy_yaml: None,
-            created_at: timefmt::timestamp(Some(timefmt::ms_to_proto_timestamp(p.created_at_ms))),
+            created_at: timefmt::timestamp(p.created_time),
             operation_id: non_empty(p.operation_id),
         }
     }
