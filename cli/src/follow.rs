@@ -49,6 +49,62 @@ fn reconnect_window() -> Result<Duration, exit::UsageError> {
 const RECONNECT_FIRST_DELAY: Duration = Duration::from_millis(250);
 const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(2);
 
+/// How often a wait asks the gateway again why its operation is still live: nothing on
+/// the operation's stream changes while no supervisor is there to apply it.
+const WAIT_REASON_RECHECK: Duration = Duration::from_secs(5);
+
+/// The reason of a live target whose sandbox no supervisor is connected for, on any
+/// replica (the gateway's `ListOperationTargets`).
+const NO_SESSION: &str = "no session";
+
+/// Why a live operation is not applied yet, when the gateway knows of a reason that no
+/// state change will show: its sandboxes with no supervisor connected. `None` when every
+/// pending target has a supervisor, or the gateway cannot say (the wait goes on without).
+pub async fn waiting_reason(client: &Client, op: &Operation) -> Option<String> {
+    if op.is_terminal() {
+        return None;
+    }
+    let page = u32::try_from(STRAGGLER_NAMES + 1).unwrap_or(u32::MAX);
+    let targets = client
+        .list_operation_targets(
+            &op.id,
+            &[OperationState::Pending, OperationState::Delivered],
+            page,
+            None,
+        )
+        .await
+        .ok()?
+        .targets;
+    let unattended: Vec<String> = targets
+        .iter()
+        .filter(|t| t.reason.as_deref() == Some(NO_SESSION))
+        .map(OperationTarget::display_name)
+        .collect();
+    if unattended.is_empty() {
+        return None;
+    }
+    if op.fleet.is_none() {
+        return Some(format!(
+            "no supervisor is connected for sandbox {}: the change is committed and applies when one connects",
+            unattended.join(", ")
+        ));
+    }
+    let shown: Vec<&str> = unattended
+        .iter()
+        .take(STRAGGLER_NAMES)
+        .map(String::as_str)
+        .collect();
+    let more = if targets.len() > STRAGGLER_NAMES {
+        " and maybe more"
+    } else {
+        ""
+    };
+    Some(format!(
+        "no supervisor is connected for {}{more}: they apply the change when one connects",
+        shown.join(", ")
+    ))
+}
+
 /// Follows `op` (just committed, or just read) until it is done, the
 /// deadline passes, or the user presses Ctrl-C. A lost gateway (a restart)
 /// is reconnected to for up to [`reconnect_window`], with a note, and the
@@ -73,6 +129,13 @@ pub async fn follow(
     }
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut last = op.clone();
+    // Said while it holds, not only at the end: a wait on a sandbox nobody supervises
+    // otherwise shows a bare "delivered" until its deadline.
+    let mut reason = waiting_reason(client, &op).await;
+    if let Some(text) = &reason {
+        progress.note(&format!("waiting: {text}"));
+    }
+    let mut recheck = Instant::now() + WAIT_REASON_RECHECK;
     // Since when, and with what backoff, the gateway has been lost.
     let mut lost: Option<(Instant, Duration)> = None;
     loop {
@@ -94,6 +157,21 @@ pub async fn follow(
                         item = stream.next() => item,
                         () = held_line(progress.held_due()) => {
                             progress.flush();
+                            continue;
+                        }
+                        () = tokio::time::sleep_until(recheck.into()) => {
+                            recheck = Instant::now() + WAIT_REASON_RECHECK;
+                            let now = waiting_reason(client, &last).await;
+                            if now != reason {
+                                match &now {
+                                    Some(text) => progress.note(&format!("waiting: {text}")),
+                                    None if reason.is_some() => progress.note(
+                                        "waiting: a supervisor is connected now; waiting for it to apply the change",
+                                    ),
+                                    None => {}
+                                }
+                                reason = now;
+                            }
                             continue;
                         }
                         () = interrupt.recv() => {

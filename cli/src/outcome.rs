@@ -10,7 +10,7 @@ use openshell_sdk::{
 use crate::cli::WaitArgs;
 use crate::context::Ctx;
 use crate::exit;
-use crate::follow::{Waited, follow, interrupted_hint, lost_hint, stragglers};
+use crate::follow::{Waited, follow, interrupted_hint, lost_hint, stragglers, waiting_reason};
 use crate::output::sanitize;
 use crate::views;
 
@@ -68,6 +68,9 @@ pub async fn apply_update(ctx: &Ctx, client: &Client, update: UpdateConfig) -> a
             ctx.out
                 .print(&result, |o| views::update_result(o, &result))?;
             if !operation.is_terminal() {
+                if let Some(reason) = waiting_reason(client, &operation).await {
+                    ctx.warn(reason);
+                }
                 ctx.note(format!(
                     "committed as operation {id} ({state}); follow it with: openshell operations wait {id}",
                     id = operation.id,

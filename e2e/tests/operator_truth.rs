@@ -517,3 +517,130 @@ async fn the_global_policy_has_get_history_update_and_diff() {
     assert_eq!(revision.version, 2);
     assert!(revision.policy.is_some());
 }
+
+/// Issue 59, item 5: a wait on a sandbox no supervisor is connected for says so while it
+/// waits (before its deadline, in line mode too), a commit-only write warns up front, a
+/// fleet wait names the unattended sandboxes at its start; with a supervisor there is
+/// nothing to explain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_names_the_missing_supervisor_while_it_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = TestGateway::start_for_delivery(DeliveryMode::Push).await;
+    let mut api = gw.api().await;
+    let (lonely, _) = create_sandbox(&mut api, "lonely", POLICY).await;
+    let file = dir.path().join("p.yaml");
+    std::fs::write(&file, policy_with_port(8443)).unwrap();
+    let file = file.to_str().unwrap();
+
+    let waited = openshell(
+        &gw.endpoint(),
+        &[
+            "policy",
+            "set",
+            &lonely,
+            "-f",
+            file,
+            "--wait",
+            "--timeout",
+            "2s",
+            "--yes",
+        ],
+        None,
+    )
+    .await;
+    waited.expect(124);
+    let line = "waiting: no supervisor is connected for sandbox default/lonely";
+    let said_at = waited
+        .stderr
+        .find(line)
+        .unwrap_or_else(|| panic!("{}", waited.stderr));
+    // Said while waiting, before the deadline's verdict.
+    let timed_out_at = waited.stderr.find("after the wait deadline").unwrap();
+    assert!(said_at < timed_out_at, "{}", waited.stderr);
+
+    std::fs::write(dir.path().join("p.yaml"), policy_with_port(9443)).unwrap();
+    let committed = openshell(
+        &gw.endpoint(),
+        &[
+            "policy",
+            "set",
+            &lonely,
+            "-f",
+            file,
+            "--commit-only",
+            "--yes",
+        ],
+        None,
+    )
+    .await;
+    committed.expect(0);
+    assert!(
+        committed
+            .stderr
+            .contains("warning: no supervisor is connected for sandbox default/lonely"),
+        "{}",
+        committed.stderr
+    );
+
+    let (watched, credential) = create_sandbox(&mut api, "watched", POLICY).await;
+    let _supervisor = spawn_supervisor(
+        &gw.endpoint(),
+        &watched,
+        &credential,
+        &dir.path().join("s"),
+        &[],
+    );
+    openshell_e2e::wait_running(&api, &watched).await;
+    let fleet = openshell(
+        &gw.endpoint(),
+        &[
+            "settings",
+            "set",
+            "--global",
+            "log_level=warn",
+            "--wait",
+            "--timeout",
+            "2s",
+            "--yes",
+        ],
+        None,
+    )
+    .await;
+    fleet.expect(124);
+    assert!(
+        fleet
+            .stderr
+            .contains("waiting: no supervisor is connected for default/lonely"),
+        "{}",
+        fleet.stderr
+    );
+    assert!(
+        !fleet.stderr.contains("default/watched"),
+        "{}",
+        fleet.stderr
+    );
+
+    std::fs::write(dir.path().join("p.yaml"), policy_with_port(7443)).unwrap();
+    let attended = openshell(
+        &gw.endpoint(),
+        &[
+            "policy",
+            "set",
+            &watched,
+            "-f",
+            file,
+            "--wait",
+            "--timeout",
+            "60s",
+            "--yes",
+        ],
+        None,
+    )
+    .await;
+    attended.expect(0);
+    assert!(
+        !attended.stderr.contains("no supervisor"),
+        "{}",
+        attended.stderr
+    );
+}
