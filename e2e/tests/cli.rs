@@ -1270,10 +1270,17 @@ impl GatewayProcess {
 async fn next_line(
     lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStderr>>,
 ) -> Option<String> {
-    tokio::time::timeout(DEADLINE, lines.next_line())
-        .await
-        .expect("the CLI writes a line or ends within the deadline")
-        .unwrap()
+    loop {
+        let line = tokio::time::timeout(DEADLINE, lines.next_line())
+            .await
+            .expect("the CLI writes a line or ends within the deadline")
+            .unwrap();
+        // Why the wait waits (these sandboxes have no supervisor) is said at its start and
+        // again whenever it changes; these tests follow the operation's own lines.
+        if !line.as_deref().is_some_and(|l| l.starts_with("waiting: ")) {
+            return line;
+        }
+    }
 }
 
 /// The rest of a CLI process's stderr, once it has exited, and how it exited.
