@@ -111,6 +111,7 @@ where
     // count: the environment and the selected saved gateway do.
     let ctx = Ctx::new(GlobalArgs {
         gateway: std::env::var("OPENSHELL_GATEWAY").ok(),
+        gateway_endpoint: std::env::var("OPENSHELL_GATEWAY_ENDPOINT").ok(),
         token: std::env::var("OPENSHELL_TOKEN").ok(),
         ca_cert: std::env::var_os("OPENSHELL_CA_CERT").map(Into::into),
         output: OutputFormat::Table,

@@ -34,6 +34,15 @@ pub struct GlobalArgs {
         value_name = "URL|NAME"
     )]
     pub gateway: Option<String>,
+    /// Gateway address (http://HOST:PORT or https://HOST:PORT), as upstream's CLI takes it;
+    /// with --gateway or OPENSHELL_GATEWAY too, both must name the same gateway.
+    #[arg(
+        long,
+        global = true,
+        env = "OPENSHELL_GATEWAY_ENDPOINT",
+        value_name = "URL"
+    )]
+    pub gateway_endpoint: Option<String>,
     /// Operator token, sent as a bearer token (default: the saved gateway's
     /// token; prefer `openshell gateway login` to putting it on a command line).
     // A token may start with `-` (URL-safe base64): it is still the value.
@@ -114,6 +123,67 @@ impl Ctx {
                 "--ca-cert"
             })
         };
+        if let Some(endpoint) = self
+            .global
+            .gateway_endpoint
+            .as_deref()
+            .filter(|e| !e.is_empty())
+        {
+            let source = if env_holds("OPENSHELL_GATEWAY_ENDPOINT", Some(endpoint)) {
+                "OPENSHELL_GATEWAY_ENDPOINT"
+            } else {
+                "--gateway-endpoint"
+            };
+            if !gateways::is_address(endpoint) {
+                return Err(UsageError(format!(
+                    "{source} takes an address like http://HOST:PORT, not {endpoint:?}; a saved \
+                     gateway's name goes in OPENSHELL_GATEWAY or --gateway"
+                ))
+                .into());
+            }
+            gateways::check_url(endpoint)?;
+            match self.global.gateway.as_deref().filter(|g| !g.is_empty()) {
+                // Alone, it is the address, with no saved token or CA.
+                None => {
+                    return Ok(Target {
+                        url: endpoint.to_owned(),
+                        name: None,
+                        url_source: source,
+                        token_source: token_source(false),
+                        token: flag_token.clone(),
+                        ca_source: ca_source(),
+                        ca_cert: self.global.ca_cert.clone(),
+                    });
+                }
+                // Beside the other setting it is never silently ignored, nor does it win
+                // silently: both must name one gateway (a saved name's token then applies).
+                Some(other) => {
+                    let other_url = if gateways::is_address(other) {
+                        Some(other.to_owned())
+                    } else {
+                        Store::locate()
+                            .ok()
+                            .and_then(|store| store.load().ok())
+                            .and_then(|file| file.gateways.get(other).map(|g| g.url.clone()))
+                    };
+                    let same = other_url.is_some_and(|url| {
+                        url.trim_end_matches('/') == endpoint.trim_end_matches('/')
+                    });
+                    if !same {
+                        let other_source = if env_holds("OPENSHELL_GATEWAY", Some(other)) {
+                            "OPENSHELL_GATEWAY"
+                        } else {
+                            "--gateway"
+                        };
+                        return Err(UsageError(format!(
+                            "{source} ({endpoint}) and {other_source} ({other}) name different \
+                             gateways; set only one of them"
+                        ))
+                        .into());
+                    }
+                }
+            }
+        }
         let named = match self.global.gateway.as_deref() {
             Some(value) if gateways::is_address(value) => {
                 return Ok(Target {
@@ -440,6 +510,7 @@ mod tests {
         GlobalArgs {
             // Nothing listens here; a check that fails must fail before connecting.
             gateway: Some("http://127.0.0.1:9".into()),
+            gateway_endpoint: None,
             token: None,
             ca_cert: Some(ca_cert.to_owned()),
             output: OutputFormat::Table,

@@ -41,6 +41,7 @@ pub async fn openshell(gateway: &str, args: &[&str], stdin: Option<&str>) -> Cli
         .env("OPENSHELL_GATEWAY", gateway)
         .env("OPENSHELL_TOKEN", TOKEN)
         .env_remove("OPENSHELL_CA_CERT")
+        .env_remove("OPENSHELL_GATEWAY_ENDPOINT")
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {

@@ -101,6 +101,7 @@ impl World {
             .env("HOME", &self.home)
             .env_remove("XDG_CONFIG_HOME")
             .env_remove("OPENSHELL_GATEWAY")
+            .env_remove("OPENSHELL_GATEWAY_ENDPOINT")
             .env_remove("OPENSHELL_TOKEN")
             .env_remove("OPENSHELL_CA_CERT")
             .env_remove("NO_COLOR")
@@ -409,6 +410,115 @@ async fn status_and_doctor_say_what_is_wrong_and_how_to_fix_it() {
     assert!(doctor.stdout.contains("--ca-cert"), "{}", doctor.stdout);
 
     world.assert_token_never_shown();
+}
+
+/// Issue 59 item 7 (and 57 item 4): upstream's address settings are honoured, never
+/// silently ignored: `OPENSHELL_GATEWAY_ENDPOINT` and `--gateway-endpoint` beat the selected
+/// saved gateway, disagreeing with `OPENSHELL_GATEWAY` is refused naming both, a name where
+/// an address belongs is refused; and an https address to a plain-HTTP gateway is named as
+/// such, by `doctor` and by any command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstreams_endpoint_settings_are_honoured_and_a_plain_gateway_is_named() {
+    let world = World::start();
+    let url = world.url.clone();
+    world
+        .run(&["gateway", "add", "dead", "http://127.0.0.1:1"])
+        .await
+        .expect_code(0);
+
+    let by_env = world
+        .run_with(
+            &["sandbox", "list", "-o", "json"],
+            &[
+                ("OPENSHELL_GATEWAY_ENDPOINT", &url),
+                ("OPENSHELL_TOKEN", TOKEN),
+            ],
+        )
+        .await;
+    assert_eq!(by_env.expect_code(0).json(), serde_json::json!([]));
+    let by_flag = world
+        .run_with(
+            &["--gateway-endpoint", &url, "sandbox", "list", "-o", "json"],
+            &[("OPENSHELL_TOKEN", TOKEN)],
+        )
+        .await;
+    assert_eq!(by_flag.expect_code(0).json(), serde_json::json!([]));
+
+    let both = world
+        .run_with(
+            &["sandbox", "list"],
+            &[
+                ("OPENSHELL_GATEWAY_ENDPOINT", &url),
+                ("OPENSHELL_GATEWAY", "dead"),
+                ("OPENSHELL_TOKEN", TOKEN),
+            ],
+        )
+        .await;
+    both.expect_code(2);
+    assert!(
+        both.stderr.contains("OPENSHELL_GATEWAY_ENDPOINT")
+            && both.stderr.contains("OPENSHELL_GATEWAY (dead)")
+            && both.stderr.contains("different gateways"),
+        "{}",
+        both.stderr
+    );
+    let a_name = world
+        .run_with(
+            &["sandbox", "list"],
+            &[("OPENSHELL_GATEWAY_ENDPOINT", "dead")],
+        )
+        .await;
+    a_name.expect_code(2);
+    assert!(
+        a_name
+            .stderr
+            .contains("OPENSHELL_GATEWAY_ENDPOINT takes an address"),
+        "{}",
+        a_name.stderr
+    );
+
+    // https to a gateway that speaks plain HTTP, with a CA to trust: named as such.
+    let ca = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let ca_file = world.home.join("ca.pem");
+    std::fs::write(&ca_file, ca.cert.pem()).unwrap();
+    let https = url.replace("http://", "https://");
+    let doctor = world
+        .run(&[
+            "doctor",
+            "--gateway",
+            &https,
+            "--ca-cert",
+            ca_file.to_str().unwrap(),
+        ])
+        .await;
+    doctor.expect_code(1);
+    assert!(
+        doctor.stdout.contains("speaks plain HTTP, not TLS")
+            && doctor
+                .stdout
+                .contains(&format!("use its http:// address: --gateway {url}")),
+        "{}",
+        doctor.stdout
+    );
+    let listed = world
+        .run_with(
+            &[
+                "sandbox",
+                "list",
+                "--gateway",
+                &https,
+                "--ca-cert",
+                ca_file.to_str().unwrap(),
+            ],
+            &[("OPENSHELL_TOKEN", TOKEN)],
+        )
+        .await;
+    assert_ne!(listed.code, 0);
+    assert!(
+        listed.stderr.contains("answered in plain HTTP, not TLS"),
+        "{}",
+        listed.stderr
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Status};
 
-use crate::error::error_chain;
+use crate::error::{error_chain, explain_tls_mismatch};
 use crate::retry::{Idempotency, RetryPolicy};
 use crate::{ClientOptions, SdkError};
 
@@ -69,11 +69,11 @@ impl Client {
     pub async fn connect(options: ClientOptions) -> Result<Self, SdkError> {
         let endpoint = build_endpoint(&options)?;
         let channel = endpoint.connect().await.map_err(|err| {
-            SdkError::Unavailable(format!(
+            SdkError::Unavailable(explain_tls_mismatch(format!(
                 "cannot connect to gateway at {}: {}",
                 options.endpoint,
                 error_chain(&err)
-            ))
+            )))
         })?;
         Self::from_channel(channel, &options)
     }

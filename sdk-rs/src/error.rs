@@ -175,7 +175,7 @@ impl From<Status> for SdkError {
             Code::AlreadyExists => Self::AlreadyExists(message),
             Code::FailedPrecondition => Self::FailedPrecondition(message),
             Code::Unauthenticated => Self::Unauthenticated(message),
-            Code::Unavailable => Self::Unavailable(message),
+            Code::Unavailable => Self::Unavailable(explain_tls_mismatch(message)),
             // A stream or call cut by a broken connection (the gateway died mid-response)
             // reaches tonic as UNKNOWN or CANCELLED carrying the transport error as its
             // source; a status the gateway sent has none. It is the gateway going away, not
@@ -194,7 +194,24 @@ impl From<Status> for SdkError {
 
 impl From<tonic::transport::Error> for SdkError {
     fn from(err: tonic::transport::Error) -> Self {
-        Self::Transport(error_chain(&err))
+        Self::Transport(explain_tls_mismatch(error_chain(&err)))
+    }
+}
+
+/// What rustls reports when a TLS client reads a plain-HTTP answer: a record whose content
+/// type is not TLS's.
+const PLAIN_HTTP_ANSWER: &str = "InvalidContentType";
+
+/// Says in words what a TLS library's error means when an `https://` address reaches a
+/// gateway that serves plain HTTP.
+pub(crate) fn explain_tls_mismatch(text: String) -> String {
+    if text.contains(PLAIN_HTTP_ANSWER) {
+        format!(
+            "the gateway answered in plain HTTP, not TLS: use its http:// address instead of \
+             https:// ({text})"
+        )
+    } else {
+        text
     }
 }
 

@@ -305,6 +305,17 @@ async fn run_checks(ctx: &Ctx) -> Vec<Check> {
         Err(SdkError::Transport(_) | SdkError::Unavailable(_) | SdkError::DeadlineExceeded(_))
     );
     match (&answer, https) {
+        (Err(err), true) if transport_failed && err.to_string().contains("plain HTTP, not TLS") => {
+            checks.push(Check::fail(
+                "tls",
+                format!("{} speaks plain HTTP, not TLS", target.url),
+                format!(
+                    "use its http:// address: --gateway {}",
+                    target.url.replacen("https://", "http://", 1)
+                ),
+            ));
+            return checks;
+        }
         (Err(err), true) if transport_failed => {
             checks.push(Check::fail(
                 "tls",
