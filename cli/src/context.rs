@@ -54,7 +54,7 @@ pub struct GlobalArgs {
         allow_hyphen_values = true
     )]
     pub token: Option<String>,
-    /// PEM file of the CA to trust for an https gateway.
+    /// PEM file of a CA to trust for an https gateway, beside the system's trusted roots.
     #[arg(long, global = true, env = "OPENSHELL_CA_CERT", value_name = "FILE")]
     pub ca_cert: Option<PathBuf>,
     /// Output format.

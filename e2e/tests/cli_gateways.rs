@@ -402,12 +402,16 @@ async fn status_and_doctor_say_what_is_wrong_and_how_to_fix_it() {
     );
     assert!(!doctor.stdout.contains("token"), "{}", doctor.stdout);
 
-    // An https address to a plain gateway: TLS fails, with the fix.
+    // An https address to a plain gateway: TLS fails, named as such, with the fix.
     let https = url.replace("http://", "https://");
     let doctor = world.run(&["doctor", "--gateway", &https]).await;
     doctor.expect_code(1);
     assert!(doctor.stdout.contains("FAIL  tls"), "{}", doctor.stdout);
-    assert!(doctor.stdout.contains("--ca-cert"), "{}", doctor.stdout);
+    assert!(
+        doctor.stdout.contains("speaks plain HTTP, not TLS"),
+        "{}",
+        doctor.stdout
+    );
 
     world.assert_token_never_shown();
 }
@@ -519,6 +523,75 @@ async fn upstreams_endpoint_settings_are_honoured_and_a_plain_gateway_is_named()
         "{}",
         listed.stderr
     );
+}
+
+/// Issue 59 item 7: an https gateway whose certificate chains to a root the system trusts
+/// needs no CA file. The root store here is injected the way OpenSSL-style stores are,
+/// through `SSL_CERT_FILE`; without it the same command refuses the unknown issuer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_gateway_signed_by_a_trusted_root_needs_no_ca_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let signed =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&cert, signed.cert.pem()).unwrap();
+    std::fs::write(&key, signed.signing_key.serialize_pem()).unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let data_dir = dir.path().join("data");
+    let token_env = format!("ci={TOKEN}");
+    let _gateway = spawn_gateway(
+        &[
+            "--listen",
+            &listen,
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "--metrics-listen",
+            &metrics,
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+        &[("OPENSHELL_OPERATOR_TOKENS", token_env.as_str())],
+        dir.path().join("gateway.log"),
+        port,
+    );
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let run = |roots: Option<&Path>| {
+        let mut cmd = tokio::process::Command::new(binary("openshell"));
+        cmd.args(["sandbox", "list", "-o", "json"])
+            .env("HOME", &home)
+            .env("OPENSHELL_GATEWAY", format!("https://localhost:{port}"))
+            .env("OPENSHELL_TOKEN", TOKEN)
+            .env_remove("OPENSHELL_CA_CERT")
+            .env_remove("OPENSHELL_GATEWAY_ENDPOINT")
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("SSL_CERT_DIR")
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        match roots {
+            Some(file) => cmd.env("SSL_CERT_FILE", file),
+            // An empty store: nothing is trusted.
+            None => cmd.env("SSL_CERT_FILE", dir.path().join("no-roots.pem")),
+        };
+        async move { cmd.output().await.unwrap() }
+    };
+    std::fs::write(dir.path().join("no-roots.pem"), "").unwrap();
+
+    let trusted = run(Some(&cert)).await;
+    assert_eq!(
+        trusted.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&trusted.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&trusted.stdout).trim(), "[]");
+    let untrusted = run(None).await;
+    assert_ne!(untrusted.status.code(), Some(0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

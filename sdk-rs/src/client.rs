@@ -227,13 +227,13 @@ fn build_endpoint(options: &ClientOptions) -> Result<Endpoint, SdkError> {
         .http2_keep_alive_interval(Duration::from_secs(30))
         .keep_alive_while_idle(true);
     if https {
-        // This build of tonic trusts no system roots, so a CA must be given.
-        let pem = options.ca_cert_pem.as_ref().ok_or_else(|| {
-            SdkError::Transport(format!(
-                "gateway endpoint {uri} uses https: a CA certificate (PEM) to trust is required"
-            ))
-        })?;
-        let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem));
+        // The system's trusted roots (which `SSL_CERT_FILE` and `SSL_CERT_DIR` can point
+        // elsewhere), so a gateway with a publicly signed certificate needs no CA file; a CA
+        // file adds its certificate to them for a privately signed one.
+        let mut tls = ClientTlsConfig::new().with_native_roots();
+        if let Some(pem) = &options.ca_cert_pem {
+            tls = tls.ca_certificate(Certificate::from_pem(pem));
+        }
         endpoint = endpoint.tls_config(tls)?;
     } else if options.ca_cert_pem.is_some() {
         tracing::warn!(
