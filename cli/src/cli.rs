@@ -252,6 +252,22 @@ impl From<EditArgs> for openshell_sdk::EditSpecs {
 /// Help of `--expected-revision`, shared by the policy writes.
 const EXPECTED_REVISION_HELP: &str = "Write only if the sandbox's policy (the global one with --global) is still at revision N; otherwise refuse the write (FAILED_PRECONDITION, exit code 1) and write nothing";
 
+/// Whose policy a policy command is about: one sandbox's, or with `--global` the global
+/// policy, which replaces every sandbox's policy while it is set.
+#[derive(Debug, Clone, Args)]
+pub struct PolicyTarget {
+    #[arg(
+        value_name = "SB",
+        help = SANDBOX_HELP, add = sandbox_names(),
+        required_unless_present = "global",
+        conflicts_with = "global"
+    )]
+    pub sandbox: Option<String>,
+    /// The global policy instead of a sandbox's: it replaces every sandbox's policy while set.
+    #[arg(long)]
+    pub global: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
     /// Set a sandbox's policy, or the global policy with --global.
@@ -266,16 +282,8 @@ pub enum PolicyCommand {
     /// against the stored policy, and print what would change, writing
     /// nothing: no revision, no operation, no confirmation asked.
     Set {
-        #[arg(
-            value_name = "SB",
-            help = SANDBOX_HELP, add = sandbox_names(),
-            required_unless_present = "global",
-            conflicts_with = "global"
-        )]
-        sandbox: Option<String>,
-        /// Set the global policy, which replaces every sandbox's policy while set.
-        #[arg(long)]
-        global: bool,
+        #[command(flatten)]
+        target: PolicyTarget,
         /// Policy file, YAML or JSON; `-` reads stdin (upstream's `--policy` works too).
         #[arg(
             short = 'f',
@@ -311,16 +319,8 @@ pub enum PolicyCommand {
     ///   openshell policy update --global --add-endpoint pypi.org:443 --yes
     #[command(verbatim_doc_comment)]
     Update {
-        #[arg(
-            value_name = "SB",
-            help = SANDBOX_HELP, add = sandbox_names(),
-            required_unless_present = "global",
-            conflicts_with = "global"
-        )]
-        sandbox: Option<String>,
-        /// Edit the global policy, which replaces every sandbox's policy (asks to confirm).
-        #[arg(long)]
-        global: bool,
+        #[command(flatten)]
+        target: PolicyTarget,
         #[command(flatten)]
         edits: EditArgs,
         /// Check the edits at the gateway and print what they would change; write nothing.
@@ -350,16 +350,8 @@ pub enum PolicyCommand {
     /// Show a sandbox's policy revision, or the global policy's with --global; `-o yaml`
     /// prints the policy itself.
     Get {
-        #[arg(
-            value_name = "SB",
-            help = SANDBOX_HELP, add = sandbox_names(),
-            required_unless_present = "global",
-            conflicts_with = "global"
-        )]
-        sandbox: Option<String>,
-        /// Show the global policy (a revision that cleared it has no policy).
-        #[arg(long)]
-        global: bool,
+        #[command(flatten)]
+        target: PolicyTarget,
         /// Revision to show (default: the latest); upstream's `--rev` works too.
         #[arg(long, visible_alias = "rev", value_name = "N")]
         revision: Option<u64>,
@@ -372,16 +364,8 @@ pub enum PolicyCommand {
     /// set` keeps them. `-o json` gives {changed, removed_network_access, diff,
     /// kept_static_sections}.
     Diff {
-        #[arg(
-            value_name = "SB",
-            help = SANDBOX_HELP, add = sandbox_names(),
-            required_unless_present = "global",
-            conflicts_with = "global"
-        )]
-        sandbox: Option<String>,
-        /// Compare with the global policy in effect.
-        #[arg(long)]
-        global: bool,
+        #[command(flatten)]
+        target: PolicyTarget,
         /// Policy file, YAML or JSON; `-` reads stdin.
         #[arg(short = 'f', long = "file", value_name = "FILE")]
         file: String,
@@ -389,16 +373,8 @@ pub enum PolicyCommand {
     /// List a sandbox's policy revisions, or the global policy's with --global, newest first.
     #[command(visible_alias = "list")]
     History {
-        #[arg(
-            value_name = "SB",
-            help = SANDBOX_HELP, add = sandbox_names(),
-            required_unless_present = "global",
-            conflicts_with = "global"
-        )]
-        sandbox: Option<String>,
-        /// List the global policy's revisions (one that cleared it has no hash).
-        #[arg(long)]
-        global: bool,
+        #[command(flatten)]
+        target: PolicyTarget,
         /// At most this many revisions (1-1000, the gateway's page limit).
         #[arg(long, value_name = "N", default_value_t = 20, value_parser = page_limit())]
         limit: u32,
@@ -780,8 +756,7 @@ mod tests {
         ])
         .unwrap();
         let Command::Policy(PolicyCommand::Set {
-            sandbox,
-            global,
+            target: PolicyTarget { sandbox, global },
             file,
             dry_run,
             wait,

@@ -3,7 +3,7 @@
 use openshell_core::policy::SandboxPolicy as PolicyDoc;
 use openshell_sdk::{Client, EditSpecs, PolicySource, SandboxRef, SdkError, Target, UpdateConfig};
 
-use crate::cli::PolicyCommand;
+use crate::cli::{PolicyCommand, PolicyTarget};
 use crate::commands::{read_input, read_policy, sandbox_count, source_label};
 use crate::context::Ctx;
 use crate::diff::{self, PolicyDiff};
@@ -14,8 +14,7 @@ use crate::{exit, outcome, views};
 pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
     match cmd {
         PolicyCommand::Set {
-            sandbox,
-            global: _,
+            target: PolicyTarget { sandbox, .. },
             file,
             dry_run,
             expected_revision,
@@ -67,8 +66,7 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             outcome::apply_update(ctx, &client, update).await
         }
         PolicyCommand::Update {
-            sandbox,
-            global: _,
+            target: PolicyTarget { sandbox, .. },
             edits,
             dry_run,
             expected_revision,
@@ -137,8 +135,7 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             outcome::apply_update(ctx, &client, update).await
         }
         PolicyCommand::Get {
-            sandbox,
-            global: _,
+            target: PolicyTarget { sandbox, .. },
             revision,
         } => {
             let client = ctx.client().await?;
@@ -190,8 +187,7 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             Ok(exit::SUCCESS)
         }
         PolicyCommand::History {
-            sandbox,
-            global: _,
+            target: PolicyTarget { sandbox, .. },
             limit,
         } => {
             let client = ctx.client().await?;
@@ -208,8 +204,7 @@ pub async fn run(ctx: &Ctx, cmd: PolicyCommand) -> anyhow::Result<u8> {
             Ok(exit::SUCCESS)
         }
         PolicyCommand::Diff {
-            sandbox,
-            global: _,
+            target: PolicyTarget { sandbox, .. },
             file,
         } => {
             let text = read_policy(ctx, &file)?;
