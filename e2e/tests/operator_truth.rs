@@ -27,6 +27,18 @@ async fn write(api: &Api, request: pb::UpdateConfigRequest) -> pb::UpdateConfigR
         .into_inner()
 }
 
+/// `openshell policy set SB -f FILE FLAGS...` against `gw`.
+async fn policy_set(
+    gw: &TestGateway,
+    sandbox: &str,
+    file: &str,
+    flags: &[&str],
+) -> openshell_e2e::cli::CliRun {
+    let mut args = vec!["policy", "set", sandbox, "-f", file];
+    args.extend_from_slice(flags);
+    openshell(&gw.endpoint(), &args, None).await
+}
+
 fn sandbox_policy(sandbox: &str, policy: String, mode: pb::UpdateMode) -> pb::UpdateConfigRequest {
     pb::UpdateConfigRequest {
         sandbox: sandbox.to_string(),
@@ -112,20 +124,11 @@ async fn a_sandbox_write_under_a_global_policy_is_shadowed_and_never_applied() {
 
     let file = dir.path().join("p.yaml");
     std::fs::write(&file, policy_with_port(9443)).unwrap();
-    let cli = openshell(
-        &gw.endpoint(),
-        &[
-            "policy",
-            "set",
-            &id,
-            "-f",
-            file.to_str().unwrap(),
-            "--wait",
-            "--timeout",
-            "60s",
-            "--yes",
-        ],
-        None,
+    let cli = policy_set(
+        &gw,
+        &id,
+        file.to_str().unwrap(),
+        &["--wait", "--timeout", "60s", "--yes"],
     )
     .await;
     cli.expect(3);
@@ -138,19 +141,7 @@ async fn a_sandbox_write_under_a_global_policy_is_shadowed_and_never_applied() {
         cli.stderr
     );
     assert!(cli.stderr.contains("SHADOWED_BY_GLOBAL"), "{}", cli.stderr);
-    let dry_cli = openshell(
-        &gw.endpoint(),
-        &[
-            "policy",
-            "set",
-            &id,
-            "-f",
-            file.to_str().unwrap(),
-            "--dry-run",
-        ],
-        None,
-    )
-    .await;
+    let dry_cli = policy_set(&gw, &id, file.to_str().unwrap(), &["--dry-run"]).await;
     dry_cli.expect(0);
     assert!(
         dry_cli.stderr.contains("would be stored"),
@@ -287,20 +278,11 @@ async fn a_quarantine_is_reported_as_a_quarantine_everywhere() {
 
     let file = dir.path().join("p.yaml");
     std::fs::write(&file, policy_with_port(9999)).unwrap();
-    let cli = openshell(
-        &gw.endpoint(),
-        &[
-            "policy",
-            "set",
-            &id,
-            "-f",
-            file.to_str().unwrap(),
-            "--wait",
-            "--timeout",
-            "60s",
-            "--yes",
-        ],
-        None,
+    let cli = policy_set(
+        &gw,
+        &id,
+        file.to_str().unwrap(),
+        &["--wait", "--timeout", "60s", "--yes"],
     )
     .await;
     cli.expect(1);
@@ -532,22 +514,7 @@ async fn a_wait_names_the_missing_supervisor_while_it_waits() {
     std::fs::write(&file, policy_with_port(8443)).unwrap();
     let file = file.to_str().unwrap();
 
-    let waited = openshell(
-        &gw.endpoint(),
-        &[
-            "policy",
-            "set",
-            &lonely,
-            "-f",
-            file,
-            "--wait",
-            "--timeout",
-            "2s",
-            "--yes",
-        ],
-        None,
-    )
-    .await;
+    let waited = policy_set(&gw, &lonely, file, &["--wait", "--timeout", "2s", "--yes"]).await;
     waited.expect(124);
     let line = "waiting: no supervisor is connected for sandbox default/lonely";
     let said_at = waited
@@ -559,20 +526,7 @@ async fn a_wait_names_the_missing_supervisor_while_it_waits() {
     assert!(said_at < timed_out_at, "{}", waited.stderr);
 
     std::fs::write(dir.path().join("p.yaml"), policy_with_port(9443)).unwrap();
-    let committed = openshell(
-        &gw.endpoint(),
-        &[
-            "policy",
-            "set",
-            &lonely,
-            "-f",
-            file,
-            "--commit-only",
-            "--yes",
-        ],
-        None,
-    )
-    .await;
+    let committed = policy_set(&gw, &lonely, file, &["--commit-only", "--yes"]).await;
     committed.expect(0);
     assert!(
         committed
@@ -621,20 +575,11 @@ async fn a_wait_names_the_missing_supervisor_while_it_waits() {
     );
 
     std::fs::write(dir.path().join("p.yaml"), policy_with_port(7443)).unwrap();
-    let attended = openshell(
-        &gw.endpoint(),
-        &[
-            "policy",
-            "set",
-            &watched,
-            "-f",
-            file,
-            "--wait",
-            "--timeout",
-            "60s",
-            "--yes",
-        ],
-        None,
+    let attended = policy_set(
+        &gw,
+        &watched,
+        file,
+        &["--wait", "--timeout", "60s", "--yes"],
     )
     .await;
     attended.expect(0);

@@ -1,6 +1,7 @@
 //! Reading policies: a revision, the history, and upstream's load status, of a sandbox's
 //! policy or of the global policy.
 
+use openshell_proto::datamodel::v1::WorkspaceSelector;
 use openshell_proto::sandbox::v1 as sb;
 use openshell_proto::v1 as pb;
 use tonic::{Request, Response, Status};
@@ -48,8 +49,9 @@ impl OpenShellApi {
         who: &Principal,
         global: bool,
         sandbox: &str,
-        workspace: &str,
+        workspace_scope: Option<&WorkspaceSelector>,
     ) -> Result<Option<String>, Status> {
+        let workspace = workspace_scope::addressed("workspace_scope", workspace_scope)?;
         if global {
             if !sandbox.is_empty() {
                 return Err(GatewayError::invalid(
@@ -192,12 +194,7 @@ pub(super) async fn list(
     let limit = signed_page("page_size", req.page_size)?;
     let before = page_start(&req.page_token)?;
     let sandbox = api
-        .policy_log_for(
-            &who,
-            req.global,
-            &req.sandbox,
-            workspace_scope::addressed("workspace_scope", req.workspace_scope.as_ref())?,
-        )
+        .policy_log_for(&who, req.global, &req.sandbox, req.workspace_scope.as_ref())
         .await?;
     let log = sandbox
         .as_deref()
@@ -233,12 +230,7 @@ pub(super) async fn status(
     let who = principal_of(&request)?;
     let req = request.into_inner();
     let sandbox = api
-        .policy_log_for(
-            &who,
-            req.global,
-            &req.sandbox,
-            workspace_scope::addressed("workspace_scope", req.workspace_scope.as_ref())?,
-        )
+        .policy_log_for(&who, req.global, &req.sandbox, req.workspace_scope.as_ref())
         .await?;
     let log = sandbox
         .as_deref()
